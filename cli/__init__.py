@@ -1,0 +1,1 @@
+"""The ``cronstream`` command line."""

@@ -1,0 +1,96 @@
+"""Entry point of the ``cronstream`` console script."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def _stack(args: argparse.Namespace) -> int:
+    from stack.local import Stack, StackError
+    from streams import settings
+
+    stack = Stack(settings.load())
+    try:
+        if args.action == "up":
+            stack.up(with_app=not args.infra_only, workers=args.workers)
+        elif args.action == "down":
+            stack.down()
+        else:
+            for name, state in stack.status().items():
+                print(f"{name:<12} {state}")
+    except StackError as exc:
+        print(f"cronstream stack {args.action}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    sys.argv = ["cronstream-worker", "worker", "--loglevel", args.loglevel]
+    from streams.app import main
+
+    main()
+    return 0
+
+
+def _api(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from streams import settings
+
+    port = args.port or settings.load().api_port
+    uvicorn.run("api.app:create_app", factory=True, host="127.0.0.1", port=port,
+                log_level="info")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from cli import demo
+    from stack.local import Stack, StackError
+    from streams import settings
+
+    conf = settings.load()
+    try:
+        Stack(conf).up(with_app=True)
+    except StackError as exc:
+        print(f"cronstream demo: {exc}", file=sys.stderr)
+        return 1
+    return demo.run(conf, args.seconds, args.receiver_port)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cronstream", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    stack = sub.add_parser("stack", help="the local Kafka/Connect/PostgreSQL stack")
+    stack.add_argument("action", choices=["up", "down", "status"])
+    stack.add_argument("--infra-only", action="store_true",
+                       help="start Kafka, Connect and PostgreSQL but no worker or API")
+    stack.add_argument("--workers", type=int, default=1, help="worker processes to start")
+    stack.set_defaults(func=_stack)
+
+    worker = sub.add_parser("worker", help="run one stream worker (scheduler + executor)")
+    worker.add_argument("--loglevel", default="info")
+    worker.set_defaults(func=_worker)
+
+    api = sub.add_parser("api", help="run the HTTP API")
+    api.add_argument("--port", type=int, default=None)
+    api.set_defaults(func=_api)
+
+    demo = sub.add_parser("demo", help="start the stack and watch a schedule fire")
+    demo.add_argument("--seconds", type=int, default=20)
+    demo.add_argument("--receiver-port", type=int, default=18099)
+    demo.set_defaults(func=_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,415 @@
+"""Brings the local stack up and down: Kafka, Kafka Connect, PostgreSQL, workers and the API.
+
+Everything comes from packages: the Java parts from Maven Central through ``stack/pom.xml`` and
+``connectors/avro-converter/pom.xml``, PostgreSQL from Debian (installed with apt-get when
+missing), Python from the project's venv. All data and logs live under ``$CRONSTREAM_HOME``
+(default ``.local/``). ``up`` is idempotent; ``down`` stops only what the pid files name.
+"""
+
+from __future__ import annotations
+
+import base64
+import glob
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+import httpx
+
+from stack import processes
+from streams.settings import REPO_ROOT, Settings
+
+JAVA_POMS = (REPO_ROOT / "stack" / "pom.xml", REPO_ROOT / "connectors" / "avro-converter" / "pom.xml")
+SINK_TEMPLATE = REPO_ROOT / "connectors" / "ledger-sink.json"
+
+
+class StackError(RuntimeError):
+    """A component failed: the message names it, the reason, and where its log is."""
+
+    def __init__(self, component: str, reason: str, log: Path | None = None) -> None:
+        where = f" (log: {log})" if log else ""
+        super().__init__(f"{component}: {reason}{where}")
+
+
+def say(message: str) -> None:
+    print(f"[stack] {message}", flush=True)
+
+
+def _port_busy(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _wait(component: str, check: Callable[[], bool], timeout_s: float, log: Path,
+          pidfile: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if pidfile is not None and processes.alive(pidfile) is None:
+            raise StackError(component, "process exited during start-up", log)
+        try:
+            if check():
+                return
+        except Exception:  # noqa: BLE001 - not ready yet, whatever the client says
+            pass
+        time.sleep(0.5)
+    raise StackError(component, f"not healthy after {timeout_s:.0f}s", log)
+
+
+@dataclass
+class Stack:
+    s: Settings
+
+    # -- paths ---------------------------------------------------------------------------------
+    def pidfile(self, name: str) -> Path:
+        return self.s.run_dir / f"{name}.pid"
+
+    def log(self, name: str) -> Path:
+        return self.s.log_dir / f"{name}.log"
+
+    @property
+    def lib(self) -> Path:
+        return self.s.home / "lib"
+
+    @property
+    def plugins(self) -> Path:
+        return self.s.home / "plugins"
+
+    # -- java parts ----------------------------------------------------------------------------
+    def ensure_java_parts(self) -> None:
+        """Resolve Kafka, Connect, Debezium and build the converter, once per pom content."""
+        digest = hashlib.sha256(b"".join(p.read_bytes() for p in JAVA_POMS)).hexdigest()[:16]
+        marker = self.s.home / f".java-parts-{digest}"
+        if marker.exists():
+            return
+        if shutil.which("mvn") is None or shutil.which("java") is None:
+            raise StackError("java", "java and mvn (Maven) must be on PATH")
+        self.s.log_dir.mkdir(parents=True, exist_ok=True)
+        log = self.log("maven")
+        for pom in JAVA_POMS:
+            say(f"resolving {pom.relative_to(REPO_ROOT)} from Maven Central (first run only)")
+            with open(log, "ab") as out:
+                rc = subprocess.call(
+                    ["mvn", "-B", "-q", "-f", str(pom), "package",
+                     f"-Dstack.dir={self.s.home}", f"-Dplugin.dir={self.plugins}/cronstream-avro-converter"],
+                    stdout=out, stderr=subprocess.STDOUT)
+            if rc != 0:
+                raise StackError("maven", f"building {pom.name} failed (exit {rc})", log)
+        marker.write_text("ok\n")
+
+    def _java(self, name: str, main: str, heap: str, *args: str) -> list[str]:
+        log4j = self.s.home / "log4j.properties"
+        log4j.write_text(
+            "log4j.rootLogger=INFO, stdout\n"
+            "log4j.appender.stdout=org.apache.log4j.ConsoleAppender\n"
+            "log4j.appender.stdout.layout=org.apache.log4j.PatternLayout\n"
+            "log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+            "log4j.logger.org.reflections=ERROR\n"
+        )
+        return ["java", f"-Xmx{heap}", "-XX:+UseG1GC", f"-Dlog4j.configuration=file:{log4j}",
+                f"-Dcronstream.component={name}", "-cp", f"{self.lib}/*", main, *args]
+
+    # -- kafka ---------------------------------------------------------------------------------
+    def start_kafka(self) -> None:
+        name, pidfile, log = "kafka", self.pidfile("kafka"), self.log("kafka")
+        if processes.alive(pidfile):
+            say(f"kafka already running on 127.0.0.1:{self.s.kafka_port}")
+            return
+        for port in (self.s.kafka_port, self.s.controller_port):
+            if _port_busy(port):
+                raise StackError(name, f"port {port} is already in use by another process; "
+                                 "set CRONSTREAM_KAFKA_PORT / CRONSTREAM_CONTROLLER_PORT", log)
+        data = self.s.home / "kafka" / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        props = self.s.home / "kafka" / "server.properties"
+        props.write_text("\n".join([
+            "process.roles=broker,controller",
+            "node.id=1",
+            f"controller.quorum.voters=1@127.0.0.1:{self.s.controller_port}",
+            f"listeners=PLAINTEXT://127.0.0.1:{self.s.kafka_port},"
+            f"CONTROLLER://127.0.0.1:{self.s.controller_port}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.s.kafka_port}",
+            "controller.listener.names=CONTROLLER",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name=PLAINTEXT",
+            f"log.dirs={data}",
+            "num.partitions=8",
+            "offsets.topic.replication.factor=1",
+            "offsets.topic.num.partitions=8",
+            "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1",
+            "group.initial.rebalance.delay.ms=0",
+            "auto.create.topics.enable=true",
+            "log.cleaner.backoff.ms=5000",
+            "",
+        ]))
+        if not (data / "meta.properties").exists():
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            with open(log, "ab") as out:
+                rc = subprocess.call(
+                    self._java("kafka-storage", "kafka.tools.StorageTool", "256m",
+                               "format", "-t", cluster_id, "-c", str(props), "--ignore-formatted"),
+                    stdout=out, stderr=subprocess.STDOUT)
+            if rc != 0:
+                raise StackError(name, f"formatting storage in {data} failed", log)
+        say(f"starting kafka on 127.0.0.1:{self.s.kafka_port}")
+        processes.spawn(pidfile, self._java(name, "kafka.Kafka", "1g", str(props)), log)
+        _wait(name, self.kafka_healthy, 90, log, pidfile)
+
+    def kafka_healthy(self) -> bool:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.s.bootstrap, "socket.timeout.ms": 2000,
+                             "log_level": 0})
+        return len(admin.list_topics(timeout=3).brokers) > 0
+
+    # -- kafka connect -------------------------------------------------------------------------
+    def start_connect(self) -> None:
+        name, pidfile, log = "connect", self.pidfile("connect"), self.log("connect")
+        if processes.alive(pidfile):
+            say(f"kafka connect already running on 127.0.0.1:{self.s.connect_port}")
+            return
+        if _port_busy(self.s.connect_port):
+            raise StackError(name, f"port {self.s.connect_port} is already in use by another "
+                             "process; set CRONSTREAM_CONNECT_PORT", log)
+        props = self.s.home / "connect" / "connect-distributed.properties"
+        props.parent.mkdir(parents=True, exist_ok=True)
+        props.write_text("\n".join([
+            f"bootstrap.servers={self.s.bootstrap}",
+            "group.id=cronstream-connect",
+            "key.converter=org.apache.kafka.connect.storage.StringConverter",
+            "value.converter=org.apache.kafka.connect.json.JsonConverter",
+            "config.storage.topic=cronstream-connect-configs",
+            "offset.storage.topic=cronstream-connect-offsets",
+            "status.storage.topic=cronstream-connect-status",
+            "config.storage.replication.factor=1",
+            "offset.storage.replication.factor=1",
+            "status.storage.replication.factor=1",
+            "offset.storage.partitions=5",
+            "status.storage.partitions=1",
+            f"listeners=http://127.0.0.1:{self.s.connect_port}",
+            "rest.advertised.host.name=127.0.0.1",
+            f"plugin.path={self.plugins}",
+            "offset.flush.interval.ms=1000",
+            "",
+        ]))
+        say(f"starting kafka connect on 127.0.0.1:{self.s.connect_port}")
+        processes.spawn(pidfile, self._java(
+            name, "org.apache.kafka.connect.cli.ConnectDistributed", "768m", str(props)), log)
+        _wait(name, self.connect_healthy, 120, log, pidfile)
+
+    @property
+    def connect_url(self) -> str:
+        return f"http://127.0.0.1:{self.s.connect_port}"
+
+    def connect_healthy(self) -> bool:
+        plugins = httpx.get(f"{self.connect_url}/connector-plugins", timeout=3).json()
+        return any(p["class"].endswith("JdbcSinkConnector") for p in plugins)
+
+    def register_sink(self) -> None:
+        """Create or update the ledger → Postgres sink (PUT config is idempotent)."""
+        spec = json.loads(Template(SINK_TEMPLATE.read_text()).substitute(
+            PG_HOST="127.0.0.1", PG_PORT=self.s.pg_port,
+            # local cluster uses trust auth on loopback; Debezium insists on some password
+            PG_PASSWORD=os.environ.get("CRONSTREAM_PG_PASSWORD", "local-trust-auth"),
+            SCHEMAS_DIR=str(REPO_ROOT / "schemas")))
+        url = f"{self.connect_url}/connectors/{spec['name']}"
+        response = httpx.put(f"{url}/config", json=spec["config"], timeout=30)
+        if response.status_code >= 300:
+            raise StackError("connect", f"registering {spec['name']} failed: {response.text}",
+                             self.log("connect"))
+        # a task that failed under an older config stays FAILED until restarted
+        httpx.post(f"{url}/restart", params={"includeTasks": "true", "onlyFailed": "true"},
+                   timeout=30)
+        time.sleep(1)
+
+        def running() -> bool:
+            status = httpx.get(f"{url}/status", timeout=3).json()
+            tasks = status.get("tasks", [])
+            failed = [t for t in tasks if t["state"] == "FAILED"]
+            if failed:
+                raise StackError("connect", f"sink task failed: {failed[0].get('trace', '')[:800]}",
+                                 self.log("connect"))
+            return status["connector"]["state"] == "RUNNING" and bool(tasks) and all(
+                t["state"] == "RUNNING" for t in tasks)
+
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if running():
+                    say(f"sink {spec['name']} running (ledger topic → postgres table ledger)")
+                    return
+            except (httpx.HTTPError, KeyError):
+                pass
+            time.sleep(0.5)
+        raise StackError("connect", f"sink {spec['name']} not RUNNING after 60s", self.log("connect"))
+
+    # -- postgresql ----------------------------------------------------------------------------
+    def _pg_bin(self) -> Path:
+        found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+                       key=lambda p: int(Path(p).parts[-3]))
+        if not found:
+            if os.geteuid() != 0:
+                raise StackError("postgres", "PostgreSQL server binaries not found; install the "
+                                 "Debian package 'postgresql' (needs root)")
+            say("installing PostgreSQL from Debian packages (apt-get)")
+            log = self.log("apt")
+            self.s.log_dir.mkdir(parents=True, exist_ok=True)
+            with open(log, "ab") as out:
+                env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+                for cmd in (["apt-get", "update"],
+                            ["apt-get", "install", "-y", "--no-install-recommends", "postgresql"]):
+                    if subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT, env=env) != 0:
+                        raise StackError("postgres", f"{' '.join(cmd)} failed", log)
+            return self._pg_bin()
+        return Path(found[-1]).parent
+
+    def _as_pg_user(self, argv: list[str]) -> list[str]:
+        """PostgreSQL refuses to run as root: run its tools as the Debian 'postgres' user."""
+        return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
+
+    def _pg_dirs(self) -> tuple[Path, Path]:
+        base = self.s.home / "postgres"
+        data, sock = base / "data", base / "sock"
+        for d in (base, sock):
+            d.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            shutil.chown(base, "postgres", "postgres")
+            shutil.chown(sock, "postgres", "postgres")
+            # the postgres user must be able to reach the data dir through every parent
+            for parent in [base, *base.parents]:
+                mode = parent.stat().st_mode
+                if not mode & 0o001:
+                    os.chmod(parent, mode | 0o001)
+        return data, sock
+
+    def start_postgres(self) -> None:
+        name, log = "postgres", self.s.home / "postgres" / "postgres.log"
+        data, sock = self._pg_dirs()
+        pg_bin = self._pg_bin()
+        if (data / "postmaster.pid").exists() and self.postgres_healthy():
+            say(f"postgres already running on 127.0.0.1:{self.s.pg_port}")
+            return
+        if _port_busy(self.s.pg_port):
+            raise StackError(name, f"port {self.s.pg_port} is already in use by another process; "
+                             "set CRONSTREAM_PG_PORT", log)
+        if not (data / "PG_VERSION").exists():
+            say(f"initialising a PostgreSQL cluster in {data}")
+            out = subprocess.run(self._as_pg_user([
+                str(pg_bin / "initdb"), "-D", str(data), "-U", "cronstream", "--auth=trust",
+                "-E", "UTF8", "--locale=C.UTF-8"]), capture_output=True, text=True)
+            if out.returncode != 0:
+                raise StackError(name, f"initdb failed: {out.stderr.strip()[-500:]}")
+        say(f"starting postgres on 127.0.0.1:{self.s.pg_port}")
+        out = subprocess.run(self._as_pg_user([
+            str(pg_bin / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "60",
+            "-o", f"-p {self.s.pg_port} -c listen_addresses=127.0.0.1 -k {sock}", "start"]),
+            capture_output=True, text=True)
+        if out.returncode != 0:
+            raise StackError(name, f"pg_ctl start failed: {out.stdout.strip()[-300:]}", log)
+        _wait(name, self.postgres_healthy, 30, log)
+        import psycopg
+
+        with psycopg.connect(self.s.pg_dsn.replace("dbname=cronstream", "dbname=postgres"),
+                             autocommit=True) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname='cronstream'").fetchone()
+            if not exists:
+                conn.execute("CREATE DATABASE cronstream")
+
+    def postgres_healthy(self) -> bool:
+        import psycopg
+
+        dsn = self.s.pg_dsn.replace("dbname=cronstream", "dbname=postgres")
+        with psycopg.connect(dsn, connect_timeout=2) as conn:
+            return conn.execute("SELECT 1").fetchone() == (1,)
+
+    def stop_postgres(self) -> bool:
+        data = self.s.home / "postgres" / "data"
+        if not (data / "postmaster.pid").exists():
+            return False
+        subprocess.run(self._as_pg_user([str(self._pg_bin() / "pg_ctl"), "-D", str(data),
+                                         "-m", "fast", "-w", "stop"]), capture_output=True)
+        return True
+
+    # -- app processes -------------------------------------------------------------------------
+    def start_app(self, name: str, args: list[str], health: Callable[[], bool] | None = None,
+                  env: dict[str, str] | None = None) -> int:
+        pidfile, log = self.pidfile(name), self.log(name)
+        pid = processes.alive(pidfile)
+        if pid:
+            say(f"{name} already running (pid {pid})")
+            return pid
+        say(f"starting {name} (log: {log})")
+        pid = processes.spawn(pidfile, [sys.executable, "-m", "cli.main", *args], log,
+                              env={**os.environ, **(env or {})}, cwd=REPO_ROOT)
+        if health is not None:
+            _wait(name, health, 60, log, pidfile)
+        return pid
+
+    def start_worker(self, name: str) -> int:
+        """Start a worker and wait until it has recovered its partitions and can fire."""
+        ready = self.s.run_dir / f"{name}.ready"
+        if processes.alive(self.pidfile(name)) is None:
+            ready.unlink(missing_ok=True)
+        return self.start_app(name, ["worker"], health=ready.exists,
+                              env={"CRONSTREAM_WORKER_ID": name})
+
+    def api_healthy(self) -> bool:
+        return httpx.get(f"{self.s.api_url}/healthz", timeout=2).status_code == 200
+
+    def app_names(self) -> list[str]:
+        if not self.s.run_dir.exists():
+            return []
+        infra = {"kafka", "connect"}
+        return sorted(p.stem for p in self.s.run_dir.glob("*.pid") if p.stem not in infra)
+
+
+    # -- whole stack ---------------------------------------------------------------------------
+    def up(self, with_app: bool = True, workers: int = 1) -> None:
+        from streams.admin import ensure_topics
+
+        self.s.home.mkdir(parents=True, exist_ok=True)
+        self.ensure_java_parts()
+        self.start_postgres()
+        self.start_kafka()
+        created = ensure_topics(self.s.bootstrap)
+        if created:
+            say(f"created topics {', '.join(created)}")
+        self.start_connect()
+        self.register_sink()
+        if with_app:
+            for i in range(1, workers + 1):
+                self.start_worker(f"worker-{i}")
+            self.start_app("api", ["api"], health=self.api_healthy)
+        say("stack is up")
+
+    def down(self) -> None:
+        for name in self.app_names():
+            if processes.stop(self.pidfile(name)):
+                say(f"stopped {name}")
+        for name in ("connect", "kafka"):
+            if processes.stop(self.pidfile(name), timeout_s=30):
+                say(f"stopped {name}")
+        if self.stop_postgres():
+            say("stopped postgres")
+
+    def status(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for name in ("kafka", "connect", *self.app_names()):
+            pid = processes.alive(self.pidfile(name))
+            out[name] = f"running (pid {pid})" if pid else "stopped"
+        try:
+            out["postgres"] = "running" if self.postgres_healthy() else "stopped"
+        except Exception:  # noqa: BLE001
+            out["postgres"] = "stopped"
+        return out

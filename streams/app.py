@@ -1,0 +1,52 @@
+"""The faust application every cronstream worker runs.
+
+Agents register themselves on import (``streams.scheduler``, ``streams.executor``); ``main``
+imports them and hands control to faust's worker. State lives in RocksDB (``rocksdb://``, the
+rocksdict driver) under the worker's own data dir, backed by changelog topics, so a worker that
+takes over a partition restores it from Kafka.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import faust
+
+from streams import settings
+from streams.topology import APP_ID
+
+SETTINGS = settings.load()
+WORKER_ID = os.environ.get("CRONSTREAM_WORKER_ID") or f"{socket.gethostname()}-{os.getpid()}"
+
+app = faust.App(
+    APP_ID,
+    broker=f"kafka://{SETTINGS.bootstrap}",
+    store="rocksdb://",
+    datadir=str(SETTINGS.home / "workers" / WORKER_ID),
+    topic_partitions=int(os.environ.get("CRONSTREAM_PARTITIONS", "8")),
+    topic_replication_factor=1,
+    consumer_auto_offset_reset="earliest",
+    broker_commit_every=1000,
+    broker_commit_interval=1.0,
+    web_enabled=False,
+    table_standby_replicas=0,
+    stream_wait_empty=False,
+    producer_acks=-1,
+)
+
+
+def main() -> None:
+    """Run one worker (``cronstream worker``): scheduler and executor agents."""
+    from streams import admin, executor, scheduler  # noqa: F401  (agents register on import)
+
+    admin.ensure_topics(SETTINGS.bootstrap)
+    ready_file(WORKER_ID).unlink(missing_ok=True)
+    (SETTINGS.home / "workers").mkdir(parents=True, exist_ok=True)
+    app.main()
+
+
+def ready_file(worker_id: str) -> Path:
+    """Touched after each completed recovery, so ``stack up`` knows the worker can fire."""
+    return SETTINGS.run_dir / f"{worker_id}.ready"

@@ -1,0 +1,128 @@
+"""Avro single-object encoding for every cronstream topic record.
+
+Why single-object encoding (magic ``C3 01`` + CRC-64-AVRO fingerprint + binary body): a reader
+finds the writer schema from the record itself, with no schema registry (Confluent's is not on
+Maven Central). The Kafka Connect converter in ``connectors/avro-converter`` reads the same
+``schemas/`` folder and the same fingerprints, so Python and the sink agree by construction.
+
+Shared named types live in ``schemas/types/``; a topic schema names them (``io.cronstream.Target``)
+and this module expands the first reference inline, exactly as Avro's Java parser does, so the
+parsing canonical form (and hence the fingerprint) is the same on both sides.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import fastavro
+from fastavro.schema import to_parsing_canonical_form
+
+SCHEMAS_DIR = Path(__file__).resolve().parent.parent / "schemas"
+MAGIC = b"\xc3\x01"
+HEADER_LEN = 10
+
+_EMPTY64 = 0xC15D213AA4D7A795
+
+
+def _crc64_table() -> list[int]:
+    table = []
+    for i in range(256):
+        fp = i
+        for _ in range(8):
+            fp = (fp >> 1) ^ (_EMPTY64 & -(fp & 1))
+        table.append(fp)
+    return table
+
+
+_CRC64 = _crc64_table()
+
+
+def fingerprint64(canonical: str) -> int:
+    """CRC-64-AVRO of a parsing canonical form (the Avro spec's Rabin fingerprint)."""
+    fp = _EMPTY64
+    for byte in canonical.encode("utf-8"):
+        fp = (fp >> 8) ^ _CRC64[(fp ^ byte) & 0xFF]
+    return fp
+
+
+class SchemaError(ValueError):
+    """A record does not match its schema, or bytes are not a cronstream record."""
+
+
+def _expand(node: Any, types: dict[str, Any], seen: set[str]) -> Any:
+    if isinstance(node, str):
+        if node in types and node not in seen:
+            seen.add(node)
+            return _expand(types[node], types, seen)
+        return node
+    if isinstance(node, list):
+        return [_expand(item, types, seen) for item in node]
+    if isinstance(node, dict):
+        if node.get("type") in ("record", "enum", "fixed") and "name" in node:
+            seen.add(_full_name(node))
+        return {key: _expand(value, types, seen) if key in ("type", "fields", "items",
+                                                              "values") else value
+                for key, value in node.items()}
+    return node
+
+
+def _full_name(node: dict[str, Any]) -> str:
+    name = node["name"]
+    return name if "." in name else f"{node.get('namespace', 'io.cronstream')}.{name}"
+
+
+class Codec:
+    """Encoder/decoder for one schema folder, keyed by record name (``Job``, ``Fired`` …)."""
+
+    def __init__(self, folder: Path = SCHEMAS_DIR) -> None:
+        types = {
+            _full_name(doc): doc
+            for doc in (json.loads(p.read_text()) for p in sorted((folder / "types").glob("*.avsc")))
+        }
+        self._by_name: dict[str, tuple[Any, bytes]] = {}
+        self._by_fingerprint: dict[bytes, Any] = {}
+        for path in sorted(folder.glob("*.avsc")):
+            expanded = _expand(json.loads(path.read_text()), types, set())
+            parsed = fastavro.parse_schema(expanded)
+            header = MAGIC + struct.pack("<Q", fingerprint64(to_parsing_canonical_form(parsed)))
+            self._by_name[expanded["name"]] = (parsed, header)
+            self._by_fingerprint[header[2:]] = parsed
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+    def encode(self, name: str, record: dict[str, Any]) -> bytes:
+        parsed, header = self._by_name[name]
+        buf = io.BytesIO()
+        buf.write(header)
+        try:
+            fastavro.schemaless_writer(buf, parsed, record, strict_allow_default=True)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise SchemaError(f"{name}: {exc}") from exc
+        return buf.getvalue()
+
+    def decode(self, data: bytes) -> dict[str, Any]:
+        if len(data) < HEADER_LEN or data[:2] != MAGIC:
+            raise SchemaError("not an Avro single-object encoded record")
+        parsed = self._by_fingerprint.get(data[2:HEADER_LEN])
+        if parsed is None:
+            raise SchemaError(f"unknown schema fingerprint {data[2:HEADER_LEN].hex()}")
+        record: dict[str, Any] = fastavro.schemaless_reader(
+            io.BytesIO(data[HEADER_LEN:]), parsed, None, return_record_name=False
+        )
+        return record
+
+    def fingerprint(self, name: str) -> bytes:
+        return self._by_name[name][1][2:]
+
+
+@cache
+def codec() -> Codec:
+    """The process-wide codec for the repository's ``schemas/`` folder."""
+    return Codec()

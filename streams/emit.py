@@ -1,0 +1,91 @@
+"""The one way cronstream writes to Kafka: a librdkafka producer (confluent-kafka).
+
+Why not faust's ``topic.send``: measured at ~20k records/s inside a worker against ~760k/s for a
+librdkafka producer in the same process; fires and fan-out are bulk emission. The partitioner is
+``murmur2_random`` so a key lands on the same partition as faust/Java clients put it, which keeps
+jobs, fired records and tables co-partitioned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from streams.topology import TopicSpec
+
+log = logging.getLogger(__name__)
+
+DeliveryCallback = Callable[[KafkaError | None, Message], None]
+
+
+class Emitter:
+    def __init__(self, bootstrap: str, client_id: str, **overrides: Any) -> None:
+        config: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "client.id": client_id,
+            "partitioner": "murmur2_random",
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+        }
+        config.update(overrides)
+        self._producer = Producer(config)
+        self._closed = threading.Event()
+        self._poller = threading.Thread(target=self._poll_loop, name=f"{client_id}-poll",
+                                        daemon=True)
+        self._poller.start()
+
+    def _poll_loop(self) -> None:
+        while not self._closed.is_set():
+            self._producer.poll(0.05)
+
+    def produce(self, topic: TopicSpec, key: str, value: bytes | None,
+                on_delivery: DeliveryCallback | None = None) -> None:
+        """Queue one record; the callback runs on the poll thread when the broker answers."""
+        while True:
+            try:
+                self._producer.produce(topic.name, value=value, key=key.encode(),
+                                       on_delivery=on_delivery)
+                return
+            except BufferError:  # local queue full: wait for deliveries, never drop
+                self._producer.poll(0.05)
+
+    async def send(self, topic: TopicSpec, key: str, value: bytes | None) -> None:
+        """Produce one record and wait until the broker has acknowledged it."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def delivered(err: KafkaError | None, msg: Message) -> None:
+            if err is None:
+                loop.call_soon_threadsafe(_resolve, done, None)
+            else:
+                loop.call_soon_threadsafe(_resolve, done, KafkaException(err))
+
+        self.produce(topic, key, value, delivered)
+        await done
+
+    def flush(self, timeout_s: float = 30.0) -> int:
+        """Block until queued records are acknowledged; returns how many are still in flight."""
+        remaining: int = self._producer.flush(timeout_s)
+        return remaining
+
+    def close(self) -> None:
+        remaining = self.flush()
+        if remaining:
+            log.error("producer closed with %d undelivered records", remaining)
+        self._closed.set()
+        self._poller.join(timeout=1)
+
+
+def _resolve(future: asyncio.Future[None], error: Exception | None) -> None:
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)

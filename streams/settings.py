@@ -1,0 +1,67 @@
+"""Runtime settings, read from the environment once, shared by the stack, the workers and the API.
+
+Every port and path has a default that lets a newcomer run everything on one machine; every one
+can be overridden (``CRONSTREAM_<NAME>``), e.g. to run two stacks side by side.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise SystemExit(f"{name}={raw!r} is not an integer") from exc
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    kafka_port: int
+    controller_port: int
+    connect_port: int
+    pg_port: int
+    api_port: int
+    worker_web_port: int
+
+    @property
+    def bootstrap(self) -> str:
+        return os.environ.get("CRONSTREAM_BOOTSTRAP") or f"127.0.0.1:{self.kafka_port}"
+
+    @property
+    def pg_dsn(self) -> str:
+        return f"host=127.0.0.1 port={self.pg_port} dbname=cronstream user=cronstream"
+
+    @property
+    def api_url(self) -> str:
+        return os.environ.get("CRONSTREAM_API_URL") or f"http://127.0.0.1:{self.api_port}"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.home / "run"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.home / "logs"
+
+
+def load() -> Settings:
+    home = Path(os.environ.get("CRONSTREAM_HOME") or REPO_ROOT / ".local").resolve()
+    return Settings(
+        home=home,
+        kafka_port=_int("CRONSTREAM_KAFKA_PORT", 19092),
+        controller_port=_int("CRONSTREAM_CONTROLLER_PORT", 19093),
+        connect_port=_int("CRONSTREAM_CONNECT_PORT", 18083),
+        pg_port=_int("CRONSTREAM_PG_PORT", 15432),
+        api_port=_int("CRONSTREAM_API_PORT", 18080),
+        worker_web_port=_int("CRONSTREAM_WORKER_WEB_PORT", 16066),
+    )

@@ -1,0 +1,27 @@
+import subprocess
+import sys
+
+from stack import processes
+
+
+def test_spawn_alive_stop(tmp_path):
+    pidfile, log = tmp_path / "p.pid", tmp_path / "p.log"
+    pid = processes.spawn(pidfile, [sys.executable, "-c", "import time; print('hi', flush=True); "
+                                    "time.sleep(60)"], log)
+    assert processes.alive(pidfile) == pid
+    assert processes.stop(pidfile, timeout_s=5)
+    assert processes.alive(pidfile) is None and not pidfile.exists()
+    assert processes.stop(pidfile) is False
+
+
+def test_a_recycled_pid_is_never_ours(tmp_path):
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        pidfile = tmp_path / "p.pid"
+        pidfile.write_text(f"{other.pid} 1\n")  # right pid, wrong start time
+        assert processes.alive(pidfile) is None
+        assert processes.stop(pidfile) is False
+        assert other.poll() is None, "a process we did not start must not be signalled"
+    finally:
+        other.kill()
+        other.wait()

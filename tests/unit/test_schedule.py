@@ -1,0 +1,86 @@
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streams import schedule
+from streams.schedule import ScheduleError, fire_id, next_after, slots_between
+
+
+def ms(text: str) -> int:
+    return int(datetime.fromisoformat(text).timestamp() * 1000)
+
+
+def test_six_fields_put_seconds_first():
+    s = {"cron": "*/2 * * * * *", "timezone": "UTC"}
+    after = ms("2026-01-01T00:00:00.500+00:00")
+    assert slots_between(s, "j", after, after + 6000, 10) == [
+        ms("2026-01-01T00:00:02+00:00"), ms("2026-01-01T00:00:04+00:00"),
+        ms("2026-01-01T00:00:06+00:00")]
+
+
+def test_five_fields_are_minutes():
+    s = {"cron": "30 9 * * *", "timezone": "UTC"}
+    assert next_after(s, "j", ms("2026-01-01T10:00:00+00:00")) == ms("2026-01-02T09:30:00+00:00")
+
+
+def test_cron_is_read_in_the_job_time_zone():
+    s = {"cron": "0 9 * * *", "timezone": "America/New_York"}
+    assert next_after(s, "j", ms("2026-01-01T00:00:00+00:00")) == ms("2026-01-01T14:00:00+00:00")
+
+
+def test_hashed_minute_is_stable_per_job_and_spreads_jobs():
+    s = {"cron": "H * * * *", "timezone": "UTC"}
+    start = ms("2026-01-01T00:00:00+00:00")
+    first = next_after(s, "job-a", start)
+    assert first == next_after(s, "job-a", start)
+    minutes = {datetime.fromtimestamp(next_after(s, f"job-{i}", start) / 1000, UTC).minute
+               for i in range(200)}
+    assert len(minutes) > 30
+
+
+def test_every_and_at_and_end():
+    every = {"every_s": 10, "start_ms": 1_000}
+    assert slots_between(every, "j", 0, 30_000, 10) == [1_000, 11_000, 21_000]
+    at = {"at_ms": 5_000}
+    assert next_after(at, "j", 0) == 5_000
+    assert next_after(at, "j", 5_000) is None
+    ended = {"every_s": 1, "start_ms": 0, "end_ms": 2_500}
+    assert slots_between(ended, "j", 0, 10_000, 10) == [1_000, 2_000]
+
+
+@pytest.mark.parametrize("sched, field", [
+    ({"cron": "61 * * * *"}, "schedule.cron"),
+    ({"cron": "* * *"}, "schedule.cron"),
+    ({"cron": "not a cron"}, "schedule.cron"),
+    ({"cron": "* * * * *", "timezone": "Mars/Olympus"}, "schedule.timezone"),
+    ({"every_s": 0}, "schedule.every_s"),
+    ({}, "schedule"),
+    ({"cron": "* * * * *", "at_ms": 1}, "schedule"),
+])
+def test_invalid_schedules_name_the_field(sched, field):
+    with pytest.raises(ScheduleError) as err:
+        schedule.validate(sched, "j")
+    assert err.value.field == field
+
+
+def test_fire_id_is_deterministic_rfc3339_utc():
+    assert fire_id("j1", ms("2026-03-08T07:00:02.250+00:00")) == "j1@2026-03-08T07:00:02.250Z"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    expr=st.sampled_from(["*/2 * * * * *", "*/7 * * * *", "0 0 * * *", "H/5 * * * *",
+                          "15 2 * * 0", "0 */3 * * * *"]),
+    tz=st.sampled_from(["UTC", "America/New_York", "Europe/Berlin", "Asia/Kolkata"]),
+    after=st.integers(min_value=ms("2020-01-01T00:00:00+00:00"),
+                      max_value=ms("2030-01-01T00:00:00+00:00")),
+)
+def test_slots_are_strictly_increasing_and_after_the_cursor(expr, tz, after):
+    s = {"cron": expr, "timezone": tz}
+    slots = slots_between(s, "job", after, after + 40 * 86_400_000, 5)
+    assert slots, "every expression here fires at least weekly"
+    assert slots[0] > after
+    assert all(b > a for a, b in zip(slots, slots[1:], strict=False))
+    assert all(slot % 1000 == 0 for slot in slots)
