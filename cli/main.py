@@ -40,8 +40,22 @@ def _api(args: argparse.Namespace) -> int:
     from streams import settings
 
     port = args.port or settings.load().api_port
-    uvicorn.run("api.app:create_app", factory=True, host="127.0.0.1", port=port,
+    uvicorn.run("api.app:create_app", factory=True, host=args.host, port=port,
                 log_level="info")
+    return 0
+
+
+def _sink(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from stack.local import StackError, register_sink
+
+    try:
+        register_sink(args.connect_url, pg_host=args.pg_host, pg_port=args.pg_port,
+                      schemas_dir=Path(args.schemas_dir))
+    except StackError as exc:
+        print(f"cronstream sink register: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -76,7 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     api = sub.add_parser("api", help="run the HTTP API")
     api.add_argument("--port", type=int, default=None)
+    api.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 in containers)")
     api.set_defaults(func=_api)
+
+    sink = sub.add_parser("sink", help="register the ledger → Postgres Kafka Connect sink")
+    sink.add_argument("action", choices=["register"])
+    sink.add_argument("--connect-url", default="http://127.0.0.1:18083")
+    sink.add_argument("--pg-host", default="127.0.0.1")
+    sink.add_argument("--pg-port", type=int, default=15432)
+    sink.add_argument("--schemas-dir", required=True, help="schemas/ as the Connect worker sees it")
+    sink.set_defaults(func=_sink)
 
     demo = sub.add_parser("demo", help="start the stack and watch a schedule fire")
     demo.add_argument("--seconds", type=int, default=20)

@@ -217,42 +217,8 @@ class Stack:
         return any(p["class"].endswith("JdbcSinkConnector") for p in plugins)
 
     def register_sink(self) -> None:
-        """Create or update the ledger → Postgres sink (PUT config is idempotent)."""
-        spec = json.loads(Template(SINK_TEMPLATE.read_text()).substitute(
-            PG_HOST="127.0.0.1", PG_PORT=self.s.pg_port,
-            # local cluster uses trust auth on loopback; Debezium insists on some password
-            PG_PASSWORD=os.environ.get("CRONSTREAM_PG_PASSWORD", "local-trust-auth"),
-            SCHEMAS_DIR=str(REPO_ROOT / "schemas")))
-        url = f"{self.connect_url}/connectors/{spec['name']}"
-        response = httpx.put(f"{url}/config", json=spec["config"], timeout=30)
-        if response.status_code >= 300:
-            raise StackError("connect", f"registering {spec['name']} failed: {response.text}",
-                             self.log("connect"))
-        # a task that failed under an older config stays FAILED until restarted
-        httpx.post(f"{url}/restart", params={"includeTasks": "true", "onlyFailed": "true"},
-                   timeout=30)
-        time.sleep(1)
-
-        def running() -> bool:
-            status = httpx.get(f"{url}/status", timeout=3).json()
-            tasks = status.get("tasks", [])
-            failed = [t for t in tasks if t["state"] == "FAILED"]
-            if failed:
-                raise StackError("connect", f"sink task failed: {failed[0].get('trace', '')[:800]}",
-                                 self.log("connect"))
-            return status["connector"]["state"] == "RUNNING" and bool(tasks) and all(
-                t["state"] == "RUNNING" for t in tasks)
-
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if running():
-                    say(f"sink {spec['name']} running (ledger topic → postgres table ledger)")
-                    return
-            except (httpx.HTTPError, KeyError):
-                pass
-            time.sleep(0.5)
-        raise StackError("connect", f"sink {spec['name']} not RUNNING after 60s", self.log("connect"))
+        register_sink(self.connect_url, pg_host="127.0.0.1", pg_port=self.s.pg_port,
+                      schemas_dir=REPO_ROOT / "schemas", log=self.log("connect"))
 
     # -- postgresql ----------------------------------------------------------------------------
     def _pg_bin(self) -> Path:
@@ -413,3 +379,40 @@ class Stack:
         except Exception:  # noqa: BLE001
             out["postgres"] = "stopped"
         return out
+
+
+def register_sink(connect_url: str, *, pg_host: str, pg_port: int, schemas_dir: Path,
+                  log: Path | None = None, timeout_s: float = 60) -> None:
+    """Create or update the ledger → Postgres sink (PUT config is idempotent) and wait for RUNNING."""
+    spec = json.loads(Template(SINK_TEMPLATE.read_text()).substitute(
+        PG_HOST=pg_host, PG_PORT=pg_port,
+        # the local cluster uses trust auth on loopback; Debezium insists on some password
+        PG_PASSWORD=os.environ.get("CRONSTREAM_PG_PASSWORD", "local-trust-auth"),
+        SCHEMAS_DIR=str(schemas_dir)))
+    url = f"{connect_url}/connectors/{spec['name']}"
+    response = httpx.put(f"{url}/config", json=spec["config"], timeout=30)
+    if response.status_code >= 300:
+        raise StackError("connect", f"registering {spec['name']} failed: {response.text}", log)
+    # a task that failed under an older config stays FAILED until restarted
+    httpx.post(f"{url}/restart", params={"includeTasks": "true", "onlyFailed": "true"}, timeout=30)
+    time.sleep(1)
+
+    def running() -> bool:
+        status = httpx.get(f"{url}/status", timeout=3).json()
+        tasks = status.get("tasks", [])
+        failed = [t for t in tasks if t["state"] == "FAILED"]
+        if failed:
+            raise StackError("connect", f"sink task failed: {failed[0].get('trace', '')[:800]}", log)
+        return status["connector"]["state"] == "RUNNING" and bool(tasks) and all(
+            t["state"] == "RUNNING" for t in tasks)
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if running():
+                say(f"sink {spec['name']} running (ledger topic → postgres table ledger)")
+                return
+        except (httpx.HTTPError, KeyError):
+            pass
+        time.sleep(0.5)
+    raise StackError("connect", f"sink {spec['name']} not RUNNING after {timeout_s:.0f}s", log)

@@ -1,0 +1,12 @@
+# The cronstream app image (API and stream workers) for docker-compose.yml.
+FROM python:3.11-slim
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY streams ./streams
+COPY api ./api
+COPY cli ./cli
+COPY stack ./stack
+COPY schemas ./schemas
+RUN pip install --no-cache-dir -e .
+ENV CRONSTREAM_HOME=/data
+ENTRYPOINT ["cronstream"]

@@ -1,0 +1,28 @@
+"""docker-compose.yml must describe the same stack the local scripts start."""
+
+from pathlib import Path
+
+import yaml
+
+from streams import settings
+from streams.settings import REPO_ROOT
+
+
+def test_compose_has_every_component_on_the_local_ports(monkeypatch):
+    for name in ("KAFKA_PORT", "CONNECT_PORT", "PG_PORT", "API_PORT"):
+        monkeypatch.delenv(f"CRONSTREAM_{name}", raising=False)
+    conf = settings.load()
+    compose = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert {"kafka", "connect", "postgres", "worker", "api", "sink-setup"} <= set(services)
+    published = {s: [p.split(":")[0] for p in v.get("ports", [])] for s, v in services.items()}
+    assert published["kafka"] == [str(conf.kafka_port)]
+    assert published["connect"] == [str(conf.connect_port)]
+    assert published["postgres"] == [str(conf.pg_port)]
+    assert published["api"] == [str(conf.api_port)]
+    for name in ("kafka", "connect", "postgres", "worker", "api"):
+        assert "healthcheck" in services[name], name
+    assert "3.9" in services["kafka"]["image"]
+    connect_docker = Path(REPO_ROOT / "connectors" / "Dockerfile").read_text()
+    debezium = (REPO_ROOT / "stack" / "pom.xml").read_text().split("<debezium.version>")[1]
+    assert debezium.split("<")[0] in connect_docker, "Connect image and local stack use one Debezium"
