@@ -1,20 +1,29 @@
 """Schedule math: when are a job's slots? Pure functions, no broker, no clock.
 
-Times are integer epoch milliseconds (UTC) everywhere in cronstream; a cron expression is read in
-the job's IANA time zone. Six-field cron puts seconds first (``*/2 * * * * *`` = every two
-seconds), as Quartz and Spring do; croniter wants seconds last, so we rotate. ``H`` fields are
-hashed from the job id (Jenkins), so a thousand ``H * * * *`` jobs spread over the hour instead of
-all firing at :00.
+Times are integer epoch milliseconds (UTC) everywhere in cronstream. A cron expression is matched
+against wall-clock time in the job's IANA time zone (``streams.cron``), then each matching wall
+time becomes zero, one or two instants by the job's DST policy:
+
+- ``dst_gap`` — a wall time that does not exist (02:30 on the spring-forward day in New York):
+  ``shift`` (default) runs it at the offset in force before the change, i.e. as many minutes after
+  the jump as it would have been (02:30 → 03:30 EDT), like Vixie cron; ``skip`` gives no slot.
+- ``dst_repeat`` — a wall time that happens twice (01:30 on the fall-back day): ``first``
+  (default) runs only the first occurrence, ``last`` only the second, ``both`` runs both. A
+  slot's fire id is its instant, so the two occurrences of ``both`` have different fire ids.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
-from croniter.croniter import CroniterError
+from streams import cron
+
+DST_GAP = ("shift", "skip")
+DST_REPEAT = ("first", "last", "both")
+_NEAR_MS = 2 * 3600 * 1000  # a DST transition within this distance needs the careful search
 
 
 class ScheduleError(ValueError):
@@ -26,28 +35,25 @@ class ScheduleError(ValueError):
         self.message = message
 
 
-def _croniter_expression(expr: str) -> str:
-    fields = expr.split()
-    if len(fields) == 5:
-        return expr
-    if len(fields) == 6:
-        return " ".join(fields[1:] + fields[:1])
-    raise ScheduleError("schedule.cron", f"expected 5 or 6 fields, got {len(fields)}")
-
-
-def _zone(name: str) -> ZoneInfo:
+@lru_cache(maxsize=1024)
+def zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
         raise ScheduleError("schedule.timezone", f"unknown time zone {name!r}") from exc
 
 
-def _cron_iter(expr: str, tz: ZoneInfo, job_id: str, after_ms: int) -> croniter:
-    start = datetime.fromtimestamp(after_ms / 1000, tz=UTC).astimezone(tz)
+@lru_cache(maxsize=65536)
+def _spec(expr: str, job_id: str) -> cron.CronSpec:
     try:
-        return croniter(_croniter_expression(expr), start, hash_id=job_id.encode())
-    except (CroniterError, ValueError, KeyError) as exc:
+        return cron.parse(expr, job_id)
+    except cron.CronSyntaxError as exc:
         raise ScheduleError("schedule.cron", f"invalid cron expression {expr!r}: {exc}") from exc
+
+
+def compiled(expr: str, job_id: str) -> cron.CronSpec:
+    """Parsed expression, cached; the job id only matters (and is only cached) for ``H``."""
+    return _spec(expr, job_id if "H" in expr.upper() else "")
 
 
 def validate(schedule: dict[str, Any], job_id: str) -> None:
@@ -55,12 +61,69 @@ def validate(schedule: dict[str, Any], job_id: str) -> None:
     kinds = [k for k in ("cron", "at_ms", "every_s") if schedule.get(k) is not None]
     if len(kinds) != 1:
         raise ScheduleError("schedule", "exactly one of cron, at, every_s is required")
-    _zone(schedule.get("timezone") or "UTC")
+    zone(schedule.get("timezone") or "UTC")
     if schedule.get("cron") is not None:
-        _cron_iter(schedule["cron"], _zone(schedule.get("timezone") or "UTC"), job_id, 0)
+        compiled(schedule["cron"], job_id)
     every = schedule.get("every_s")
     if every is not None and every < 1:
         raise ScheduleError("schedule.every_s", "must be >= 1")
+    if schedule.get("dst_gap", "shift") not in DST_GAP:
+        raise ScheduleError("schedule.dst.gap", f"must be one of {', '.join(DST_GAP)}")
+    if schedule.get("dst_repeat", "first") not in DST_REPEAT:
+        raise ScheduleError("schedule.dst.repeat", f"must be one of {', '.join(DST_REPEAT)}")
+    start, end = schedule.get("start_ms"), schedule.get("end_ms")
+    if start is not None and end is not None and end < start:
+        raise ScheduleError("schedule.end", "is before start")
+
+
+def _wall(ms: int, tz: ZoneInfo) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=tz).replace(tzinfo=None)
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp()) * 1000
+
+
+def instants(wall: datetime, tz: ZoneInfo, gap: str = "shift", repeat: str = "first") -> list[int]:
+    """The instants (ms) a matching wall time stands for, by DST policy, earliest first."""
+    first = _ms(wall.replace(tzinfo=tz, fold=0))
+    second = _ms(wall.replace(tzinfo=tz, fold=1))
+    if first == second:
+        return [first]
+    if _wall(first, tz) != wall:  # no such wall time: a spring-forward gap
+        return [first] if gap == "shift" else []
+    early, late = min(first, second), max(first, second)
+    return {"first": [early], "last": [late], "both": [early, late]}[repeat]
+
+
+def _utc_offset(ms: int, tz: ZoneInfo) -> timedelta | None:
+    return datetime.fromtimestamp(ms / 1000, tz=tz).utcoffset()
+
+
+def _next_cron(schedule: dict[str, Any], job_id: str, after_ms: int) -> int | None:
+    spec = compiled(schedule["cron"], job_id)
+    tz = zone(schedule.get("timezone") or "UTC")
+    gap, repeat = schedule.get("dst_gap") or "shift", schedule.get("dst_repeat") or "first"
+    near = _utc_offset(after_ms - _NEAR_MS, tz) != _utc_offset(after_ms + _NEAR_MS, tz)
+    if not near:
+        wall = _wall(after_ms, tz)
+        while (wall := cron.next_wall(spec, wall)) is not None:
+            later = [i for i in instants(wall, tz, gap, repeat) if i > after_ms]
+            if later:
+                return later[0]
+        return None
+    # Near a transition, wall order and instant order disagree: search the walls around it and
+    # keep the earliest instant; past the window they agree again, so the first hit there wins.
+    horizon = _wall(after_ms, tz) + timedelta(milliseconds=2 * _NEAR_MS)
+    wall = _wall(after_ms - _NEAR_MS, tz)
+    best: int | None = None
+    while (wall := cron.next_wall(spec, wall)) is not None:
+        later = [i for i in instants(wall, tz, gap, repeat) if i > after_ms]
+        if later and (best is None or later[0] < best):
+            best = later[0]
+        if wall > horizon and best is not None:
+            return best
+    return best
 
 
 def next_after(schedule: dict[str, Any], job_id: str, after_ms: int) -> int | None:
@@ -77,11 +140,7 @@ def next_after(schedule: dict[str, Any], job_id: str, after_ms: int) -> int | No
         anchor = start if start is not None else 0
         slot = anchor + ((after_ms - anchor) // period + 1) * period
     else:
-        tz = _zone(schedule.get("timezone") or "UTC")
-        it = _cron_iter(schedule["cron"], tz, job_id, after_ms)
-        slot = int(it.get_next(float) * 1000)
-        while slot <= after_ms:  # croniter rounds to whole seconds; never return a past slot
-            slot = int(it.get_next(float) * 1000)
+        slot = _next_cron(schedule, job_id, after_ms)
     if slot is not None and end is not None and slot > end:
         return None
     return slot

@@ -1,0 +1,47 @@
+from datetime import datetime
+
+import pytest
+
+from streams.cron import CronSyntaxError, next_wall, parse
+
+
+def nxt(expr, after, job="j"):
+    return next_wall(parse(expr, job), datetime.fromisoformat(after))
+
+
+@pytest.mark.parametrize("expr, after, expected", [
+    ("*/15 * * * * *", "2026-01-01T00:00:14", "2026-01-01T00:00:15"),
+    ("0 9 * * MON-FRI", "2026-01-02T10:00:00", "2026-01-05T09:00:00"),
+    ("0 0 29 2 *", "2026-01-01T00:00:00", "2028-02-29T00:00:00"),
+    ("0 0 1,15 * *", "2026-01-02T00:00:00", "2026-01-15T00:00:00"),
+    ("0 12 * JAN,jul *", "2026-02-01T00:00:00", "2026-07-01T12:00:00"),
+    ("0 0 * * 7", "2026-01-01T00:00:00", "2026-01-04T00:00:00"),  # 7 = Sunday
+    ("0 0 * * 0", "2026-01-01T00:00:00", "2026-01-04T00:00:00"),
+    ("0 0 13 * FRI", "2026-01-01T00:00:00", "2026-01-02T00:00:00"),  # dom OR dow
+    ("5-10/5 * * * *", "2026-01-01T00:06:00", "2026-01-01T00:10:00"),
+    ("59 23 31 12 *", "2026-12-31T23:59:00", "2027-12-31T23:59:00"),
+])
+def test_next_wall(expr, after, expected):
+    assert nxt(expr, after) == datetime.fromisoformat(expected)
+
+
+def test_microseconds_are_dropped_and_result_is_strictly_after():
+    assert nxt("* * * * * *", "2026-01-01T00:00:00.999999") == datetime(2026, 1, 1, 0, 0, 1)
+
+
+def test_hashed_fields_stay_in_range():
+    for i in range(300):
+        spec = parse("H H(9-17) * * *", f"job-{i}")
+        assert spec.minutes[0] in range(60) and spec.hours[0] in range(9, 18)
+        step = parse("H/15 * * * *", f"job-{i}").minutes
+        assert len(step) == 4 and step[0] < 15
+        assert all(b - a == 15 for a, b in zip(step, step[1:], strict=False))
+
+
+@pytest.mark.parametrize("expr", ["", "* * * *", "* * * * * * *", "60 * * * *", "* 24 * * *",
+                                  "* * 0 * *", "* * * 13 *", "* * * * 8", "*/0 * * * *",
+                                  "5-1 * * * *", "a * * * *", "1,,2 * * * *", "0 0 31 2 *",
+                                  "H(5-1) * * * *", "H(1 * * * *"])
+def test_rejects(expr):
+    with pytest.raises(CronSyntaxError):
+        parse(expr, "j")
