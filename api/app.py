@@ -1,15 +1,60 @@
-"""FastAPI application factory for the cronstream API."""
+"""FastAPI application factory for the cronstream API (OpenAPI at ``/docs``)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.routes import jobs
+from api.state import ApiState
 from streams import admin, settings
-from streams.emit import Emitter
+
+MAX_BODY_BYTES = 64 * 1024  # job bodies; documented in the README
+
+
+class BodyLimit:
+    """413 for a body over ``limit`` bytes, whether or not it declares its Content-Length."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await self._reject(send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, counted, send)
+        except _TooLarge:
+            await self._reject(send)
+
+    async def _reject(self, send: Send) -> None:
+        body = (b'{"detail":[{"loc":["body"],"msg":"request body is larger than '
+                + str(self.limit).encode() + b' bytes","type":"body_too_large"}]}')
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+class _TooLarge(Exception):
+    pass
 
 
 def create_app() -> FastAPI:
@@ -18,15 +63,20 @@ def create_app() -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         admin.ensure_topics(conf.bootstrap)
-        app.state.emitter = Emitter(conf.bootstrap, "cronstream-api")
+        app.state.api = ApiState(conf)
         yield
-        app.state.emitter.close()
+        app.state.api.close()
 
-    app = FastAPI(title="cronstream", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(
+        title="cronstream", version="0.1.0", lifespan=lifespan,
+        description="Distributed cron, event-sourced on Kafka. Authenticate with "
+                    "`Authorization: Bearer <api key>` (`cronstream tenant create NAME`).",
+    )
     app.include_router(jobs.router)
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
 
     @app.get("/healthz", tags=["ops"])
-    async def healthz() -> dict[str, str]:
+    async def healthz() -> dict[str, Any]:
         return {"status": "ok"}
 
     return app

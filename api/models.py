@@ -1,22 +1,36 @@
-"""Request bodies of the public API and their mapping onto the Avro records of ``schemas/``."""
+"""Request bodies of the public API and their mapping onto the Avro records of ``schemas/``.
+
+Defaults (documented in the README): timezone UTC; dst gap ``shift``, repeat ``first``;
+misfire ``fire_once`` with ``max_lateness_s`` 3600; overlap ``allow``; retry 3 attempts from 1 s
+doubling to at most 60 s; ``jitter_s`` 0; webhook method POST, timeout 10 s.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator
 
 
-class Schedule(BaseModel):
+class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    cron: str | None = Field(None, description="5 fields, or 6 with seconds first; H = hashed")
-    timezone: str = Field("UTC", description="IANA time zone the cron is read in")
+
+class Dst(Strict):
+    gap: Literal["shift", "skip"] = "shift"
+    repeat: Literal["first", "last", "both"] = "first"
+
+
+class Schedule(Strict):
+    cron: str | None = Field(None, max_length=200,
+                             description="5 fields, or 6 with seconds first; H = hashed per job")
+    timezone: str = Field("UTC", max_length=64, description="IANA zone the cron is read in")
     at: datetime | None = Field(None, description="one-off RFC 3339 time")
-    every_s: int | None = Field(None, ge=1, description="fixed interval in seconds")
+    every_s: int | None = Field(None, ge=1, le=366 * 86400, description="fixed interval")
     start: datetime | None = None
     end: datetime | None = None
+    dst: Dst = Field(default_factory=Dst)
 
     @model_validator(mode="after")
     def _one_kind(self) -> Schedule:
@@ -30,56 +44,117 @@ class Schedule(BaseModel):
         return self
 
 
-class WebhookTarget(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class WebhookTarget(Strict):
     type: Literal["webhook"]
     url: HttpUrl
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
-    headers: dict[str, str] = Field(default_factory=dict)
-    body: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict, max_length=50)
+    body: str | None = Field(None, max_length=32_768)
     timeout_s: float = Field(10.0, gt=0, le=60)
 
 
-class Misfire(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class KafkaTarget(Strict):
+    type: Literal["kafka"]
+    topic: str = Field(..., min_length=3, max_length=249, pattern=r"^[A-Za-z0-9._-]+$",
+                       description="must start with '<tenant>.'")
+    key: str | None = Field(None, max_length=1024)
+    value: str | None = Field(None, max_length=32_768)
 
+
+Target = Annotated[WebhookTarget | KafkaTarget, Field(discriminator="type")]
+
+
+class Misfire(Strict):
     policy: Literal["fire_once", "fire_all", "skip"] = "fire_once"
-    max_lateness_s: int = Field(3600, ge=1)
+    max_lateness_s: int = Field(3600, ge=1, le=30 * 86400)
 
 
-class JobIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Retry(Strict):
+    max_attempts: int = Field(3, ge=1, le=20)
+    initial_backoff_s: float = Field(1.0, gt=0, le=3600)
+    max_backoff_s: float = Field(60.0, gt=0, le=86400)
 
+
+class JobIn(Strict):
     schedule: Schedule
-    target: WebhookTarget
+    target: Target
     misfire: Misfire = Field(default_factory=Misfire)
+    overlap: Literal["allow", "skip", "buffer_one"] = "allow"
+    retry: Retry = Field(default_factory=Retry)
+    jitter_s: int = Field(0, ge=0, le=3600)
     paused: bool = False
 
 
-def _ms(value: datetime | None) -> int | None:
+class Backfill(Strict):
+    from_: datetime = Field(..., alias="from")
+    to: datetime
+
+    @model_validator(mode="after")
+    def _order(self) -> Backfill:
+        if self.from_.tzinfo is None or self.to.tzinfo is None:
+            raise ValueError("from and to must carry a UTC offset (RFC 3339)")
+        if self.to <= self.from_:
+            raise ValueError("to must be after from")
+        return self
+
+
+def ms(value: datetime | None) -> int | None:
     return None if value is None else int(value.timestamp() * 1000)
 
 
+def iso(value_ms: int | None) -> str | None:
+    if value_ms is None:
+        return None
+    return datetime.fromtimestamp(value_ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
 def job_record(body: JobIn, *, job_id: str, tenant: str, revision: int, created_ms: int,
-               updated_ms: int) -> dict[str, Any]:
+               updated_ms: int, request_hash: str) -> dict[str, Any]:
     """The Avro ``Job`` record (schemas/job.avsc) for an accepted request body."""
     s, t = body.schedule, body.target
+    target: dict[str, Any] = {"type": t.type}
+    if isinstance(t, WebhookTarget):
+        target.update(url=str(t.url), method=t.method, headers=t.headers, body=t.body,
+                      timeout_s=t.timeout_s)
+    else:
+        target.update(topic=t.topic, key=t.key, value=t.value)
     return {
-        "job_id": job_id,
-        "tenant": tenant,
-        "revision": revision,
-        "paused": body.paused,
+        "job_id": job_id, "tenant": tenant, "revision": revision, "paused": body.paused,
         "schedule": {
-            "cron": s.cron, "timezone": s.timezone, "at_ms": _ms(s.at), "every_s": s.every_s,
-            "start_ms": _ms(s.start), "end_ms": _ms(s.end),
+            "cron": s.cron, "timezone": s.timezone, "at_ms": ms(s.at), "every_s": s.every_s,
+            "start_ms": ms(s.start), "end_ms": ms(s.end), "dst_gap": s.dst.gap,
+            "dst_repeat": s.dst.repeat,
         },
-        "target": {
-            "type": t.type, "url": str(t.url), "method": t.method, "headers": t.headers,
-            "body": t.body, "timeout_s": t.timeout_s,
-        },
-        "misfire_policy": body.misfire.policy,
-        "max_lateness_s": body.misfire.max_lateness_s,
-        "created_ms": created_ms,
-        "updated_ms": updated_ms,
+        "target": target,
+        "misfire_policy": body.misfire.policy, "max_lateness_s": body.misfire.max_lateness_s,
+        "overlap": body.overlap, "retry_max_attempts": body.retry.max_attempts,
+        "retry_initial_backoff_s": body.retry.initial_backoff_s,
+        "retry_max_backoff_s": body.retry.max_backoff_s, "jitter_s": body.jitter_s,
+        "request_hash": request_hash, "created_ms": created_ms, "updated_ms": updated_ms,
+    }
+
+
+def job_view(job: dict[str, Any]) -> dict[str, Any]:
+    """The public JSON shape of a job record (the inverse of ``job_record``)."""
+    s, t = job["schedule"], job["target"]
+    schedule: dict[str, Any] = {"timezone": s["timezone"],
+                                "dst": {"gap": s["dst_gap"], "repeat": s["dst_repeat"]}}
+    for name, value in (("cron", s["cron"]), ("at", iso(s["at_ms"])), ("every_s", s["every_s"]),
+                        ("start", iso(s["start_ms"])), ("end", iso(s["end_ms"]))):
+        if value is not None:
+            schedule[name] = value
+    if t["type"] == "webhook":
+        target = {k: t[k] for k in ("type", "url", "method", "headers", "body", "timeout_s")}
+    else:
+        target = {k: t[k] for k in ("type", "topic", "key", "value")}
+    return {
+        "id": job["job_id"], "tenant": job["tenant"], "revision": job["revision"],
+        "paused": job["paused"], "schedule": schedule, "target": target,
+        "misfire": {"policy": job["misfire_policy"], "max_lateness_s": job["max_lateness_s"]},
+        "overlap": job["overlap"],
+        "retry": {"max_attempts": job["retry_max_attempts"],
+                  "initial_backoff_s": job["retry_initial_backoff_s"],
+                  "max_backoff_s": job["retry_max_backoff_s"]},
+        "jitter_s": job["jitter_s"],
+        "created_at": iso(job["created_ms"]), "updated_at": iso(job["updated_ms"]),
     }

@@ -11,8 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import psycopg
 
+from streams import tenants
 from streams.settings import Settings
-from streams.webhook import FIRE_ID_HEADER, NOMINAL_TIME_HEADER
+from streams.targets import FIRE_ID_HEADER, NOMINAL_TIME_HEADER
 
 
 class Receiver:
@@ -56,14 +57,27 @@ def _lag_ms(nominal_iso: str) -> int:
     return int((datetime.now(UTC) - nominal).total_seconds() * 1000)
 
 
+def wait_for_key(api_url: str, auth: dict[str, str], timeout_s: float = 30) -> None:
+    """A new key reaches the API through the tenants topic; wait until it is accepted."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if httpx.get(f"{api_url}/v1/jobs", headers=auth, timeout=10).status_code == 200:
+            return
+        time.sleep(0.2)
+    raise TimeoutError("the API did not accept the new tenant key in time")
+
+
 def run(s: Settings, seconds: int, receiver_port: int) -> int:
     end = datetime.now(UTC) + timedelta(seconds=seconds)
     body = {
         "schedule": {"cron": "*/2 * * * * *", "end": end.isoformat()},
         "target": {"type": "webhook", "url": f"http://127.0.0.1:{receiver_port}/hook"},
     }
+    api_key = tenants.create(s.bootstrap, "demo", allowed_targets=["127.0.0.1"])
+    auth = {"Authorization": f"Bearer {api_key}"}
+    wait_for_key(s.api_url, auth)
     with Receiver(receiver_port) as receiver:
-        response = httpx.post(f"{s.api_url}/v1/jobs", json=body, timeout=30)
+        response = httpx.post(f"{s.api_url}/v1/jobs", json=body, headers=auth, timeout=30)
         if response.status_code != 201:
             print(f"creating the demo job failed: HTTP {response.status_code} {response.text}")
             return 1

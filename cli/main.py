@@ -59,6 +59,29 @@ def _sink(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tenant(args: argparse.Namespace) -> int:
+    import json
+
+    from streams import settings, tenants
+
+    try:
+        api_key = tenants.create(
+            settings.load().bootstrap, args.name, allowed_targets=args.allow_target,
+            max_jobs=args.max_jobs, min_interval_s=args.min_interval_s,
+            requests_per_s=args.requests_per_s)
+    except ValueError as exc:
+        print(f"cronstream tenant create: name: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:
+        print(f"cronstream tenant create: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({"tenant": args.name, "api_key": api_key}))
+    else:
+        print(f"tenant {args.name} created; its API key (shown once, stored hashed):\n{api_key}")
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from cli import demo
     from stack.local import Stack, StackError
@@ -92,6 +115,19 @@ def build_parser() -> argparse.ArgumentParser:
     api.add_argument("--port", type=int, default=None)
     api.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 in containers)")
     api.set_defaults(func=_api)
+
+    tenant = sub.add_parser("tenant", help="tenants and their API keys")
+    tenant_sub = tenant.add_subparsers(dest="tenant_command", required=True)
+    create = tenant_sub.add_parser("create", help="create a tenant (or rotate its key) and "
+                                   "print its API key")
+    create.add_argument("name")
+    create.add_argument("--allow-target", action="append", default=[], metavar="HOST_OR_CIDR",
+                        help="let webhooks reach this private/loopback host or network")
+    create.add_argument("--max-jobs", type=int, default=100_000)
+    create.add_argument("--min-interval-s", type=int, default=1)
+    create.add_argument("--requests-per-s", type=int, default=100)
+    create.add_argument("--json", action="store_true", help="print JSON for scripts")
+    create.set_defaults(func=_tenant)
 
     sink = sub.add_parser("sink", help="register the ledger → Postgres Kafka Connect sink")
     sink.add_argument("action", choices=["register"])

@@ -88,7 +88,8 @@ class Stack:
     # -- java parts ----------------------------------------------------------------------------
     def ensure_java_parts(self) -> None:
         """Resolve Kafka, Connect, Debezium and build the converter, once per pom content."""
-        digest = hashlib.sha256(b"".join(p.read_bytes() for p in JAVA_POMS)).hexdigest()[:16]
+        sources = [*JAVA_POMS, *sorted((REPO_ROOT / "connectors" / "avro-converter" / "src").rglob("*"))]
+        digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources if p.is_file())).hexdigest()[:16]
         marker = self.s.home / f".java-parts-{digest}"
         if marker.exists():
             return

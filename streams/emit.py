@@ -45,17 +45,24 @@ class Emitter:
             self._producer.poll(0.05)
 
     def produce(self, topic: TopicSpec, key: str, value: bytes | None,
-                on_delivery: DeliveryCallback | None = None) -> None:
-        """Queue one record; the callback runs on the poll thread when the broker answers."""
+                partition: int | None = None, on_delivery: DeliveryCallback | None = None,
+                headers: dict[str, str] | None = None) -> None:
+        """Queue one record; the callback runs on the poll thread when the broker answers.
+
+        ``partition`` places a record keyed by something else on its job's partition."""
+        extra: dict[str, Any] = {} if partition is None else {"partition": partition}
+        if headers:
+            extra["headers"] = list(headers.items())
         while True:
             try:
                 self._producer.produce(topic.name, value=value, key=key.encode(),
-                                       on_delivery=on_delivery)
+                                       on_delivery=on_delivery, **extra)
                 return
             except BufferError:  # local queue full: wait for deliveries, never drop
                 self._producer.poll(0.05)
 
-    async def send(self, topic: TopicSpec, key: str, value: bytes | None) -> None:
+    async def send(self, topic: TopicSpec, key: str, value: bytes | None,
+                   partition: int | None = None, headers: dict[str, str] | None = None) -> None:
         """Produce one record and wait until the broker has acknowledged it."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
@@ -66,7 +73,7 @@ class Emitter:
             else:
                 loop.call_soon_threadsafe(_resolve, done, KafkaException(err))
 
-        self.produce(topic, key, value, delivered)
+        self.produce(topic, key, value, partition, delivered, headers)
         await done
 
     def flush(self, timeout_s: float = 30.0) -> int:

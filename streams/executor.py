@@ -1,75 +1,205 @@
 """The executor: runs fired slots against their targets and records outcomes on the ledger.
 
-    cronstream.fired ──▶ [execute_fired] ──▶ webhook ──▶ cronstream.ledger
-                               │
-                         table fire-outcomes (fire ids already done)
+    cronstream.fired ──▶ [execute_fired] ──▶ webhook / Kafka record ──▶ cronstream.ledger
+                               │                                   └──▶ cronstream.dlq (retries spent)
+                         table fires-done (fire ids already run: replays are not run again)
 
-At-least-once for webhooks: a crash between the call and the ledger write re-runs the slot, and
-the fire id header lets the receiver dedupe. A fired record whose fire id is already in the
-``fire-outcomes`` table (a replay, a second scheduler's duplicate) is not run again.
+Slots run concurrently (up to ``MAX_IN_FLIGHT``) with manual acks, so an offset is committed
+only after its slot's outcome is on the ledger: a crash re-runs at most what was in flight
+(at-least-once; webhooks carry the fire id so receivers can dedupe). Before anything runs:
+
+- fencing: a record whose epoch is older than one already seen on its partition was written by
+  a zombie scheduler after a newer owner took over, and is dropped (counted, logged);
+- dedupe: a fire id in the done table, or in flight, is not run again;
+- overlap: the job's policy decides about a slot whose previous run is still in flight.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
-from streams import webhook
+from streams import overlap, retry, targets
 from streams.app import SETTINGS, WORKER_ID, app
 from streams.codec import codec
 from streams.emit import Emitter
 from streams.ledger import job_entry
-from streams.scheduler import now_ms
-from streams.topology import FIRE_OUTCOMES_TABLE, FIRED, LEDGER
+from streams.schedule import now_ms
+from streams.topology import DLQ, DONE_TABLE, FIRED, LEDGER, TENANTS
+from streams.views import TopicView
 
 log = logging.getLogger(__name__)
 
+MAX_IN_FLIGHT = 256
+
 fired_topic = app.topic(FIRED.name, key_serializer="raw", value_serializer="raw",
                         partitions=FIRED.partitions)
-fire_outcomes = app.Table(FIRE_OUTCOMES_TABLE.name, key_type=bytes, value_type=bytes,
-                          partitions=FIRED.partitions,
-                          help=FIRE_OUTCOMES_TABLE.doc)
-
-_emitter: Emitter | None = None
-_client: httpx.AsyncClient | None = None
+done_table = app.Table(DONE_TABLE.name, key_type=bytes, value_type=bytes,
+                       partitions=FIRED.partitions, help=DONE_TABLE.doc)
 
 
-def _resources() -> tuple[Emitter, httpx.AsyncClient]:
-    global _emitter, _client
-    if _emitter is None:
-        _emitter = Emitter(SETTINGS.bootstrap, f"executor-{WORKER_ID}")
-    if _client is None:
-        _client = httpx.AsyncClient(follow_redirects=False)
-    return _emitter, _client
+class Executor:
+    def __init__(self) -> None:
+        self.running: dict[str, int] = {}  # job id -> runs in flight
+        self.buffered: dict[str, tuple[Any, Any, dict[str, Any]]] = {}  # job -> (stream, event, fired)
+        self.in_flight: set[str] = set()
+        self.max_epoch: dict[int, int] = {}
+        self.fenced = 0
+        self.replays = 0
+        self._slots: asyncio.Semaphore | None = None
+        self._emitter: Emitter | None = None
+        self._client: httpx.AsyncClient | None = None
+        self._tenants: TopicView | None = None
+
+    # lazily created inside the worker's event loop
+    @property
+    def slots(self) -> asyncio.Semaphore:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+        return self._slots
+
+    @property
+    def emitter(self) -> Emitter:
+        if self._emitter is None:
+            self._emitter = Emitter(SETTINGS.bootstrap, f"executor-{WORKER_ID}")
+        return self._emitter
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(limits=httpx.Limits(max_connections=MAX_IN_FLIGHT))
+        return self._client
+
+    def allowed_targets(self, tenant: str) -> list[str]:
+        if self._tenants is None:
+            self._tenants = TopicView(SETTINGS.bootstrap, TENANTS).start()
+        record = self._tenants.get(tenant)
+        return list(record["allowed_targets"]) if record else []
+
+    async def accept(self, stream: Any, event: Any) -> None:
+        fired = codec().decode(event.value)
+        part = event.message.partition
+        fid, job_id = fired["fire_id"], fired["job_id"]
+        if fired["epoch"] < self.max_epoch.get(part, 0):
+            self.fenced += 1
+            log.warning("fenced %s of job %s tenant %s: epoch %d < %d on partition %d offset %d",
+                        fid, job_id, fired["tenant"], fired["epoch"], self.max_epoch[part], part,
+                        event.message.offset)
+            await stream.ack(event)
+            return
+        self.max_epoch[part] = max(self.max_epoch.get(part, 0), fired["epoch"])
+        if done_table.get(fid.encode()) is not None or fid in self.in_flight:
+            self.replays += 1
+            log.info("fire %s already done or running; not run again (partition %d offset %d)",
+                     fid, part, event.message.offset)
+            await stream.ack(event)
+            return
+        action = overlap.decide(fired["overlap"], self.running.get(job_id, 0) > 0)
+        if action is overlap.Action.SKIP:
+            await self.record(fired, "skipped_overlap", "previous run still in flight", "not_run",
+                              part)
+            await stream.ack(event)
+        elif action is overlap.Action.BUFFER:
+            held = self.buffered.pop(job_id, None)
+            if held is not None:
+                await self.record(held[2], "skipped_overlap",
+                                  "buffer_one: replaced by a newer slot", "not_run", part)
+                await held[0].ack(held[1])
+            self.buffered[job_id] = (stream, event, fired)
+        else:
+            await self.start(stream, event, fired)
+
+    async def start(self, stream: Any, event: Any, fired: dict[str, Any]) -> None:
+        await self.slots.acquire()
+        self.running[fired["job_id"]] = self.running.get(fired["job_id"], 0) + 1
+        self.in_flight.add(fired["fire_id"])
+        asyncio.ensure_future(self.run(stream, event, fired))  # inherits the event's context
+
+    async def run(self, stream: Any, event: Any, fired: dict[str, Any]) -> None:
+        fid, job_id, part = fired["fire_id"], fired["job_id"], event.message.partition
+        try:
+            result, attempts = await self.attempts(fired)
+            reason = f"re-driven by the reconciler ({fired['redrives']})" if fired["redrives"] else None
+            await self.record(fired, fired["decision"], reason,
+                              "succeeded" if result.ok else "failed", part, attempts, result)
+            if not result.ok:
+                await self.dead_letter(fired, attempts, result)
+            await stream.ack(event)
+        except Exception:
+            log.exception("fire %s of job %s tenant %s partition %d offset %d: outcome not "
+                          "recorded; left unacked for redelivery", fid, job_id, fired["tenant"],
+                          part, event.message.offset)
+        finally:
+            self.in_flight.discard(fid)
+            self.running[job_id] -= 1
+            if not self.running[job_id]:
+                del self.running[job_id]
+            self.slots.release()
+        held = self.buffered.pop(job_id, None)
+        if held is not None:
+            await self.start(*held)
+
+    async def attempts(self, fired: dict[str, Any]) -> tuple[targets.CallResult, int]:
+        max_attempts = max(1, fired["retry_max_attempts"])
+        result = targets.CallResult(False, None, "not attempted")
+        for attempt in range(1, max_attempts + 1):
+            if fired["target"]["type"] == "kafka":
+                result = await targets.produce_record(self.emitter, fired)
+            else:
+                result = await targets.call_webhook(self.client, fired,
+                                                    self.allowed_targets(fired["tenant"]))
+            if result.ok or result.final or not retry.retryable(result.status_code):
+                return result, attempt
+            if attempt < max_attempts:
+                await asyncio.sleep(retry.backoff_s(attempt, fired["retry_initial_backoff_s"],
+                                                    fired["retry_max_backoff_s"], fired["fire_id"]))
+        return result, max_attempts
+
+    async def record(self, fired: dict[str, Any], decision: str, reason: str | None,
+                     outcome: str, partition: int, attempts: int = 0,
+                     result: targets.CallResult | None = None) -> None:
+        """Put the slot's outcome on the ledger (acknowledged), then mark it done."""
+        done = now_ms()
+        entry = job_entry(
+            fire_id=fired["fire_id"], job=fired, nominal_ms=fired["nominal_ms"],
+            decision=decision, reason=reason,
+            lateness_ms=max(0, fired["fired_ms"] - fired["nominal_ms"]), epoch=fired["epoch"],
+            outcome=outcome, attempts=attempts,
+            status_code=result.status_code if result else None,
+            error=result.error if result else None,
+            fired_ms=fired["fired_ms"] if attempts else None, completed_ms=done,
+        )
+        await self.emitter.send(LEDGER, fired["fire_id"], codec().encode("LedgerEntry", entry),
+                                partition)
+        done_table[fired["fire_id"].encode()] = outcome.encode()
+        if outcome == "failed":
+            log.warning("fire %s of job %s tenant %s failed after %d attempts: %s",
+                        fired["fire_id"], fired["job_id"], fired["tenant"], attempts,
+                        result.error if result else None)
+
+    async def dead_letter(self, fired: dict[str, Any], attempts: int,
+                          result: targets.CallResult) -> None:
+        letter = {
+            "fire_id": fired["fire_id"], "job_id": fired["job_id"], "tenant": fired["tenant"],
+            "nominal_ms": fired["nominal_ms"], "attempts": attempts,
+            "last_error": result.error or "", "last_status_code": result.status_code,
+            "failed_ms": now_ms(), "target": fired["target"],
+        }
+        await self.emitter.send(DLQ, fired["fire_id"], codec().encode("DeadLetter", letter))
+
+
+executor = Executor()
+
+
+def in_flight() -> set[str]:
+    return executor.in_flight
 
 
 @app.agent(fired_topic)
 async def execute_fired(stream: Any) -> Any:
-    async for event in stream.events():
-        fired = codec().decode(event.value)
-        key = fired["fire_id"].encode()
-        if fire_outcomes.get(key) is not None:
-            log.info("fire %s already done; replay ignored (partition %d offset %d)",
-                     fired["fire_id"], event.message.partition, event.message.offset)
-            continue
-        emitter, client = _resources()
-        nominal = fired["nominal_ms"]
-        nominal_iso = datetime.fromtimestamp(nominal / 1000, tz=UTC).isoformat()
-        result = await webhook.call(client, fired["target"], fired["fire_id"], nominal_iso)
-        done = now_ms()
-        if not result.ok:
-            log.warning("fire %s of job %s tenant %s failed: %s", fired["fire_id"],
-                        fired["job_id"], fired["tenant"], result.error)
-        entry = job_entry(
-            fire_id=fired["fire_id"], job=fired, nominal_ms=nominal,
-            decision=fired["decision"], reason=None,
-            lateness_ms=max(0, fired["fired_ms"] - nominal), epoch=fired["epoch"],
-            outcome="succeeded" if result.ok else "failed", attempts=1,
-            status_code=result.status_code, error=result.error,
-            fired_ms=fired["fired_ms"], completed_ms=done,
-        )
-        await emitter.send(LEDGER, fired["fire_id"], codec().encode("LedgerEntry", entry))
-        fire_outcomes[key] = b"succeeded" if result.ok else b"failed"
+    acking = stream.noack()
+    async for event in acking.events():
+        await executor.accept(acking, event)

@@ -14,6 +14,8 @@ time becomes zero, one or two instants by the job's DST policy:
 
 from __future__ import annotations
 
+import time
+import zlib
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -23,6 +25,7 @@ from streams import cron
 
 DST_GAP = ("shift", "skip")
 DST_REPEAT = ("first", "last", "both")
+BACKFILL_LIMIT = 10_000  # slots one backfill request may re-drive
 _NEAR_MS = 2 * 3600 * 1000  # a DST transition within this distance needs the careful search
 
 
@@ -164,3 +167,14 @@ def fire_id(job_id: str, nominal_ms: int) -> str:
     """``job_id@nominal time`` in RFC 3339 UTC with milliseconds: the same slot, the same id."""
     stamp = datetime.fromtimestamp(nominal_ms / 1000, tz=UTC)
     return f"{job_id}@{stamp.strftime('%Y-%m-%dT%H:%M:%S')}.{nominal_ms % 1000:03d}Z"
+
+
+def jitter_ms(fire_id_: str, jitter_s: int) -> int:
+    """A slot's fixed delay within ``jitter_s``: the same for every replay of the same slot."""
+    if jitter_s <= 0:
+        return 0
+    return zlib.crc32(fire_id_.encode()) % (jitter_s * 1000 + 1)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000

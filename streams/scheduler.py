@@ -1,20 +1,23 @@
-"""The schedule stream: owns job state per partition and turns due slots into fired events.
+"""The schedule stream: owns job state per partition and turns due slots into decisions.
 
-Graph (see ``streams.topology``)::
+Graph (names from ``streams.topology``)::
 
-    cronstream.jobs ──▶ [apply_job_commands] ──▶ table jobs (RocksDB + changelog)
-                                   │
-                           per-partition DueIndex ◀── rebuilt after each recovery
-                                   │
-                    punctuator fire_due (every 50 ms)
-                         ├──▶ cronstream.fired   (slots to run)
-                         ├──▶ cronstream.ledger  (slots decided without running)
-                         └──▶ cronstream.scheduler-progress (fired-through marks)
+    cronstream.jobs ─────────▶ [apply_jobs] ──▶ table jobs (RocksDB + changelog)
+                                     │             └─▶ per-partition DueIndex (rebuilt on recovery)
+    cronstream.job-commands ─▶ [apply_job_commands]  (trigger, backfill)
+    cronstream.ledger ───────▶ [observe_decisions]   (resolves the reconciler's pending slots)
+
+    punctuator fire_due (50 ms)  ─┬─▶ cronstream.fired   slots to run (+ reconciler pending)
+                                  ├─▶ cronstream.ledger  slots decided without running
+                                  └─▶ cronstream.scheduler-progress  fired-through marks (1 s)
+    punctuator reconcile (5 s)   ──▶ cronstream.fired (re-drive) / cronstream.ledger (expire)
 
 Why a punctuator and not a table write per fire: faust table writes cap around 5k/s; the only
 per-fire state is the in-memory due index, and what a restart needs (where to resume) is the
 per-partition progress mark. Duplicates after a crash are harmless because fire ids are
-deterministic (``job_id@nominal_time``) and the executor dedupes them.
+deterministic (``job_id@nominal_time``) and the executor dedupes them. Every record carries the
+consumer-group generation as its epoch, so a zombie's records can be told apart (the executor
+rejects them).
 """
 
 from __future__ import annotations
@@ -24,44 +27,49 @@ import logging
 import time
 from typing import Any
 
-from aiokafka.partitioner import murmur2
-
 from streams import misfire, progress, schedule
 from streams.app import SETTINGS, WORKER_ID, app, ready_file
 from streams.codec import codec
 from streams.due_index import DueIndex
 from streams.emit import Emitter
 from streams.ledger import job_entry
-from streams.topology import FIRED, JOBS, JOBS_TABLE, LEDGER, partitions
+from streams.reconciler import Pending, Reconciler
+from streams.schedule import now_ms
+from streams.topology import (
+    FIRED,
+    JOB_COMMANDS,
+    JOBS,
+    JOBS_TABLE,
+    LEDGER,
+    partition_for,
+    partitions,
+)
 
 log = logging.getLogger(__name__)
 
-FIRE_BATCH = 10_000
+FIRE_BATCH = 20_000  # slots decided per partition per tick
 MARK_EVERY_S = 1.0
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def partition_for(job_id: str, count: int) -> int:
-    """Kafka's default (murmur2) partition of a key: where the API's producer put the job."""
-    return (murmur2(job_id.encode()) & 0x7FFFFFFF) % count
-
+CATCH_UP_PER_S = 200  # missed slots re-run per partition per second (fire_all pacing)
 
 jobs_topic = app.topic(JOBS.name, key_serializer="raw", value_serializer="raw",
                        partitions=JOBS.partitions)
+commands_topic = app.topic(JOB_COMMANDS.name, key_serializer="raw", value_serializer="raw",
+                           partitions=JOB_COMMANDS.partitions)
+ledger_topic = app.topic(LEDGER.name, key_serializer="raw", value_serializer="raw",
+                         partitions=LEDGER.partitions)
 jobs_table = app.Table(JOBS_TABLE.name, key_type=bytes, value_type=bytes,
                        partitions=JOBS.partitions, help=JOBS_TABLE.doc)
 
 
 class ScheduleState:
-    """The worker's in-memory view of its partitions: due indexes and progress marks."""
+    """The worker's in-memory view of its partitions: due indexes, marks, reconciler."""
 
     def __init__(self) -> None:
         self.indexes: dict[int, DueIndex] = {}
         self.fired_through: dict[int, int] = {}
         self.epoch = 0
+        self.reconciler = Reconciler()
+        self.catch_up_budget: dict[int, tuple[int, int]] = {}  # partition -> (second, used)
         self._emitter: Emitter | None = None
         self._last_mark = 0.0
 
@@ -71,41 +79,51 @@ class ScheduleState:
             self._emitter = Emitter(SETTINGS.bootstrap, f"scheduler-{WORKER_ID}")
         return self._emitter
 
-    def resume_point(self, partition: int, job: dict[str, Any]) -> int:
-        """Slots after this instant are still owed a decision for ``job``."""
-        return max(self.fired_through.get(partition, 0), job["updated_ms"] - 1)
-
+    # -- index maintenance ---------------------------------------------------------------------
     def track(self, partition: int, job: dict[str, Any]) -> None:
+        """(Re)index a job from the point its slots are still owed a decision."""
         index = self.indexes.get(partition)
         if index is None:
             return
-        after = self.resume_point(partition, job)
-        index.set(job["job_id"], schedule.next_after(job["schedule"], job["job_id"], after))
+        after = max(self.fired_through.get(partition, 0), job["updated_ms"] - 1)
+        self._schedule(index, job, schedule.next_after(job["schedule"], job["job_id"], after))
+
+    @staticmethod
+    def _schedule(index: DueIndex, job: dict[str, Any], slot: int | None) -> None:
+        if slot is None:
+            index.remove(job["job_id"])
+            return
+        jitter = schedule.jitter_ms(schedule.fire_id(job["job_id"], slot), job["jitter_s"])
+        index.set(job["job_id"], slot, slot + jitter)
 
     def rebuild(self, assigned: set[int]) -> None:
         """After recovery: index every job of newly assigned partitions, drop revoked ones."""
         for part in list(self.indexes):
             if part not in assigned:
-                del self.indexes[part]
+                self.drop(part)
         new = assigned - set(self.indexes)
         if not new:
             return
         marks = progress.load_marks(SETTINGS.bootstrap)
-        count = partitions()
         for part in new:
             self.indexes[part] = DueIndex()
             self.fired_through[part] = marks.get(part, 0)
         started = time.monotonic()
         loaded = 0
+        count = partitions()
         for key, raw in jobs_table.items():
-            job_id = key.decode()
-            part = partition_for(job_id, count)
+            part = partition_for(key.decode(), count)
             if part in new and raw is not None:
                 self.track(part, codec().decode(raw))
                 loaded += 1
         log.info("scheduler rebuilt partitions %s: %d jobs in %.2fs (epoch %d)",
                  sorted(new), loaded, time.monotonic() - started, self.epoch)
 
+    def drop(self, partition: int) -> None:
+        self.indexes.pop(partition, None)
+        self.reconciler.drop_partition(partition)
+
+    # -- firing --------------------------------------------------------------------------------
     def fire_due(self) -> int:
         """Decide every slot that is due now; returns how many slots were decided."""
         now = now_ms()
@@ -117,36 +135,102 @@ class ScheduleState:
                     continue  # deleted since it was indexed
                 job = codec().decode(raw)
                 following = schedule.next_after(job["schedule"], job_id, slot)
-                self._decide(job, slot, following, now)
-                index.set(job_id, following)
+                verdict = misfire.decide(
+                    slot_ms=slot, following_slot_ms=following, now_ms=now,
+                    policy=job["misfire_policy"], max_lateness_s=job["max_lateness_s"],
+                    paused=job["paused"],
+                )
+                if verdict.decision == "missed_caught_up" and not self._catch_up_allowed(part, now):
+                    index.set(job_id, slot, now + 1000 // CATCH_UP_PER_S + 1)  # paced: later
+                    continue
+                self.decide(part, job, slot, verdict, now)
+                self._schedule(index, job, following)
                 decided += 1
             earliest = index.peek()
             through = now if earliest is None or earliest > now else earliest - 1
             self.fired_through[part] = max(self.fired_through.get(part, 0), through)
         return decided
 
-    def _decide(self, job: dict[str, Any], slot: int, following: int | None, now: int) -> None:
-        job_id = job["job_id"]
-        fid = schedule.fire_id(job_id, slot)
-        verdict = misfire.decide(
-            slot_ms=slot, following_slot_ms=following, now_ms=now,
-            policy=job["misfire_policy"], max_lateness_s=job["max_lateness_s"],
-            paused=job["paused"],
-        )
+    def _catch_up_allowed(self, partition: int, now: int) -> bool:
+        second, used = self.catch_up_budget.get(partition, (0, 0))
+        if second != now // 1000:
+            second, used = now // 1000, 0
+        if used >= CATCH_UP_PER_S:
+            return False
+        self.catch_up_budget[partition] = (second, used + 1)
+        return True
+
+    def decide(self, partition: int, job: dict[str, Any], slot: int,
+               verdict: misfire.SlotDecision, now: int, redrives: int = 0) -> None:
+        """Emit one slot's decision: a fired record to run it, or a ledger entry if it won't."""
+        fid = schedule.fire_id(job["job_id"], slot)
         if verdict.runs:
-            fired = {
-                "fire_id": fid, "job_id": job_id, "tenant": job["tenant"],
-                "job_revision": job["revision"], "nominal_ms": slot, "fired_ms": now,
-                "decision": verdict.decision, "epoch": self.epoch, "target": job["target"],
-            }
-            self.emitter.produce(FIRED, job_id, codec().encode("Fired", fired))
+            self.emit_fired(partition, job, fid, slot, verdict.decision, now, redrives)
         else:
-            entry = job_entry(fire_id=fid, job=job, nominal_ms=slot, decision=verdict.decision,
-                              reason=verdict.reason, lateness_ms=verdict.lateness_ms,
-                              epoch=self.epoch, outcome="not_run", completed_ms=now)
-            self.emitter.produce(LEDGER, fid, codec().encode("LedgerEntry", entry))
-            log.info("slot %s of tenant %s: %s (%s)", fid, job["tenant"], verdict.decision,
-                     verdict.reason)
+            self.emit_ledger(partition, job, fid, slot, verdict.decision, verdict.reason,
+                             verdict.lateness_ms, now)
+            log.info("slot %s of job %s tenant %s partition %d: %s (%s)", fid, job["job_id"],
+                     job["tenant"], partition, verdict.decision, verdict.reason)
+
+    def emit_fired(self, partition: int, job: dict[str, Any], fid: str, slot: int,
+                   decision: str, now: int, redrives: int = 0) -> None:
+        fired = {
+            "fire_id": fid, "job_id": job["job_id"], "tenant": job["tenant"],
+            "job_revision": job["revision"], "nominal_ms": slot, "fired_ms": now,
+            "decision": decision, "epoch": self.epoch, "target": job["target"],
+            "overlap": job["overlap"], "retry_max_attempts": job["retry_max_attempts"],
+            "retry_initial_backoff_s": job["retry_initial_backoff_s"],
+            "retry_max_backoff_s": job["retry_max_backoff_s"], "redrives": redrives,
+        }
+        self.emitter.produce(FIRED, job["job_id"], codec().encode("Fired", fired), partition)
+        self.reconciler.expect(Pending(fid, job["job_id"], partition, slot, now,
+                                       max(job["max_lateness_s"], 1) * 1000, redrives))
+
+    def emit_ledger(self, partition: int, job: dict[str, Any], fid: str, slot: int,
+                    decision: str, reason: str | None, lateness_ms: int, now: int) -> None:
+        entry = job_entry(fire_id=fid, job=job, nominal_ms=slot, decision=decision,
+                          reason=reason, lateness_ms=lateness_ms, epoch=self.epoch,
+                          outcome="not_run", completed_ms=now)
+        self.emitter.produce(LEDGER, fid, codec().encode("LedgerEntry", entry), partition)
+
+    # -- commands ------------------------------------------------------------------------------
+    def command(self, partition: int, cmd: dict[str, Any]) -> None:
+        raw = jobs_table.get(cmd["job_id"].encode())
+        if raw is None:
+            log.warning("command %s %s for unknown job %s tenant %s ignored", cmd["command"],
+                        cmd["request_id"], cmd["job_id"], cmd["tenant"])
+            return
+        job = codec().decode(raw)
+        now = now_ms()
+        if cmd["command"] == "trigger":
+            slot = cmd["requested_ms"]
+            self.emit_fired(partition, job, schedule.fire_id(job["job_id"], slot), slot,
+                            "triggered", now)
+        elif cmd["command"] == "backfill":
+            until = min(cmd["to_ms"], now)
+            for slot in schedule.slots_between(job["schedule"], job["job_id"],
+                                               cmd["from_ms"] - 1, until,
+                                               schedule.BACKFILL_LIMIT):
+                self.emit_fired(partition, job, schedule.fire_id(job["job_id"], slot), slot,
+                                "backfilled", now)
+
+    # -- reconciler ----------------------------------------------------------------------------
+    def reconcile(self, in_flight: set[str]) -> None:
+        now = now_ms()
+        for catch in self.reconciler.sweep(now, in_flight):
+            item = catch.pending
+            raw = jobs_table.get(item.job_id.encode())
+            log.warning("reconciler caught %s (job %s partition %d): %s -> %s", item.fire_id,
+                        item.job_id, item.partition, catch.reason, catch.action)
+            if raw is None or item.partition not in self.indexes:
+                continue
+            job = codec().decode(raw)
+            if catch.action == "redrive":
+                verdict = misfire.SlotDecision("fired", catch.reason, now - item.nominal_ms)
+                self.decide(item.partition, job, item.nominal_ms, verdict, now, item.redrives)
+            else:
+                self.emit_ledger(item.partition, job, item.fire_id, item.nominal_ms,
+                                 "expired_stale", catch.reason, now - item.nominal_ms, now)
 
     async def maybe_mark(self) -> None:
         """Persist fired-through marks once the records before them are acknowledged."""
@@ -177,12 +261,12 @@ async def _on_jobs_recovered() -> None:
 async def _on_revoked(app: Any, revoked: set[Any], **kwargs: Any) -> None:
     for tp in revoked:
         if tp.topic == JOBS.name:
-            state.indexes.pop(tp.partition, None)
+            state.drop(tp.partition)
 
 
 @app.agent(jobs_topic)
-async def apply_job_commands(stream: Any) -> Any:
-    """Materialise job commands into the table and the due index (the table's only writer)."""
+async def apply_jobs(stream: Any) -> Any:
+    """Materialise job definitions into the table and the due index (the table's only writer)."""
     async for event in stream.events():
         job_id = event.key.decode()
         part = event.message.partition
@@ -196,8 +280,30 @@ async def apply_job_commands(stream: Any) -> Any:
         state.track(part, codec().decode(event.value))
 
 
+@app.agent(commands_topic)
+async def apply_job_commands(stream: Any) -> Any:
+    """trigger / backfill: the job's owner emits the slots, with its epoch."""
+    async for event in stream.events():
+        state.command(event.message.partition, codec().decode(event.value))
+
+
+@app.agent(ledger_topic)
+async def observe_decisions(stream: Any) -> Any:
+    """Every decision on the ledger resolves the slot for the reconciler (keys only: cheap)."""
+    async for event in stream.events():
+        state.reconciler.resolve(event.key.decode())
+
+
 @app.timer(interval=0.05)
 async def fire_due() -> None:
     """Punctuator: decide due slots, then (about once a second) persist progress marks."""
     state.fire_due()
     await state.maybe_mark()
+
+
+@app.timer(interval=5.0)
+async def reconcile() -> None:
+    """Punctuator: the cleanup crew, trailing the scheduler by the reconciler's lag."""
+    from streams.executor import in_flight
+
+    state.reconcile(in_flight())

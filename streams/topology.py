@@ -1,10 +1,13 @@
 """Every topic, table and key of cronstream, declared once.
 
-Read this module to draw the graph: the API produces commands to ``JOBS``; the scheduler agent
-materialises them in the ``JOBS_TABLE`` (RocksDB, changelog-backed) and its punctuator emits due
-slots to ``FIRED`` (key job id, so co-partitioned with jobs) plus decisions that need no execution
-to ``LEDGER``; the executor agent consumes ``FIRED``, calls the target and writes the outcome to
-``LEDGER`` (compacted, key = record id), which the Debezium JDBC sink upserts into Postgres.
+Read this module to draw the graph: the API produces ``TENANTS``, ``JOBS`` and ``JOB_COMMANDS``;
+the scheduler agent materialises jobs in the ``JOBS_TABLE`` (RocksDB, changelog-backed) and its
+punctuator emits due slots to ``FIRED`` plus decisions that need no execution to ``LEDGER``; the
+executor agent consumes ``FIRED``, calls the target and writes the outcome to ``LEDGER``
+(compacted, key = record id), which the Debezium JDBC sink upserts into Postgres; failures past
+their retries go to ``DLQ``. ``JOBS``, ``JOB_COMMANDS``, ``FIRED`` and ``LEDGER`` are all
+partitioned by job id (``partition_for``), so one worker owns a job's definition, its slots, its
+executions and its decisions.
 """
 
 from __future__ import annotations
@@ -55,25 +58,48 @@ FIRED = TopicSpec(
 )
 LEDGER = TopicSpec(
     name="cronstream.ledger", key="record_id", schema="LedgerEntry", compacted=True,
-    doc="One decision/outcome per slot; sunk into Postgres.",
+    doc="One decision/outcome per slot, partitioned by job id; sunk into Postgres.",
+)
+TENANTS = TopicSpec(
+    name="cronstream.tenants", key="tenant", schema="Tenant", compacted=True,
+    doc="Tenants, their hashed API keys, quotas and SSRF allow-lists.", partitions=1,
+)
+JOB_COMMANDS = TopicSpec(
+    name="cronstream.job-commands", key="job_id", schema="JobCommand", compacted=False,
+    doc="trigger / backfill commands for the job's scheduler.",
+)
+DLQ = TopicSpec(
+    name="cronstream.dlq", key="fire_id", schema="DeadLetter", compacted=False,
+    doc="Slots whose target still failed after the job's retries, with the last error.",
 )
 SCHEDULER_PROGRESS = TopicSpec(
     name="cronstream.scheduler-progress", key="partition", schema="SchedulerProgress",
     compacted=True, doc="Per-partition 'fired through' marks of the scheduler.",
 )
 
-TOPICS: tuple[TopicSpec, ...] = (JOBS, FIRED, LEDGER, SCHEDULER_PROGRESS)
+TOPICS: tuple[TopicSpec, ...] = (TENANTS, JOBS, JOB_COMMANDS, FIRED, LEDGER, SCHEDULER_PROGRESS, DLQ)
 
 JOBS_TABLE = TableSpec(
     name="jobs", source=JOBS, key="job_id",
     doc="Current definition of every job of the worker's partitions (raw Avro bytes).",
 )
-FIRE_OUTCOMES_TABLE = TableSpec(
-    name="fire-outcomes", source=FIRED, key="fire_id",
+DONE_TABLE = TableSpec(
+    name="fires-done", source=FIRED, key="fire_id",
     doc="Fire ids the executor has finished, so a replayed fired record is not run again.",
 )
 
-TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, FIRE_OUTCOMES_TABLE)
+TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, DONE_TABLE)
 
 APP_ID = "cronstream"
 LEDGER_SINK_TABLE = "ledger"
+
+
+def partition_for(key: str, count: int | None = None) -> int:
+    """Kafka's default partition of a key (murmur2, as the Java client and faust compute it).
+
+    Used to place records keyed by something else (a ledger entry keyed by fire id) on the
+    partition of their job, so every topic about a job is co-partitioned.
+    """
+    from aiokafka.partitioner import murmur2
+
+    return (murmur2(key.encode()) & 0x7FFFFFFF) % (count or partitions())

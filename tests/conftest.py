@@ -1,15 +1,18 @@
-"""Shared fixtures. Integration tests run on the real local stack, which ``stack_up`` starts."""
+"""Shared fixtures. Integration tests run on the real local stack, which ``stack`` starts."""
 
 from __future__ import annotations
 
 import os
 import socket
+import uuid
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
+from cli.demo import wait_for_key
 from stack.local import Stack
-from streams import settings
+from streams import settings, tenants
 
 
 def free_port() -> int:
@@ -27,3 +30,21 @@ def stack() -> Iterator[Stack]:
     yield s
     if not was_running and not os.environ.get("CRONSTREAM_KEEP_STACK"):
         s.down()
+
+
+def make_client(stack: Stack, **options) -> httpx.Client:
+    name = f"t{uuid.uuid4().hex[:10]}"
+    options.setdefault("allowed_targets", ["127.0.0.1"])
+    key = tenants.create(stack.s.bootstrap, name, **options)
+    auth = {"Authorization": f"Bearer {key}"}
+    wait_for_key(stack.s.api_url, auth)
+    client = httpx.Client(base_url=stack.s.api_url, headers=auth, timeout=30)
+    client.tenant = name  # type: ignore[attr-defined]
+    return client
+
+
+@pytest.fixture
+def api(stack) -> Iterator[httpx.Client]:
+    """An API client authenticated as a fresh tenant allowed to call loopback webhooks."""
+    with make_client(stack) as client:
+        yield client

@@ -1,47 +1,247 @@
-"""``/v1/jobs``: accept a job, validate its schedule, and write it to the jobs topic."""
+"""``/v1/jobs``: create, read, change and delete jobs; pause, resume, trigger, backfill; preview
+the next slots; read run history. Writes go to the jobs and job-commands topics; reads come from
+the API's view of the jobs topic and from the ledger's sink in Postgres."""
 
 from __future__ import annotations
 
-import time
+import hashlib
 import uuid
-from typing import Any
+from datetime import UTC, datetime
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+import psycopg
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
 
-from api.models import JobIn, job_record
-from streams import schedule
+from api.auth import current_tenant
+from api.errors import problem
+from api.models import Backfill, JobIn, iso, job_record, job_view, ms
+from api.state import ApiState
+from streams import schedule, ssrf, targets
 from streams.codec import codec
-from streams.topology import JOBS
+from streams.topology import JOB_COMMANDS, JOBS
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
-
-DEFAULT_TENANT = "default"
-
-
-def _invalid(field: str, message: str) -> JSONResponse:
-    return JSONResponse(status_code=422, content={"detail": [
-        {"loc": ["body", *field.split(".")], "msg": message, "type": "value_error"}]})
+Tenant = Annotated[dict[str, Any], Depends(current_tenant)]
+IDEMPOTENCY_NAMESPACE = uuid.UUID("6f1c9b52-5f0e-4f7a-9a53-3c0f7f1f6c11")
+PREVIEW_SLOTS = 5
 
 
-@router.post("", status_code=201)
-async def create_job(body: JobIn, request: Request) -> Any:
-    job_id = str(uuid.uuid4())
-    now = time.time_ns() // 1_000_000
-    record = job_record(body, job_id=job_id, tenant=DEFAULT_TENANT, revision=1,
-                        created_ms=now, updated_ms=now)
+def _api(request: Request) -> ApiState:
+    state: ApiState = request.app.state.api
+    return state
+
+
+def _own_job(request: Request, tenant: dict[str, Any], job_id: str) -> dict[str, Any]:
+    job = _api(request).jobs.get(job_id)
+    if job is None or job["tenant"] != tenant["tenant"]:
+        raise problem(404, "", f"job {job_id} not found")
+    return job
+
+
+def _check(record: dict[str, Any], tenant: dict[str, Any], now: int) -> None:
+    """Everything about a job that a JSON schema cannot say, as 422s naming the field."""
+    sched = record["schedule"]
     try:
-        schedule.validate(record["schedule"], job_id)
+        schedule.validate(sched, record["job_id"])
     except schedule.ScheduleError as exc:
-        return _invalid(exc.field, exc.message)
-    await request.app.state.emitter.send(JOBS, job_id, codec().encode("Job", record))
-    preview = []
-    cursor = now
-    for _ in range(3):
-        slot = schedule.next_after(record["schedule"], job_id, cursor)
-        if slot is None:
-            break
-        preview.append(schedule.fire_id(job_id, slot).split("@", 1)[1])
-        cursor = slot
-    return {"id": job_id, "tenant": DEFAULT_TENANT, "revision": 1, "next": preview,
-            **body.model_dump(mode="json")}
+        raise problem(422, exc.field, exc.message) from exc
+    lateness_ms = record["max_lateness_s"] * 1000
+    if sched["at_ms"] is not None and sched["at_ms"] < now - lateness_ms:
+        raise problem(422, "schedule.at", "is further in the past than misfire.max_lateness_s")
+    slots = schedule.slots_between(sched, record["job_id"], now - 1, now + 400 * 86_400_000,
+                                   PREVIEW_SLOTS)
+    if not slots and sched["at_ms"] is None:
+        raise problem(422, "schedule", "has no slot in the next 400 days")
+    gaps = [b - a for a, b in zip(slots, slots[1:], strict=False)]
+    if gaps and min(gaps) < tenant["min_interval_s"] * 1000:
+        raise problem(422, "schedule", f"fires every {min(gaps) / 1000:g}s; this tenant's "
+                      f"minimum interval is {tenant['min_interval_s']}s")
+    target = record["target"]
+    if target["type"] == "webhook":
+        try:
+            ssrf.check_url(target["url"], tenant["allowed_targets"])
+        except ssrf.TargetRefused as exc:
+            raise problem(422, "target.url", str(exc)) from exc
+    elif not targets.tenant_topic_allowed(tenant["tenant"], target["topic"] or ""):
+        raise problem(422, "target.topic", f"must start with '{tenant['tenant']}.'")
+
+
+async def _write(request: Request, record: dict[str, Any] | None, job_id: str) -> None:
+    api = _api(request)
+    value = codec().encode("Job", record) if record is not None else None
+    await api.emitter.send(JOBS, job_id, value)
+    api.jobs.put(job_id, record)
+
+
+def _body_hash(body: JobIn) -> str:
+    return hashlib.sha256(body.model_dump_json().encode()).hexdigest()
+
+
+@router.post("", status_code=201, summary="Create a job (honours Idempotency-Key)")
+async def create_job(body: JobIn, request: Request, response: Response, tenant: Tenant,
+                     idempotency_key: Annotated[str | None, Header(max_length=200)] = None
+                     ) -> dict[str, Any]:
+    api = _api(request)
+    digest = _body_hash(body)
+    if idempotency_key:
+        job_id = str(uuid.uuid5(IDEMPOTENCY_NAMESPACE, f"{tenant['tenant']}:{idempotency_key}"))
+        existing = api.jobs.get(job_id)
+        if existing is not None:
+            if existing["request_hash"] != digest:
+                raise problem(409, "", "Idempotency-Key was already used with a different body",
+                              "idempotency_conflict")
+            response.status_code = 200
+            response.headers["Idempotent-Replayed"] = "true"
+            return job_view(existing)
+    else:
+        job_id = str(uuid.uuid4())
+    if len(api.job_ids(tenant["tenant"])) >= tenant["max_jobs"]:
+        raise problem(403, "", f"tenant {tenant['tenant']} has reached its quota of "
+                      f"{tenant['max_jobs']} jobs", "quota_exceeded")
+    now = schedule.now_ms()
+    record = job_record(body, job_id=job_id, tenant=tenant["tenant"], revision=1,
+                        created_ms=now, updated_ms=now, request_hash=digest)
+    _check(record, tenant, now)
+    await _write(request, record, job_id)
+    response.headers["Location"] = f"/v1/jobs/{job_id}"
+    return job_view(record)
+
+
+@router.get("", summary="List jobs, paged by job id")
+async def list_jobs(request: Request, tenant: Tenant, cursor: str | None = None,
+                    limit: Annotated[int, Query(ge=1, le=500)] = 100) -> dict[str, Any]:
+    api = _api(request)
+    ids = [i for i in api.job_ids(tenant["tenant"]) if cursor is None or i > cursor][:limit]
+    items = [job_view(job) for i in ids if (job := api.jobs.get(i)) is not None]
+    return {"items": items, "next_cursor": ids[-1] if len(ids) == limit else None}
+
+
+@router.get("/{job_id}")
+async def get_job(job_id: str, request: Request, tenant: Tenant) -> dict[str, Any]:
+    return job_view(_own_job(request, tenant, job_id))
+
+
+@router.put("/{job_id}", summary="Replace a job's definition; takes effect at its next slot")
+async def replace_job(job_id: str, body: JobIn, request: Request, tenant: Tenant
+                      ) -> dict[str, Any]:
+    old = _own_job(request, tenant, job_id)
+    now = schedule.now_ms()
+    record = job_record(body, job_id=job_id, tenant=tenant["tenant"],
+                        revision=old["revision"] + 1, created_ms=old["created_ms"],
+                        updated_ms=now, request_hash=old["request_hash"])
+    _check(record, tenant, now)
+    await _write(request, record, job_id)
+    return job_view(record)
+
+
+@router.delete("/{job_id}", status_code=204)
+async def delete_job(job_id: str, request: Request, tenant: Tenant) -> Response:
+    _own_job(request, tenant, job_id)
+    await _write(request, None, job_id)
+    return Response(status_code=204)
+
+
+async def _set_paused(job_id: str, request: Request, tenant: dict[str, Any],
+                      paused: bool) -> dict[str, Any]:
+    old = _own_job(request, tenant, job_id)
+    if old["paused"] == paused:
+        return job_view(old)
+    record = {**old, "paused": paused, "revision": old["revision"] + 1,
+              "updated_ms": schedule.now_ms()}
+    await _write(request, record, job_id)
+    return job_view(record)
+
+
+@router.post("/{job_id}/pause", summary="Pause: slots are recorded as skipped_paused")
+async def pause_job(job_id: str, request: Request, tenant: Tenant) -> dict[str, Any]:
+    return await _set_paused(job_id, request, tenant, True)
+
+
+@router.post("/{job_id}/resume", summary="Resume from the next slot")
+async def resume_job(job_id: str, request: Request, tenant: Tenant) -> dict[str, Any]:
+    return await _set_paused(job_id, request, tenant, False)
+
+
+async def _command(request: Request, job: dict[str, Any], command: str,
+                   from_ms: int | None = None, to_ms: int | None = None) -> dict[str, Any]:
+    cmd = {"command": command, "job_id": job["job_id"], "tenant": job["tenant"],
+           "request_id": str(uuid.uuid4()), "requested_ms": schedule.now_ms(),
+           "from_ms": from_ms, "to_ms": to_ms}
+    await _api(request).emitter.send(JOB_COMMANDS, job["job_id"],
+                                     codec().encode("JobCommand", cmd))
+    return cmd
+
+
+@router.post("/{job_id}/trigger", status_code=202, summary="Run the job once, now")
+async def trigger_job(job_id: str, request: Request, tenant: Tenant) -> dict[str, Any]:
+    job = _own_job(request, tenant, job_id)
+    cmd = await _command(request, job, "trigger")
+    return {"fire_id": schedule.fire_id(job_id, cmd["requested_ms"]),
+            "request_id": cmd["request_id"]}
+
+
+@router.post("/{job_id}/backfill", status_code=202,
+             summary="Run the slots in [from, to] that have not run (same fire ids: no doubles)")
+async def backfill_job(job_id: str, body: Backfill, request: Request, tenant: Tenant
+                       ) -> dict[str, Any]:
+    job = _own_job(request, tenant, job_id)
+    start, end = ms(body.from_), ms(body.to)
+    assert start is not None and end is not None
+    slots = schedule.slots_between(job["schedule"], job_id, start - 1, end, schedule.BACKFILL_LIMIT + 1)
+    if len(slots) > schedule.BACKFILL_LIMIT:
+        raise problem(422, "to", f"the range holds more than {schedule.BACKFILL_LIMIT} slots")
+    cmd = await _command(request, job, "backfill", start, end)
+    return {"request_id": cmd["request_id"], "slots": len(slots),
+            "fire_ids": [schedule.fire_id(job_id, s) for s in slots[:100]]}
+
+
+@router.get("/{job_id}/next", summary="Preview the next nominal slots")
+async def next_slots(job_id: str, request: Request, tenant: Tenant,
+                     count: Annotated[int, Query(ge=1, le=100)] = 5) -> dict[str, Any]:
+    job = _own_job(request, tenant, job_id)
+    now = schedule.now_ms()
+    slots = schedule.slots_between(job["schedule"], job_id, now, now + 4000 * 86_400_000, count)
+    return {"job_id": job_id, "next": [iso(s) for s in slots]}
+
+
+RUN_COLUMNS = ("fire_id", "nominal_time", "decision", "reason", "attempts", "outcome",
+               "status_code", "error", "fired_at", "completed_at", "lateness_ms")
+
+
+def _runs(dsn: str, tenant: str, job_id: str, before: int | None, limit: int
+          ) -> list[dict[str, Any]]:
+    query = (f"SELECT {', '.join(RUN_COLUMNS)} FROM ledger WHERE tenant = %s AND job_id = %s "
+             "AND (%s::bigint IS NULL OR nominal_time < to_timestamp(%s::bigint / 1000.0) "
+             "AT TIME ZONE 'UTC') ORDER BY nominal_time DESC LIMIT %s")
+    try:
+        with psycopg.connect(dsn, connect_timeout=5) as conn:
+            rows = conn.execute(query, (tenant, job_id, before, before, limit)).fetchall()
+    except psycopg.errors.UndefinedTable:
+        return []
+    out = []
+    for row in rows:
+        run = dict(zip(RUN_COLUMNS, row, strict=True))
+        for name in ("nominal_time", "fired_at", "completed_at"):
+            run[name] = iso(_utc_ms(run[name])) if run[name] is not None else None
+        out.append(run)
+    return out
+
+
+def _utc_ms(value: datetime) -> int:
+    """The sink stores UTC in ``timestamp without time zone`` columns."""
+    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+    return int(aware.timestamp() * 1000)
+
+
+@router.get("/{job_id}/runs", summary="Run history from the ledger (newest first)")
+async def job_runs(job_id: str, request: Request, tenant: Tenant,
+                   cursor: Annotated[int | None, Query(description="from next_cursor")] = None,
+                   limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
+    _own_job(request, tenant, job_id)
+    runs = await run_in_threadpool(_runs, _api(request).conf.pg_dsn, tenant["tenant"], job_id,
+                                   cursor, limit)
+    next_cursor = None
+    if len(runs) == limit:
+        next_cursor = ms(datetime.fromisoformat(runs[-1]["nominal_time"].replace("Z", "+00:00")))
+    return {"items": runs, "next_cursor": next_cursor}

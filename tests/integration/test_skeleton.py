@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-import httpx
 import psycopg
 
 from cli.demo import Receiver
@@ -24,7 +23,7 @@ def ledger_rows(stack, job_id):
             return []
 
 
-def test_a_job_fires_every_two_seconds_into_postgres(stack):
+def test_a_job_fires_every_two_seconds_into_postgres(stack, api):
     port = free_port()
     with Receiver(port) as receiver:
         body = {
@@ -32,7 +31,7 @@ def test_a_job_fires_every_two_seconds_into_postgres(stack):
                          "end": (datetime.now(UTC) + timedelta(seconds=12)).isoformat()},
             "target": {"type": "webhook", "url": f"http://127.0.0.1:{port}/hook"},
         }
-        response = httpx.post(f"{stack.s.api_url}/v1/jobs", json=body, timeout=30)
+        response = api.post("/v1/jobs", json=body)
         assert response.status_code == 201, response.text
         job_id = response.json()["id"]
 
@@ -54,8 +53,8 @@ def test_a_job_fires_every_two_seconds_into_postgres(stack):
     assert {row[0] for row in rows} <= set(receiver.fires)
 
 
-def test_bad_requests_get_422_naming_the_field(stack):
-    url = f"{stack.s.api_url}/v1/jobs"
+def test_bad_requests_get_422_naming_the_field(api):
+    url = "/v1/jobs"
     target = {"type": "webhook", "url": "http://127.0.0.1:9/hook"}
     cases = [
         ({"schedule": {"cron": "61 * * * *"}, "target": target}, "cron"),
@@ -64,9 +63,8 @@ def test_bad_requests_get_422_naming_the_field(stack):
         ({"schedule": {"cron": "* * * * *"}, "target": {"type": "pigeon"}}, "type"),
     ]
     for body, field in cases:
-        response = httpx.post(url, json=body, timeout=10)
+        response = api.post(url, json=body)
         assert response.status_code == 422, (body, response.text)
         assert field in response.text, (field, response.text)
-    response = httpx.post(url, content=b"{not json", timeout=10,
-                          headers={"content-type": "application/json"})
+    response = api.post(url, content=b"{not json", headers={"content-type": "application/json"})
     assert response.status_code == 422

@@ -62,7 +62,6 @@ public class AvroSchemaDirConverter implements Converter {
                 org.apache.avro.Schema schema = parser.parse(file.toFile());
                 long fingerprint = SchemaNormalization.parsingFingerprint64(schema);
                 writers.put(fingerprint, schema);
-                connectSchemas.put(fingerprint, toConnect(schema, false));
             }
         } catch (IOException | RuntimeException e) {
             throw new ConfigException(SCHEMAS_DIR_CONFIG, dir, "cannot read schemas: " + e.getMessage());
@@ -105,7 +104,8 @@ public class AvroSchemaDirConverter implements Converter {
         try {
             BinaryDecoder decoder = DecoderFactory.get().binaryDecoder(value, 10, value.length - 10, null);
             GenericRecord record = new GenericDatumReader<GenericRecord>(writer).read(null, decoder);
-            Schema connectSchema = connectSchemas.get(fingerprint);
+            // converted on first use: a topic schema this sink never reads need not map to Connect
+            Schema connectSchema = connectSchemas.computeIfAbsent(fingerprint, f -> toConnect(writer, false));
             return new SchemaAndValue(connectSchema, toConnectValue(connectSchema, record));
         } catch (IOException | RuntimeException e) {
             throw new DataException("topic " + topic + ": cannot decode record: " + e.getMessage(), e);
@@ -154,6 +154,9 @@ public class AvroSchemaDirConverter implements Converter {
             case MAP:
                 builder = SchemaBuilder.map(Schema.STRING_SCHEMA, toConnect(avro.getValueType(), false));
                 break;
+            case ARRAY:
+                builder = SchemaBuilder.array(toConnect(avro.getElementType(), false));
+                break;
             default:
                 throw new DataException("unsupported Avro type " + avro.getType());
         }
@@ -179,6 +182,12 @@ public class AvroSchemaDirConverter implements Converter {
                 return value.toString();
             case BYTES:
                 return value instanceof ByteBuffer ? toArray((ByteBuffer) value) : value;
+            case ARRAY:
+                List<Object> items = new java.util.ArrayList<>();
+                for (Object item : (java.util.Collection<?>) value) {
+                    items.add(toConnectValue(schema.valueSchema(), item));
+                }
+                return items;
             case MAP:
                 Map<String, Object> out = new HashMap<>();
                 for (Map.Entry<?, ?> e : ((Map<?, ?>) value).entrySet()) {

@@ -1,0 +1,35 @@
+"""A token bucket: the one rate limiter (API requests per tenant, catch-up, sends). Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TokenBucket:
+    rate_per_s: float
+    burst: float
+    tokens: float = field(default=-1.0)
+    updated_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.tokens < 0:
+            self.tokens = self.burst
+
+    def _refill(self, now_s: float) -> None:
+        if now_s > self.updated_s:
+            self.tokens = min(self.burst, self.tokens + (now_s - self.updated_s) * self.rate_per_s)
+            self.updated_s = now_s
+
+    def take(self, now_s: float, n: float = 1.0) -> bool:
+        """Take ``n`` tokens if there are that many; False (and nothing taken) otherwise."""
+        self._refill(now_s)
+        if self.tokens >= n:
+            self.tokens -= n
+            return True
+        return False
+
+    def wait_s(self, now_s: float, n: float = 1.0) -> float:
+        """How long until ``n`` tokens are there."""
+        self._refill(now_s)
+        return 0.0 if self.tokens >= n else (n - self.tokens) / self.rate_per_s

@@ -1,0 +1,79 @@
+"""Runs one attempt of a slot against its target: an HTTP webhook or a Kafka record.
+
+Webhooks carry the fire id (``X-Cronstream-Fire-Id``) so receivers can dedupe our at-least-once
+delivery; redirects are never followed (a redirect could lead past the SSRF guard). Kafka targets
+may only write topics under the tenant's own prefix (``<tenant>.``), so a job can never write
+cronstream's own topics or another tenant's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from streams import ssrf
+from streams.emit import Emitter
+from streams.topology import TopicSpec
+
+FIRE_ID_HEADER = "X-Cronstream-Fire-Id"
+NOMINAL_TIME_HEADER = "X-Cronstream-Nominal-Time"
+
+
+@dataclass(frozen=True)
+class CallResult:
+    ok: bool
+    status_code: int | None
+    error: str | None
+    final: bool = False  # True: retrying cannot help (refused target, bad topic)
+
+
+def headers_for(fired: dict[str, Any]) -> dict[str, str]:
+    nominal = datetime.fromtimestamp(fired["nominal_ms"] / 1000, tz=UTC).isoformat()
+    return {FIRE_ID_HEADER: fired["fire_id"], NOMINAL_TIME_HEADER: nominal}
+
+
+async def call_webhook(client: httpx.AsyncClient, fired: dict[str, Any],
+                       allowed: list[str]) -> CallResult:
+    target = fired["target"]
+    try:
+        ssrf.check_url(target["url"], allowed)
+    except ssrf.TargetRefused as exc:
+        return CallResult(False, None, f"target refused: {exc}", final=True)
+    headers = {**(target.get("headers") or {}), **headers_for(fired)}
+    body = target.get("body")
+    try:
+        response = await client.request(
+            target.get("method") or "POST", target["url"], headers=headers,
+            content=body.encode() if body is not None else None,
+            timeout=target.get("timeout_s") or 10.0, follow_redirects=False,
+        )
+    except httpx.HTTPError as exc:
+        return CallResult(False, None, f"{type(exc).__name__}: {exc}"[:500])
+    if 200 <= response.status_code < 300:
+        return CallResult(True, response.status_code, None)
+    return CallResult(False, response.status_code, f"HTTP {response.status_code}")
+
+
+def tenant_topic_allowed(tenant: str, topic: str) -> bool:
+    return topic.startswith(f"{tenant}.") and len(topic) > len(tenant) + 1
+
+
+async def produce_record(emitter: Emitter, fired: dict[str, Any]) -> CallResult:
+    target = fired["target"]
+    topic = target.get("topic") or ""
+    if not tenant_topic_allowed(fired["tenant"], topic):
+        return CallResult(False, None, f"topic {topic!r} is outside the tenant prefix "
+                          f"{fired['tenant']}.", final=True)
+    spec = TopicSpec(name=topic, key="", schema="", compacted=False, doc="tenant topic",
+                     partitions=1)
+    value = target.get("value")
+    try:
+        await emitter.send(spec, target.get("key") or fired["job_id"],
+                           value.encode() if value is not None else None,
+                           headers=headers_for(fired))
+    except Exception as exc:  # noqa: BLE001 - broker errors become a retryable failure
+        return CallResult(False, None, f"kafka: {exc}"[:500])
+    return CallResult(True, None, None)
