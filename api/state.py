@@ -24,10 +24,10 @@ class ApiState:
         self.emitter = Emitter(conf.bootstrap, "cronstream-api")
         self.jobs_by_tenant: dict[str, set[str]] = defaultdict(set)
         self._lock = threading.Lock()
-        self.tenants = TopicView(conf.bootstrap, TENANTS, self._index_key).start()
-        self.jobs = TopicView(conf.bootstrap, JOBS, self._index_job).start()
         self._buckets: dict[str, TokenBucket] = {}
         self._keys: dict[str, str] = {}
+        self.tenants = TopicView(conf.bootstrap, TENANTS, self._index_key).start()
+        self.jobs = TopicView(conf.bootstrap, JOBS, self._index_job).start()
 
     def _index_key(self, name: str, tenant: dict[str, Any] | None) -> None:
         with self._lock:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -15,11 +16,16 @@ from streams import tenants
 from streams.settings import Settings
 from streams.targets import FIRE_ID_HEADER, NOMINAL_TIME_HEADER
 
+Behaviour = Callable[[str, int], tuple[int, float]]  # (fire id, nth arrival) -> (status, delay)
+
 
 class Receiver:
-    """A webhook receiver on loopback that prints each fire the moment it arrives."""
+    """A webhook receiver on loopback that prints each fire the moment it arrives.
 
-    def __init__(self, port: int) -> None:
+    ``behave`` lets a caller answer with another status or after a delay (tests use it to make a
+    target fail or run long); by default every fire gets a 204 at once."""
+
+    def __init__(self, port: int, behave: Behaviour | None = None, quiet: bool = False) -> None:
         self.fires: list[str] = []
         receiver = self
 
@@ -28,11 +34,13 @@ class Receiver:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 fire_id = self.headers.get(FIRE_ID_HEADER, "?")
                 receiver.fires.append(fire_id)
-                nominal = self.headers.get(NOMINAL_TIME_HEADER, "")
-                lag = _lag_ms(nominal)
-                print(f"  fire {len(receiver.fires):>3}  {fire_id}  (arrived {lag} ms after "
-                      "its nominal time)", flush=True)
-                self.send_response(204)
+                status, delay = behave(fire_id, receiver.fires.count(fire_id)) if behave else (204, 0)
+                if not quiet:
+                    lag = _lag_ms(self.headers.get(NOMINAL_TIME_HEADER, ""))
+                    print(f"  fire {len(receiver.fires):>3}  {fire_id}  (arrived {lag} ms after "
+                          "its nominal time)", flush=True)
+                time.sleep(delay)
+                self.send_response(status)
                 self.end_headers()
 
             def log_message(self, *args: object) -> None:

@@ -328,8 +328,10 @@ class Stack:
         ready = self.s.run_dir / f"{name}.ready"
         if processes.alive(self.pidfile(name)) is None:
             ready.unlink(missing_ok=True)
-        return self.start_app(name, ["worker"], health=ready.exists,
-                              env={"CRONSTREAM_WORKER_ID": name})
+        number = int(name.rsplit("-", 1)[1]) if name.rsplit("-", 1)[-1].isdigit() else 0
+        return self.start_app(name, ["worker"], health=ready.exists, env={
+            "CRONSTREAM_WORKER_ID": name,
+            "CRONSTREAM_WORKER_WEB_PORT": str(self.s.worker_web_port + number)})
 
     def api_healthy(self) -> bool:
         return httpx.get(f"{self.s.api_url}/healthz", timeout=2).status_code == 200

@@ -31,9 +31,14 @@ app = faust.App(
     broker_commit_every=1000,
     broker_commit_interval=1.0,
     web_enabled=False,
+    web_host="127.0.0.1",
+    web_port=SETTINGS.worker_web_port,  # faust binds it even when disabled; one per worker
     table_standby_replicas=0,
     stream_wait_empty=False,
     producer_acks=-1,
+    # a dead worker's partitions move after ~10 s instead of faust's default 60 s
+    broker_session_timeout=10.0,
+    broker_heartbeat_interval=2.0,
 )
 
 

@@ -32,6 +32,7 @@ class TopicView:
         self._on_change = on_change
         self._stop = threading.Event()
         self._ready = threading.Event()
+        self._failure: BaseException | None = None
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap,
             "group.id": f"cronstream-view-{uuid.uuid4()}",
@@ -42,8 +43,12 @@ class TopicView:
 
     def start(self, timeout_s: float = 60.0) -> TopicView:
         self._thread.start()
-        if not self._ready.wait(timeout_s):
-            raise TimeoutError(f"view of {self.topic.name} not caught up after {timeout_s}s")
+        deadline = time.monotonic() + timeout_s
+        while not self._ready.wait(0.1):
+            if self._failure is not None:
+                raise RuntimeError(f"view of {self.topic.name} failed: {self._failure!r}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"view of {self.topic.name} not caught up after {timeout_s}s")
         return self
 
     def stop(self) -> None:
@@ -68,9 +73,29 @@ class TopicView:
         if self._on_change:
             self._on_change(key, value)
 
+    def _partitions(self) -> list[int]:
+        """The topic's partitions, waiting out a broker that is still starting."""
+        while not self._stop.is_set():
+            try:
+                meta = self._consumer.list_topics(self.topic.name, timeout=10).topics[self.topic.name]
+                if meta.error is None and meta.partitions:
+                    return list(meta.partitions)
+                log.info("view %s: waiting for metadata (%s)", self.topic.name, meta.error)
+            except Exception as exc:  # noqa: BLE001 - retried until stopped
+                log.info("view %s: waiting for metadata (%s)", self.topic.name, exc)
+            time.sleep(0.5)
+        return []
+
     def _run(self) -> None:
-        meta = self._consumer.list_topics(self.topic.name, timeout=30)
-        parts = list(meta.topics[self.topic.name].partitions)
+        try:
+            self._follow()
+        except BaseException as exc:
+            self._failure = exc
+            log.exception("view %s stopped", self.topic.name)
+            raise
+
+    def _follow(self) -> None:
+        parts = self._partitions()
         self._consumer.assign([TopicPartition(self.topic.name, p, OFFSET_BEGINNING) for p in parts])
         at_end: set[int] = set()
         while not self._stop.is_set():

@@ -1,0 +1,35 @@
+"""Helpers for integration tests: reading the ledger from Postgres and waiting for it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+COLUMNS = ("fire_id", "nominal_time", "decision", "reason", "outcome", "status_code",
+           "attempts", "epoch")
+
+
+def ledger(stack, **where: str) -> list[dict[str, Any]]:
+    clause = " AND ".join(f"{k} = %s" for k in where) or "TRUE"
+    with psycopg.connect(stack.s.pg_dsn) as conn:
+        try:
+            rows = conn.execute(f"SELECT {', '.join(COLUMNS)} FROM ledger WHERE {clause} "
+                                "ORDER BY nominal_time", tuple(where.values())).fetchall()
+        except psycopg.errors.UndefinedTable:
+            return []
+    return [dict(zip(COLUMNS, row, strict=True)) for row in rows]
+
+
+def wait_for(probe: Callable[[], Any], timeout_s: float = 60, every_s: float = 0.5) -> Any:
+    """Poll until ``probe`` returns something truthy; returns it, or fails the test."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s}s (last: {value!r})")
+        time.sleep(every_s)

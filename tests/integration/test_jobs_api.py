@@ -1,0 +1,183 @@
+"""The jobs API on the real stack: auth, tenancy, idempotency, CRUD, pause/resume, trigger,
+backfill, preview, runs, and bad input."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import httpx
+
+from cli.demo import Receiver
+from streams.schedule import fire_id
+from tests.conftest import free_port, make_client
+from tests.integration.helpers import ledger, wait_for
+
+
+def webhook(port: int) -> dict:
+    return {"type": "webhook", "url": f"http://127.0.0.1:{port}/hook"}
+
+
+def job_body(port: int, cron: str = "0 0 1 1 *", **extra) -> dict:
+    return {"schedule": {"cron": cron}, "target": webhook(port), **extra}
+
+
+def test_auth_is_required_and_tenants_are_isolated(stack, api):
+    created = api.post("/v1/jobs", json=job_body(9)).json()
+    anonymous = httpx.get(f"{stack.s.api_url}/v1/jobs/{created['id']}")
+    assert anonymous.status_code == 401
+    wrong = httpx.get(f"{stack.s.api_url}/v1/jobs", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    with make_client(stack) as other:
+        assert other.get(f"/v1/jobs/{created['id']}").status_code == 404
+        assert other.put(f"/v1/jobs/{created['id']}", json=job_body(9)).status_code == 404
+        assert other.delete(f"/v1/jobs/{created['id']}").status_code == 404
+        assert other.post(f"/v1/jobs/{created['id']}/trigger").status_code == 404
+        assert other.get(f"/v1/jobs/{created['id']}/runs").status_code == 404
+        assert created["id"] not in [j["id"] for j in other.get("/v1/jobs").json()["items"]]
+    assert api.get(f"/v1/jobs/{created['id']}").status_code == 200
+
+
+def test_idempotency_key(api):
+    headers = {"Idempotency-Key": "create-once-42"}
+    first = api.post("/v1/jobs", json=job_body(9), headers=headers)
+    again = api.post("/v1/jobs", json=job_body(9), headers=headers)
+    assert first.status_code == 201 and again.status_code == 200
+    assert first.json()["id"] == again.json()["id"]
+    assert again.headers["Idempotent-Replayed"] == "true"
+    other_body = api.post("/v1/jobs", json=job_body(9, cron="5 0 1 1 *"), headers=headers)
+    assert other_body.status_code == 409
+    ids = [j["id"] for j in api.get("/v1/jobs").json()["items"]]
+    assert ids.count(first.json()["id"]) == 1
+
+
+def test_crud_list_paging_and_preview(api):
+    ids = sorted(api.post("/v1/jobs", json=job_body(9)).json()["id"] for _ in range(5))
+    page1 = api.get("/v1/jobs", params={"limit": 3}).json()
+    page2 = api.get("/v1/jobs", params={"limit": 3, "cursor": page1["next_cursor"]}).json()
+    assert [j["id"] for j in page1["items"] + page2["items"]] == ids
+    assert page2["next_cursor"] is None
+
+    changed = api.put(f"/v1/jobs/{ids[0]}", json=job_body(9, cron="0 9 * * MON",
+                                                          overlap="skip")).json()
+    assert changed["revision"] == 2 and changed["overlap"] == "skip"
+    assert api.get(f"/v1/jobs/{ids[0]}").json()["schedule"]["cron"] == "0 9 * * MON"
+    preview = api.get(f"/v1/jobs/{ids[0]}/next", params={"count": 3}).json()["next"]
+    assert len(preview) == 3
+    assert all(datetime.fromisoformat(p.replace("Z", "+00:00")).weekday() == 0 for p in preview)
+    assert api.delete(f"/v1/jobs/{ids[0]}").status_code == 204
+    assert api.get(f"/v1/jobs/{ids[0]}").status_code == 404
+
+
+def test_every_second_job_has_a_ledger_row_per_slot(stack, api):
+    port = free_port()
+    with Receiver(port, quiet=True) as receiver:
+        end = datetime.now(UTC) + timedelta(seconds=8)
+        job = api.post("/v1/jobs", json={"schedule": {"cron": "*/1 * * * * *", "end": end.isoformat()},
+                                         "target": webhook(port)}).json()
+        rows = wait_for(lambda: (r := ledger(stack, job_id=job["id"])) and
+                        r[-1]["nominal_time"].replace(tzinfo=UTC) >= end.replace(microsecond=0)
+                        - timedelta(seconds=1) and r, timeout_s=60)
+    seconds = [r["nominal_time"] for r in rows]
+    assert len(seconds) >= 6
+    assert all(b - a == timedelta(seconds=1) for a, b in zip(seconds, seconds[1:], strict=False))
+    assert all(r["decision"] == "fired" and r["outcome"] == "succeeded" for r in rows)
+    assert len(receiver.fires) == len(set(receiver.fires))
+
+
+def test_pause_resume_and_trigger(stack, api):
+    port = free_port()
+    with Receiver(port, quiet=True) as receiver:
+        job = api.post("/v1/jobs", json={"schedule": {"cron": "*/1 * * * * *"},
+                                         "target": webhook(port)}).json()
+        wait_for(lambda: len(receiver.fires) >= 2)
+        assert api.post(f"/v1/jobs/{job['id']}/pause").json()["paused"] is True
+        paused_rows = wait_for(lambda: [r for r in ledger(stack, job_id=job["id"])
+                                        if r["decision"] == "skipped_paused"][:2])
+        assert all(r["outcome"] == "not_run" and r["reason"] for r in paused_rows)
+        arrived = len(receiver.fires)
+        time.sleep(2)
+        assert len(receiver.fires) <= arrived + 1  # at most one slot already in flight
+        trig = api.post(f"/v1/jobs/{job['id']}/trigger")
+        assert trig.status_code == 202
+        wait_for(lambda: trig.json()["fire_id"] in receiver.fires)
+        assert api.post(f"/v1/jobs/{job['id']}/resume").json()["paused"] is False
+        count = len(receiver.fires)
+        wait_for(lambda: len(receiver.fires) >= count + 2)
+        api.delete(f"/v1/jobs/{job['id']}")
+    rows = {r["fire_id"]: r for r in ledger(stack, job_id=job["id"])}
+    assert rows[trig.json()["fire_id"]]["decision"] == "triggered"
+    assert len(receiver.fires) == len(set(receiver.fires))
+
+
+def test_backfill_runs_missing_slots_once_and_never_repeats_done_ones(stack, api):
+    port = free_port()
+    with Receiver(port, quiet=True) as receiver:
+        start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
+        job = api.post("/v1/jobs", json={
+            "schedule": {"every_s": 1, "start": start.isoformat(),
+                         "end": (start + timedelta(seconds=3)).isoformat()},
+            "target": webhook(port)}).json()
+        wait_for(lambda: len(ledger(stack, job_id=job["id"])) >= 4)
+        ran = set(receiver.fires)
+        early = start - timedelta(seconds=5)
+        response = api.post(f"/v1/jobs/{job['id']}/backfill",
+                            json={"from": early.isoformat(), "to": start.isoformat()})
+        assert response.status_code == 202, response.text
+        assert response.json()["slots"] == 1  # the schedule's first slot is `start`
+        response = api.post(f"/v1/jobs/{job['id']}/backfill", json={
+            "from": start.isoformat(), "to": (start + timedelta(seconds=3)).isoformat()})
+        assert response.json()["slots"] == 4
+        time.sleep(3)
+    assert set(receiver.fires) == ran, "backfilled slots that already ran were run again"
+    assert len(receiver.fires) == len(set(receiver.fires))
+
+
+def test_runs_endpoint_agrees_with_postgres(stack, api):
+    port = free_port()
+    with Receiver(port, quiet=True):
+        end = datetime.now(UTC) + timedelta(seconds=4)
+        job = api.post("/v1/jobs", json={"schedule": {"cron": "*/1 * * * * *", "end": end.isoformat()},
+                                         "target": webhook(port)}).json()
+        rows = wait_for(lambda: (r := ledger(stack, job_id=job["id"])) and len(r) >= 4 and r)
+    runs = api.get(f"/v1/jobs/{job['id']}/runs", params={"limit": 2}).json()
+    more = api.get(f"/v1/jobs/{job['id']}/runs", params={"cursor": runs["next_cursor"]}).json()
+    listed = runs["items"] + more["items"]
+    db = ledger(stack, job_id=job["id"])
+    assert [r["fire_id"] for r in listed] == [r["fire_id"] for r in reversed(db)]
+    for run, row in zip(listed, reversed(db), strict=True):
+        assert run["decision"] == row["decision"] and run["outcome"] == row["outcome"]
+        assert run["fire_id"] == fire_id(job["id"], int(row["nominal_time"].replace(tzinfo=UTC)
+                                                        .timestamp() * 1000))
+    assert len(rows) >= 4
+
+
+def test_bad_input_names_the_field(stack, api):
+    past = (datetime.now(UTC) - timedelta(days=2)).isoformat()
+    cases = [
+        ({"schedule": {"at": past}, "target": webhook(9)}, 422, "schedule"),
+        ({"schedule": {"cron": "* * * * *", "dst": {"gap": "sideways"}}, "target": webhook(9)},
+         422, "gap"),
+        ({"schedule": {"cron": "* * * * *"}, "target": {"type": "kafka", "topic": "cronstream.jobs"}},
+         422, "target"),
+        ({"schedule": {"cron": "* * * * *"}, "target": webhook(9), "retry": {"max_attempts": 0}},
+         422, "max_attempts"),
+        ({"schedule": {"cron": "* * * * *"}, "target": webhook(9), "surprise": 1}, 422, "surprise"),
+    ]
+    for body, status, field in cases:
+        response = api.post("/v1/jobs", json=body)
+        assert response.status_code == status, (body, response.text)
+        assert field in response.text, (field, response.text)
+    huge = api.post("/v1/jobs", content=b'{"x":"' + b"a" * 200_000 + b'"}',
+                    headers={"content-type": "application/json"})
+    assert huge.status_code == 413 and "larger than" in huge.text
+
+
+def test_ssrf_guard_refuses_private_targets_unless_allowed(stack):
+    with make_client(stack, allowed_targets=[]) as strict:
+        for url in ("http://127.0.0.1:8080/x", "http://10.1.2.3/x", "http://169.254.169.254/x",
+                    "http://[::1]/x", "http://localhost/x"):
+            response = strict.post("/v1/jobs", json={"schedule": {"cron": "* * * * *"},
+                                                     "target": {"type": "webhook", "url": url}})
+            assert response.status_code == 422, (url, response.text)
+            assert "target" in response.text and "url" in response.text
