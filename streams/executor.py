@@ -26,6 +26,7 @@ from streams import overlap, retry, targets
 from streams.app import SETTINGS, WORKER_ID, app
 from streams.codec import codec
 from streams.emit import Emitter
+from streams.fencing import EpochFence
 from streams.ledger import job_entry
 from streams.schedule import now_ms
 from streams.topology import DLQ, DONE_TABLE, FIRED, LEDGER, TENANTS
@@ -46,8 +47,7 @@ class Executor:
         self.running: dict[str, int] = {}  # job id -> runs in flight
         self.buffered: dict[str, tuple[Any, Any, dict[str, Any]]] = {}  # job -> (stream, event, fired)
         self.in_flight: set[str] = set()
-        self.max_epoch: dict[int, int] = {}
-        self.fenced = 0
+        self.fence = EpochFence()
         self.replays = 0
         self._slots: asyncio.Semaphore | None = None
         self._emitter: Emitter | None = None
@@ -83,14 +83,12 @@ class Executor:
         fired = codec().decode(event.value)
         part = event.message.partition
         fid, job_id = fired["fire_id"], fired["job_id"]
-        if fired["epoch"] < self.max_epoch.get(part, 0):
-            self.fenced += 1
+        if not self.fence.admit(part, fired["epoch"]):
             log.warning("fenced %s of job %s tenant %s: epoch %d < %d on partition %d offset %d",
-                        fid, job_id, fired["tenant"], fired["epoch"], self.max_epoch[part], part,
-                        event.message.offset)
+                        fid, job_id, fired["tenant"], fired["epoch"], self.fence.highest[part],
+                        part, event.message.offset)
             await stream.ack(event)
             return
-        self.max_epoch[part] = max(self.max_epoch.get(part, 0), fired["epoch"])
         if done_table.get(fid.encode()) is not None or fid in self.in_flight:
             self.replays += 1
             log.info("fire %s already done or running; not run again (partition %d offset %d)",

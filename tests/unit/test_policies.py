@@ -1,0 +1,107 @@
+"""Pure policy logic: retries, overlap, fencing, pacing, the reconciler, tenants."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streams import overlap, retry, tenants
+from streams.fencing import EpochFence
+from streams.pacing import TokenBucket
+from streams.reconciler import Pending, Reconciler
+from streams.schedule import fire_id, jitter_ms
+
+
+@pytest.mark.parametrize("status, expected", [
+    (None, True), (500, True), (503, True), (429, True), (408, True),
+    (400, False), (401, False), (404, False), (410, False),
+])
+def test_retryable(status, expected):
+    assert retry.retryable(status) is expected
+
+
+@given(st.integers(1, 30), st.floats(0.01, 10), st.floats(0.01, 600), st.text(max_size=20))
+def test_backoff_is_capped_jittered_and_deterministic(attempt, initial, cap, seed):
+    wait = retry.backoff_s(attempt, initial, cap, seed)
+    step = min(cap, initial * 2 ** (attempt - 1))
+    assert step * 0.5 <= wait <= step
+    assert wait == retry.backoff_s(attempt, initial, cap, seed)
+
+
+def test_backoff_grows_exponentially():
+    waits = [retry.backoff_s(a, 1, 1000, "f") for a in range(1, 6)]
+    assert all(b > a for a, b in zip(waits, waits[1:], strict=False))
+
+
+@pytest.mark.parametrize("policy, running, action", [
+    ("allow", True, overlap.Action.RUN), ("skip", True, overlap.Action.SKIP),
+    ("buffer_one", True, overlap.Action.BUFFER), ("skip", False, overlap.Action.RUN),
+    ("buffer_one", False, overlap.Action.RUN),
+])
+def test_overlap(policy, running, action):
+    assert overlap.decide(policy, running) is action
+
+
+def test_fence_rejects_an_older_epoch_after_a_newer_one():
+    fence = EpochFence()
+    assert fence.admit(0, 3) and fence.admit(0, 3)
+    assert fence.admit(0, 4)
+    assert not fence.admit(0, 3)
+    assert fence.admit(1, 1), "partitions are fenced independently"
+    assert fence.rejected == 1
+
+
+def test_token_bucket():
+    bucket = TokenBucket(rate_per_s=10, burst=5)
+    assert all(bucket.take(0.0) for _ in range(5))
+    assert not bucket.take(0.0)
+    assert bucket.wait_s(0.0) == pytest.approx(0.1)
+    assert bucket.take(0.1) and not bucket.take(0.1)
+    assert bucket.take(100.0, 5) and not bucket.take(100.0), "refill is capped at the burst"
+
+
+def pending(fid="j@1", nominal=0, emitted=0, lateness=3600_000):
+    return Pending(fid, "j", 0, nominal, emitted, lateness)
+
+
+def test_reconciler_redrives_then_expires_and_counts():
+    rec = Reconciler(lag_ms=100, max_redrives=1)
+    rec.expect(pending())
+    assert rec.sweep(50) == []
+    first = rec.sweep(150)
+    assert [c.action for c in first] == ["redrive"]
+    assert rec.sweep(200) == [], "a re-driven slot waits another lag"
+    second = rec.sweep(300)
+    assert [c.action for c in second] == ["expire"] and "re-drives" in second[0].reason
+    assert rec.caught == {"redrive": 1, "expire": 1} and not rec.pending
+
+
+def test_reconciler_leaves_resolved_and_in_flight_slots_alone():
+    rec = Reconciler(lag_ms=100)
+    rec.expect(pending("a@1"))
+    rec.expect(pending("b@1"))
+    rec.resolve("a@1")
+    assert rec.sweep(1000, in_flight={"b@1"}) == []
+    assert list(rec.pending) == ["b@1"]
+
+
+def test_reconciler_expires_slots_past_max_lateness():
+    rec = Reconciler(lag_ms=100)
+    rec.expect(pending(lateness=500))
+    catch = rec.sweep(1000)[0]
+    assert catch.action == "expire" and "max lateness" in catch.reason
+
+
+def test_jitter_is_fixed_per_slot_and_bounded():
+    ids = [fire_id("job", s * 1000) for s in range(200)]
+    delays = [jitter_ms(f, 30) for f in ids]
+    assert delays == [jitter_ms(f, 30) for f in ids]
+    assert all(0 <= d <= 30_000 for d in delays) and len(set(delays)) > 100
+    assert jitter_ms(ids[0], 0) == 0
+
+
+def test_tenant_keys_are_stored_hashed():
+    record, key = tenants.new_tenant("acme")
+    assert key.startswith("cs_") and len(key) > 40
+    assert key not in str(record) and record["key_sha256"] == tenants.key_hash(key)
+    with pytest.raises(ValueError):
+        tenants.new_tenant("Bad Name!")
