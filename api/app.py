@@ -9,21 +9,22 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.routes import jobs
+from api.routes import campaigns, jobs, suppressions
 from api.state import ApiState
 from streams import admin, settings
 
-MAX_BODY_BYTES = 64 * 1024  # job bodies; documented in the README
+MAX_BODY_BYTES = 512 * 1024  # every body but recipient uploads; documented in the README
 
 
 class BodyLimit:
     """413 for a body over ``limit`` bytes, whether or not it declares its Content-Length."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: ASGIApp, limit: int, unlimited_suffix: str) -> None:
+        self.app, self.limit, self.unlimited_suffix = app, limit, unlimited_suffix
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        # recipient uploads stream in bounded memory, whatever their size
+        if scope["type"] != "http" or scope["path"].endswith(self.unlimited_suffix):
             await self.app(scope, receive, send)
             return
         declared = dict(scope["headers"]).get(b"content-length")
@@ -73,7 +74,9 @@ def create_app() -> FastAPI:
                     "`Authorization: Bearer <api key>` (`cronstream tenant create NAME`).",
     )
     app.include_router(jobs.router)
-    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
+    app.include_router(campaigns.router)
+    app.include_router(suppressions.router)
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES, unlimited_suffix="/recipients")
 
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator
+from pydantic import BaseModel, ConfigDict, EmailStr, Field, HttpUrl, model_validator
 
 
 class Strict(BaseModel):
@@ -61,7 +61,24 @@ class KafkaTarget(Strict):
     value: str | None = Field(None, max_length=32_768)
 
 
-Target = Annotated[WebhookTarget | KafkaTarget, Field(discriminator="type")]
+class EmailTarget(Strict):
+    """A single reminder email, sent through SES at most once per fire id."""
+
+    type: Literal["email"]
+    to: EmailStr
+    from_: EmailStr = Field(..., alias="from")
+    subject: str = Field(..., min_length=1, max_length=998)
+    text: str | None = Field(None, max_length=100_000)
+    html: str | None = Field(None, max_length=200_000)
+
+    @model_validator(mode="after")
+    def _a_body(self) -> EmailTarget:
+        if self.text is None and self.html is None:
+            raise ValueError("one of text or html is required")
+        return self
+
+
+Target = Annotated[WebhookTarget | KafkaTarget | EmailTarget, Field(discriminator="type")]
 
 
 class Misfire(Strict):
@@ -108,6 +125,12 @@ def iso(value_ms: int | None) -> str | None:
     return datetime.fromtimestamp(value_ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
+def utc_ms(value: datetime) -> int:
+    """Postgres ``timestamp without time zone`` columns from the sink hold UTC."""
+    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+    return int(aware.timestamp() * 1000)
+
+
 def job_record(body: JobIn, *, job_id: str, tenant: str, revision: int, created_ms: int,
                updated_ms: int, request_hash: str) -> dict[str, Any]:
     """The Avro ``Job`` record (schemas/job.avsc) for an accepted request body."""
@@ -116,6 +139,9 @@ def job_record(body: JobIn, *, job_id: str, tenant: str, revision: int, created_
     if isinstance(t, WebhookTarget):
         target.update(url=str(t.url), method=t.method, headers=t.headers, body=t.body,
                       timeout_s=t.timeout_s)
+    elif isinstance(t, EmailTarget):
+        target.update(email_to=str(t.to), email_from=str(t.from_), subject=t.subject,
+                      text=t.text, html=t.html)
     else:
         target.update(topic=t.topic, key=t.key, value=t.value)
     return {
@@ -145,6 +171,9 @@ def job_view(job: dict[str, Any]) -> dict[str, Any]:
             schedule[name] = value
     if t["type"] == "webhook":
         target = {k: t[k] for k in ("type", "url", "method", "headers", "body", "timeout_s")}
+    elif t["type"] == "email":
+        target = {"type": "email", "to": t["email_to"], "from": t["email_from"],
+                  "subject": t["subject"], "text": t["text"], "html": t["html"]}
     else:
         target = {k: t[k] for k in ("type", "topic", "key", "value")}
     return {

@@ -14,7 +14,7 @@ from typing import Any
 from streams.emit import Emitter
 from streams.pacing import TokenBucket
 from streams.settings import Settings
-from streams.topology import JOBS, TENANTS
+from streams.topology import CAMPAIGNS, JOBS, TENANTS
 from streams.views import TopicView
 
 
@@ -28,6 +28,7 @@ class ApiState:
         self._keys: dict[str, str] = {}
         self.tenants = TopicView(conf.bootstrap, TENANTS, self._index_key).start()
         self.jobs = TopicView(conf.bootstrap, JOBS, self._index_job).start()
+        self.campaigns = TopicView(conf.bootstrap, CAMPAIGNS).start()
 
     def _index_key(self, name: str, tenant: dict[str, Any] | None) -> None:
         with self._lock:
@@ -61,4 +62,5 @@ class ApiState:
     def close(self) -> None:
         self.tenants.stop()
         self.jobs.stop()
+        self.campaigns.stop()
         self.emitter.close()

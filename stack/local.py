@@ -13,6 +13,7 @@ import glob
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -318,7 +319,7 @@ class Stack:
             return pid
         say(f"starting {name} (log: {log})")
         pid = processes.spawn(pidfile, [sys.executable, "-m", "cli.main", *args], log,
-                              env={**os.environ, **(env or {})}, cwd=REPO_ROOT)
+                              env={**os.environ, **self.app_env(), **(env or {})}, cwd=REPO_ROOT)
         if health is not None:
             _wait(name, health, 60, log, pidfile)
         return pid
@@ -333,13 +334,54 @@ class Stack:
             "CRONSTREAM_WORKER_ID": name,
             "CRONSTREAM_WORKER_WEB_PORT": str(self.s.worker_web_port + number)})
 
+    def start_ses(self) -> None:
+        """The local SES-compatible server (``stack/ses_server.py``) that boto3 talks to."""
+        name, pidfile, log = "ses", self.pidfile("ses"), self.log("ses")
+        if processes.alive(pidfile):
+            say(f"local SES server already running on 127.0.0.1:{self.s.ses_port}")
+            return
+        if _port_busy(self.s.ses_port):
+            raise StackError(name, f"port {self.s.ses_port} is already in use by another "
+                             "process; set CRONSTREAM_SES_PORT", log)
+        say(f"starting the local SES server on 127.0.0.1:{self.s.ses_port} "
+            f"(log of sent mail: {self.ses_log})")
+        processes.spawn(pidfile, [sys.executable, "-m", "uvicorn", "stack.ses_server:create_app",
+                                  "--factory", "--host", "127.0.0.1", "--port", str(self.s.ses_port),
+                                  "--log-level", "warning"], log,
+                        env={**os.environ, "CRONSTREAM_SES_LOG": str(self.ses_log)}, cwd=REPO_ROOT)
+        _wait(name, lambda: httpx.get(f"{self.s.ses_endpoint}/_local/stats", timeout=2)
+              .status_code == 200, 30, log, pidfile)
+
+    @property
+    def ses_log(self) -> Path:
+        return self.s.home / "ses" / "sent.jsonl"
+
+    def app_env(self) -> dict[str, str]:
+        """What the workers and the API need: the local SES server, AWS-style credentials for
+        it, and the unsubscribe signing secret (generated once into .local/, never committed)."""
+        return {"CRONSTREAM_SES_ENDPOINT": self.s.ses_endpoint,
+                "CRONSTREAM_UNSUBSCRIBE_SECRET": self.unsubscribe_secret(),
+                "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "local"),
+                "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "local"),
+                "AWS_REGION": os.environ.get("AWS_REGION", "us-east-1")}
+
+    def unsubscribe_secret(self) -> str:
+        if os.environ.get("CRONSTREAM_UNSUBSCRIBE_SECRET"):
+            return os.environ["CRONSTREAM_UNSUBSCRIBE_SECRET"]
+        path = self.s.home / "secrets" / "unsubscribe.key"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch(mode=0o600)
+            path.write_text(secrets.token_urlsafe(32))
+        return path.read_text().strip()
+
     def api_healthy(self) -> bool:
         return httpx.get(f"{self.s.api_url}/healthz", timeout=2).status_code == 200
 
     def app_names(self) -> list[str]:
         if not self.s.run_dir.exists():
             return []
-        infra = {"kafka", "connect"}
+        infra = {"kafka", "connect", "ses"}
         return sorted(p.stem for p in self.s.run_dir.glob("*.pid") if p.stem not in infra)
 
 
@@ -356,6 +398,7 @@ class Stack:
             say(f"created topics {', '.join(created)}")
         self.start_connect()
         self.register_sink()
+        self.start_ses()
         if with_app:
             for i in range(1, workers + 1):
                 self.start_worker(f"worker-{i}")
@@ -366,7 +409,7 @@ class Stack:
         for name in self.app_names():
             if processes.stop(self.pidfile(name)):
                 say(f"stopped {name}")
-        for name in ("connect", "kafka"):
+        for name in ("ses", "connect", "kafka"):
             if processes.stop(self.pidfile(name), timeout_s=30):
                 say(f"stopped {name}")
         if self.stop_postgres():
@@ -374,7 +417,7 @@ class Stack:
 
     def status(self) -> dict[str, str]:
         out: dict[str, str] = {}
-        for name in ("kafka", "connect", *self.app_names()):
+        for name in ("kafka", "connect", "ses", *self.app_names()):
             pid = processes.alive(self.pidfile(name))
             out[name] = f"running (pid {pid})" if pid else "stopped"
         try:

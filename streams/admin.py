@@ -11,14 +11,24 @@ import logging
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from streams.topology import TOPICS, TopicSpec
+from streams.topology import APP_ID, TABLES, TOPICS, TopicSpec
+
+
+def changelog_topics() -> tuple[TopicSpec, ...]:
+    """faust's changelog topic of every table, created up front with its source's partition
+    count (left to faust, a worker's first start can race their creation and crash)."""
+    return tuple(
+        TopicSpec(name=t.changelog(APP_ID), key=t.key, schema="", compacted=True,
+                  doc=f"changelog of table {t.name}", partitions=t.source.partitions)
+        for t in TABLES)
 
 log = logging.getLogger(__name__)
 
 
-def ensure_topics(bootstrap: str, topics: tuple[TopicSpec, ...] = TOPICS,
+def ensure_topics(bootstrap: str, topics: tuple[TopicSpec, ...] | None = None,
                   timeout_s: float = 30.0) -> list[str]:
     """Create the missing topics; returns the names created. Raises if the broker refuses."""
+    topics = topics if topics is not None else TOPICS + changelog_topics()
     admin = AdminClient({"bootstrap.servers": bootstrap})
     existing = set(admin.list_topics(timeout=timeout_s).topics)
     wanted = [

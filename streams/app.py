@@ -44,7 +44,7 @@ app = faust.App(
 
 def main() -> None:
     """Run one worker (``cronstream worker``): scheduler and executor agents."""
-    from streams import admin, executor, scheduler  # noqa: F401  (agents register on import)
+    from streams import admin, executor, fanout, scheduler  # noqa: F401  (agents register)
 
     admin.ensure_topics(SETTINGS.bootstrap)
     ready_file(WORKER_ID).unlink(missing_ok=True)

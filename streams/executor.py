@@ -22,10 +22,11 @@ from typing import Any
 
 import httpx
 
-from streams import overlap, retry, targets
+from streams import overlap, retry, ses, targets
 from streams.app import SETTINGS, WORKER_ID, app
 from streams.codec import codec
 from streams.emit import Emitter
+from streams.fanout import fanout
 from streams.fencing import EpochFence
 from streams.ledger import job_entry
 from streams.schedule import now_ms
@@ -35,6 +36,7 @@ from streams.views import TopicView
 log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 256
+INTENT = b"intent"
 
 fired_topic = app.topic(FIRED.name, key_serializer="raw", value_serializer="raw",
                         partitions=FIRED.partitions)
@@ -53,6 +55,7 @@ class Executor:
         self._emitter: Emitter | None = None
         self._client: httpx.AsyncClient | None = None
         self._tenants: TopicView | None = None
+        self._ses: Any = None
 
     # lazily created inside the worker's event loop
     @property
@@ -73,6 +76,12 @@ class Executor:
             self._client = httpx.AsyncClient(limits=httpx.Limits(max_connections=MAX_IN_FLIGHT))
         return self._client
 
+    @property
+    def ses(self) -> Any:
+        if self._ses is None:
+            self._ses = ses.client()
+        return self._ses
+
     def allowed_targets(self, tenant: str) -> list[str]:
         if self._tenants is None:
             self._tenants = TopicView(SETTINGS.bootstrap, TENANTS).start()
@@ -89,7 +98,15 @@ class Executor:
                         part, event.message.offset)
             await stream.ack(event)
             return
-        if done_table.get(fid.encode()) is not None or fid in self.in_flight:
+        done = done_table.get(fid.encode())
+        if done == INTENT and fid not in self.in_flight:
+            # an email whose send began before a crash: it may have left. Never send it twice
+            # (Borgcron: prefer a skip to a double); resolve it as unknown and say so.
+            await self.record(fired, fired["decision"], "at-most-once: the send began before a "
+                              "crash and its outcome is unknown; not re-sent", "unknown", part)
+            await stream.ack(event)
+            return
+        if done is not None or fid in self.in_flight:
             self.replays += 1
             log.info("fire %s already done or running; not run again (partition %d offset %d)",
                      fid, part, event.message.offset)
@@ -120,9 +137,10 @@ class Executor:
         fid, job_id, part = fired["fire_id"], fired["job_id"], event.message.partition
         try:
             result, attempts = await self.attempts(fired)
-            reason = f"re-driven by the reconciler ({fired['redrives']})" if fired["redrives"] else None
-            await self.record(fired, fired["decision"], reason,
-                              "succeeded" if result.ok else "failed", part, attempts, result)
+            reason = f"re-driven by the reconciler ({fired['redrives']})" if fired["redrives"] \
+                else result.note
+            outcome = "succeeded" if result.ok else "unknown" if result.unknown else "failed"
+            await self.record(fired, fired["decision"], reason, outcome, part, attempts, result)
             if not result.ok:
                 await self.dead_letter(fired, attempts, result)
             await stream.ack(event)
@@ -143,9 +161,20 @@ class Executor:
     async def attempts(self, fired: dict[str, Any]) -> tuple[targets.CallResult, int]:
         max_attempts = max(1, fired["retry_max_attempts"])
         result = targets.CallResult(False, None, "not attempted")
+        kind = fired["target"]["type"]
+        if kind == "email":
+            # the durable intent: on the changelog before SES is called, so a worker that takes
+            # over after a crash knows the send may have happened and does not repeat it
+            done_table[fired["fire_id"].encode()] = INTENT
+            await app.producer.flush()
         for attempt in range(1, max_attempts + 1):
-            if fired["target"]["type"] == "kafka":
+            if kind == "campaign":
+                ok, note = await fanout.fan_out(fired)
+                result = targets.CallResult(ok, None, None if ok else note, note=note)
+            elif kind == "kafka":
                 result = await targets.produce_record(self.emitter, fired)
+            elif kind == "email":
+                result = await asyncio.to_thread(targets.send_email, self.ses, fired)
             else:
                 result = await targets.call_webhook(self.client, fired,
                                                     self.allowed_targets(fired["tenant"]))
@@ -168,6 +197,7 @@ class Executor:
             outcome=outcome, attempts=attempts,
             status_code=result.status_code if result else None,
             error=result.error if result else None,
+            message_id=result.message_id if result else None,
             fired_ms=fired["fired_ms"] if attempts else None, completed_ms=done,
         )
         await self.emitter.send(LEDGER, fired["fire_id"], codec().encode("LedgerEntry", entry),

@@ -143,7 +143,7 @@ class ScheduleState:
                 if verdict.decision == "missed_caught_up" and not self._catch_up_allowed(part, now):
                     index.set(job_id, slot, now + 1000 // CATCH_UP_PER_S + 1)  # paced: later
                     continue
-                self.decide(part, job, slot, verdict, now)
+                self.decide(part, job, slot, verdict, now_ms())
                 self._schedule(index, job, following)
                 decided += 1
             earliest = index.peek()

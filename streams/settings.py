@@ -32,6 +32,7 @@ class Settings:
     pg_port: int
     api_port: int
     worker_web_port: int
+    ses_port: int
 
     @property
     def bootstrap(self) -> str:
@@ -44,6 +45,10 @@ class Settings:
     @property
     def api_url(self) -> str:
         return os.environ.get("CRONSTREAM_API_URL") or f"http://127.0.0.1:{self.api_port}"
+
+    @property
+    def ses_endpoint(self) -> str:
+        return os.environ.get("CRONSTREAM_SES_ENDPOINT") or f"http://127.0.0.1:{self.ses_port}"
 
     @property
     def run_dir(self) -> Path:
@@ -64,4 +69,5 @@ def load() -> Settings:
         pg_port=_int("CRONSTREAM_PG_PORT", 15432),
         api_port=_int("CRONSTREAM_API_PORT", 18080),
         worker_web_port=_int("CRONSTREAM_WORKER_WEB_PORT", 16066),
+        ses_port=_int("CRONSTREAM_SES_PORT", 18025),
     )

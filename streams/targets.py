@@ -1,4 +1,4 @@
-"""Runs one attempt of a slot against its target: an HTTP webhook or a Kafka record.
+"""Runs one attempt of a slot against its target: an HTTP webhook, a Kafka record or an email.
 
 Webhooks carry the fire id (``X-Cronstream-Fire-Id``) so receivers can dedupe our at-least-once
 delivery; redirects are never followed (a redirect could lead past the SSRF guard). Kafka targets
@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from streams import ssrf
+from streams import ses, ssrf
 from streams.emit import Emitter
 from streams.topology import TopicSpec
 
@@ -28,6 +28,9 @@ class CallResult:
     status_code: int | None
     error: str | None
     final: bool = False  # True: retrying cannot help (refused target, bad topic)
+    unknown: bool = False  # the attempt may have taken effect (email timeout): never repeat it
+    message_id: str | None = None
+    note: str | None = None  # recorded as the ledger reason (e.g. how a campaign fanned out)
 
 
 def headers_for(fired: dict[str, Any]) -> dict[str, str]:
@@ -77,3 +80,17 @@ async def produce_record(emitter: Emitter, fired: dict[str, Any]) -> CallResult:
     except Exception as exc:  # noqa: BLE001 - broker errors become a retryable failure
         return CallResult(False, None, f"kafka: {exc}"[:500])
     return CallResult(True, None, None)
+
+
+def send_email(ses_client: Any, fired: dict[str, Any]) -> CallResult:
+    """One SES attempt for a reminder (blocking: run it in a thread)."""
+    target = fired["target"]
+    result = ses.send_one(ses_client, sender=target["email_from"], to=target["email_to"],
+                          subject=target["subject"] or "", text=target["text"],
+                          html=target["html"], headers=headers_for(fired),
+                          configuration_set=f"cronstream-{fired['tenant']}")
+    if result.outcome is ses.Outcome.SENT:
+        return CallResult(True, None, None, message_id=result.message_id)
+    return CallResult(False, None, f"{result.outcome.value}: {result.error}",
+                      final=result.outcome in (ses.Outcome.PERMANENT, ses.Outcome.UNKNOWN),
+                      unknown=result.outcome is ses.Outcome.UNKNOWN)

@@ -32,7 +32,7 @@ class TopicSpec:
 
     def configs(self) -> dict[str, str]:
         if self.compacted:
-            return {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
+            return {"cleanup.policy": "compact"}
         return {"cleanup.policy": "delete", "retention.ms": str(7 * 24 * 3600 * 1000)}
 
 
@@ -77,7 +77,25 @@ SCHEDULER_PROGRESS = TopicSpec(
     compacted=True, doc="Per-partition 'fired through' marks of the scheduler.",
 )
 
-TOPICS: tuple[TopicSpec, ...] = (TENANTS, JOBS, JOB_COMMANDS, FIRED, LEDGER, SCHEDULER_PROGRESS, DLQ)
+CAMPAIGNS = TopicSpec(
+    name="cronstream.campaigns", key="campaign_id", schema="Campaign", compacted=True,
+    doc="Campaign definitions and lifecycle (uploading → ready → scheduled → sending → done).",
+)
+RECIPIENTS = TopicSpec(
+    name="cronstream.recipients", key="campaign_id:upload_id:seq", schema="RecipientChunk",
+    compacted=False, doc="Uploaded recipients in chunks of <= 50, on the partition of their address.",
+)
+SUPPRESSIONS = TopicSpec(
+    name="cronstream.suppressions", key="tenant:email", schema="Suppression", compacted=True,
+    doc="Opt-outs, on the partition of their address (co-partitioned with recipients).",
+)
+FANOUT = TopicSpec(
+    name="cronstream.fanout", key="campaign_id", schema="Fanout", compacted=False,
+    doc="The campaign controller's per-recipient-partition send orders.",
+)
+
+TOPICS: tuple[TopicSpec, ...] = (TENANTS, JOBS, JOB_COMMANDS, FIRED, LEDGER, SCHEDULER_PROGRESS,
+                                 DLQ, CAMPAIGNS, RECIPIENTS, SUPPRESSIONS, FANOUT)
 
 JOBS_TABLE = TableSpec(
     name="jobs", source=JOBS, key="job_id",
@@ -88,7 +106,17 @@ DONE_TABLE = TableSpec(
     doc="Fire ids the executor has finished, so a replayed fired record is not run again.",
 )
 
-TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, DONE_TABLE)
+SEND_CHUNKS_TABLE = TableSpec(
+    name="send-chunks", source=FANOUT, key="campaign_id:upload_id:seq",
+    doc="Per recipient chunk: 'intent' before the SES call, 'done' after its outcomes are on the "
+        "ledger. An intent without done after a crash is resolved, never re-sent.",
+)
+SUPPRESSED_TABLE = TableSpec(
+    name="suppressed", source=SUPPRESSIONS, key="tenant:email",
+    doc="Opt-outs of this worker's recipient partitions, checked at the send step.",
+)
+
+TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, DONE_TABLE, SEND_CHUNKS_TABLE, SUPPRESSED_TABLE)
 
 APP_ID = "cronstream"
 LEDGER_SINK_TABLE = "ledger"

@@ -27,6 +27,7 @@ def stack() -> Iterator[Stack]:
     s = Stack(settings.load())
     was_running = s.status().get("kafka", "").startswith("running")
     s.up(with_app=True)
+    os.environ.update(s.app_env())  # the tests read what the app writes (e.g. signed tokens)
     yield s
     if not was_running and not os.environ.get("CRONSTREAM_KEEP_STACK"):
         s.down()

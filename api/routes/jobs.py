@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any
 
 import psycopg
@@ -15,7 +15,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from api.auth import current_tenant
 from api.errors import problem
-from api.models import Backfill, JobIn, iso, job_record, job_view, ms
+from api.models import Backfill, JobIn, iso, job_record, job_view, ms, utc_ms
 from api.state import ApiState
 from streams import schedule, ssrf, targets
 from streams.codec import codec
@@ -63,7 +63,8 @@ def _check(record: dict[str, Any], tenant: dict[str, Any], now: int) -> None:
             ssrf.check_url(target["url"], tenant["allowed_targets"])
         except ssrf.TargetRefused as exc:
             raise problem(422, "target.url", str(exc)) from exc
-    elif not targets.tenant_topic_allowed(tenant["tenant"], target["topic"] or ""):
+    elif target["type"] == "kafka" and not targets.tenant_topic_allowed(tenant["tenant"],
+                                                                        target["topic"] or ""):
         raise problem(422, "target.topic", f"must start with '{tenant['tenant']}.'")
 
 
@@ -223,15 +224,9 @@ def _runs(dsn: str, tenant: str, job_id: str, before: int | None, limit: int
     for row in rows:
         run = dict(zip(RUN_COLUMNS, row, strict=True))
         for name in ("nominal_time", "fired_at", "completed_at"):
-            run[name] = iso(_utc_ms(run[name])) if run[name] is not None else None
+            run[name] = iso(utc_ms(run[name])) if run[name] is not None else None
         out.append(run)
     return out
-
-
-def _utc_ms(value: datetime) -> int:
-    """The sink stores UTC in ``timestamp without time zone`` columns."""
-    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
-    return int(aware.timestamp() * 1000)
 
 
 @router.get("/{job_id}/runs", summary="Run history from the ledger (newest first)")

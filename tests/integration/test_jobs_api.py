@@ -168,7 +168,7 @@ def test_bad_input_names_the_field(stack, api):
         response = api.post("/v1/jobs", json=body)
         assert response.status_code == status, (body, response.text)
         assert field in response.text, (field, response.text)
-    huge = api.post("/v1/jobs", content=b'{"x":"' + b"a" * 200_000 + b'"}',
+    huge = api.post("/v1/jobs", content=b'{"x":"' + b"a" * 600_000 + b'"}',
                     headers={"content-type": "application/json"})
     assert huge.status_code == 413 and "larger than" in huge.text
 

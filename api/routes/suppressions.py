@@ -1,0 +1,73 @@
+"""``/v1/suppressions`` and the RFC 8058 one-click ``/v1/unsubscribe/{token}``.
+
+A suppression is written to the partition of its address, the same partition as that address's
+sends; the API answers only once the broker has acknowledged it, and the fan-out checks that
+partition up to its end before each send, so no send to the address starts after the answer.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.auth import current_tenant
+from api.errors import problem
+from api.state import ApiState
+from streams import recipients, schedule, unsubscribe
+from streams.codec import codec
+from streams.topology import SUPPRESSIONS, partition_for
+
+router = APIRouter(tags=["suppressions"])
+Tenant = Annotated[dict[str, Any], Depends(current_tenant)]
+
+
+class SuppressionIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    email: str = Field(..., max_length=254)
+    reason: str = Field("requested", max_length=500)
+
+
+async def suppress(api: ApiState, tenant: str, email: str, reason: str, source: str) -> None:
+    record = {"tenant": tenant, "email": email, "reason": reason, "source": source,
+              "created_ms": schedule.now_ms()}
+    await api.emitter.send(SUPPRESSIONS, f"{tenant}:{email}", codec().encode("Suppression", record),
+                           partition_for(email))
+
+
+def _address(email: str) -> str:
+    address = recipients.normalise(email)
+    if address is None:
+        raise problem(422, "email", "not an email address")
+    return address
+
+
+@router.post("/v1/suppressions", status_code=201,
+             summary="Suppress an address for this tenant; effective when this answers")
+async def create_suppression(body: SuppressionIn, request: Request, tenant: Tenant
+                             ) -> dict[str, Any]:
+    address = _address(body.email)
+    await suppress(request.app.state.api, tenant["tenant"], address, body.reason, "api")
+    return {"email": address, "reason": body.reason, "suppressed": True}
+
+
+@router.delete("/v1/suppressions/{email}", status_code=204)
+async def delete_suppression(email: str, request: Request, tenant: Tenant) -> Response:
+    address = _address(email)
+    await request.app.state.api.emitter.send(SUPPRESSIONS, f"{tenant['tenant']}:{address}", None,
+                                             partition_for(address))
+    return Response(status_code=204)
+
+
+@router.post("/v1/unsubscribe/{token}", summary="RFC 8058 one-click unsubscribe (no auth: the "
+             "signed token is the credential)")
+async def one_click_unsubscribe(token: str, request: Request) -> dict[str, Any]:
+    try:
+        tenant, email, campaign_id = unsubscribe.verify(token)
+    except unsubscribe.BadToken as exc:
+        raise problem(400, "token", str(exc)) from exc
+    await suppress(request.app.state.api, tenant, email, f"one-click unsubscribe from "
+                   f"campaign {campaign_id}", "unsubscribe")
+    return {"email": email, "unsubscribed": True}

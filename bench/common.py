@@ -1,0 +1,91 @@
+"""What every benchmark prints and records: the figures, the machine and the versions."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+import uuid
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from streams.settings import REPO_ROOT
+
+RESULTS = REPO_ROOT / "bench" / "results"
+
+
+def machine() -> dict[str, Any]:
+    mem_kb = int(next(line for line in Path("/proc/meminfo").read_text().splitlines()
+                      if line.startswith("MemTotal")).split()[1])
+    cpu = next((line.split(":", 1)[1].strip() for line in
+                Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), "?")
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.split("\n")[0]
+    return {
+        "cores": os.cpu_count(), "ram_gib": round(mem_kb / 1024 / 1024, 1), "cpu": cpu,
+        "python": platform.python_version(), "java": java, "kafka": "3.9.1 (KRaft, 1 node)",
+        "faust-streaming": version("faust-streaming"), "confluent-kafka": version("confluent-kafka"),
+    }
+
+
+def report(name: str, figures: dict[str, Any], params: dict[str, Any]) -> Path:
+    result = {"benchmark": name, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "params": params, "figures": figures, "machine": machine()}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(result, indent=2))
+    print(f"\n== {name} ==")
+    for key, value in figures.items():
+        print(f"  {key:<34} {value}")
+    m = result["machine"]
+    print(f"  machine: {m['cores']} cores, {m['ram_gib']} GiB, {m['cpu']}; python {m['python']}, "
+          f"faust-streaming {m['faust-streaming']}, kafka {m['kafka']}")
+    print(f"  result: {path.relative_to(REPO_ROOT)}")
+    return path
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def group_lag(bootstrap: str, group: str, topic: str) -> int:
+    """Records of ``topic`` the consumer group has not committed yet (Kafka's own offsets)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    meta = admin.list_topics(topic, timeout=10).topics[topic]
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    try:
+        tps = [TopicPartition(topic, p) for p in meta.partitions]
+        committed = consumer.committed(tps, timeout=10)
+        lag = 0
+        for tp in committed:
+            _, high = consumer.get_watermark_offsets(tp, timeout=10)
+            lag += high - max(tp.offset, 0)
+        return lag
+    finally:
+        consumer.close()
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": str(uuid.uuid4())})
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in meta.partitions}
+    finally:
+        consumer.close()
+
+
+def rss_peak_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")

@@ -1,0 +1,166 @@
+"""A local SES-compatible server (the SESv2 REST API subset cronstream uses), for tests, the
+demo and benchmarks: boto3 reaches it through ``endpoint_url`` exactly as it would reach AWS.
+
+- ``POST /v2/email/outbound-emails`` (SendEmail) and ``/v2/email/outbound-bulk-emails``
+  (SendBulkEmail, up to 50 destinations) accept mail and append one JSON line per recipient to
+  ``sent.jsonl``: the server's own log, which checkers compare with the ledger.
+- ``POST /_local/faults`` injects trouble: ``throttle_ratio`` (that share of calls answers 429
+  ``TooManyRequestsException`` "Maximum sending rate exceeded"), ``timeout_after_accept_ratio``
+  (the mail is accepted and logged, then the answer is delayed past the client's timeout),
+  ``max_rate_per_s`` (recipients per second before throttling), for ``seconds`` (0 = until reset).
+- ``GET /_local/stats`` counts calls, recipients and throttles.
+
+Signatures are not checked: this is a loopback test double of the wire protocol, not of IAM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+MAX_BULK = 50
+
+
+class Faults:
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.throttle_ratio = 0.0
+        self.timeout_after_accept_ratio = 0.0
+        self.timeout_s = 30.0
+        self.max_rate_per_s = 0.0
+        self.until = 0.0
+        self.window_start = time.monotonic()
+        self.window_count = 0
+
+    def active(self) -> bool:
+        return self.until == 0 or time.monotonic() < self.until
+
+    def over_rate(self, recipients: int) -> bool:
+        if not self.max_rate_per_s or not self.active():
+            return False
+        now = time.monotonic()
+        if now - self.window_start >= 1.0:
+            self.window_start, self.window_count = now, 0
+        if self.window_count + recipients > self.max_rate_per_s:
+            return True
+        self.window_count += recipients
+        return False
+
+
+class SesServer:
+    def __init__(self, log_path: Path) -> None:
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log_path, "a", buffering=1)  # noqa: SIM115 - lives as long as the server
+        self._lock = threading.Lock()
+        self.faults = Faults()
+        self.stats = {"calls": 0, "recipients": 0, "throttled": 0, "timeouts": 0}
+
+    def _throttled(self, recipients: int) -> bool:
+        f = self.faults
+        if (f.active() and f.throttle_ratio and random.random() < f.throttle_ratio) or \
+                f.over_rate(recipients):
+            self.stats["throttled"] += 1
+            return True
+        return False
+
+    def _accept(self, sender: str, to: str, subject: str, headers: list[dict[str, str]],
+                config_set: str | None) -> str:
+        message_id = f"local-{uuid.uuid4()}"
+        line = json.dumps({"message_id": message_id, "from": sender, "to": to, "subject": subject,
+                           "configuration_set": config_set, "at_ms": time.time_ns() // 1_000_000,
+                           "headers": {h["Name"]: h["Value"] for h in headers}})
+        with self._lock:
+            self._log.write(line + "\n")
+        self.stats["recipients"] += 1
+        return message_id
+
+    async def _maybe_hang(self) -> None:
+        f = self.faults
+        if f.active() and f.timeout_after_accept_ratio and random.random() < f.timeout_after_accept_ratio:
+            self.stats["timeouts"] += 1
+            await asyncio.sleep(f.timeout_s)
+
+    async def send_email(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        self.stats["calls"] += 1
+        to = body.get("Destination", {}).get("ToAddresses", [])
+        if not to or "FromEmailAddress" not in body:
+            return _error(400, "BadRequestException", "Destination.ToAddresses and "
+                          "FromEmailAddress are required")
+        if self._throttled(len(to)):
+            return _error(429, "TooManyRequestsException", "Maximum sending rate exceeded.")
+        simple = body.get("Content", {}).get("Simple", {})
+        subject = simple.get("Subject", {}).get("Data", "")
+        message_id = ""
+        for address in to:
+            message_id = self._accept(body["FromEmailAddress"], address, subject,
+                                      simple.get("Headers", []), body.get("ConfigurationSetName"))
+        await self._maybe_hang()
+        return JSONResponse({"MessageId": message_id})
+
+    async def send_bulk(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        self.stats["calls"] += 1
+        entries = body.get("BulkEmailEntries", [])
+        if not entries or len(entries) > MAX_BULK:
+            return _error(400, "BadRequestException", f"BulkEmailEntries must hold 1 to {MAX_BULK}")
+        if self._throttled(len(entries)):
+            return _error(429, "TooManyRequestsException", "Maximum sending rate exceeded.")
+        template = body.get("DefaultContent", {}).get("Template", {})
+        subject = template.get("TemplateContent", {}).get("Subject", "")
+        results: list[dict[str, Any]] = []
+        for entry in entries:
+            to = entry.get("Destination", {}).get("ToAddresses", [])
+            if len(to) != 1:
+                results.append({"Status": "INVALID_PARAMETER", "Error": "one address per entry"})
+                continue
+            headers = entry.get("ReplacementHeaders", []) + template.get("Headers", [])
+            results.append({"Status": "SUCCESS", "MessageId": self._accept(
+                body.get("FromEmailAddress", ""), to[0], subject, headers,
+                body.get("ConfigurationSetName"))})
+        await self._maybe_hang()
+        return JSONResponse({"BulkEmailEntryResults": results})
+
+    async def set_faults(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        self.faults.reset()
+        for name in ("throttle_ratio", "timeout_after_accept_ratio", "timeout_s", "max_rate_per_s"):
+            if name in body:
+                setattr(self.faults, name, float(body[name]))
+        if body.get("seconds"):
+            self.faults.until = time.monotonic() + float(body["seconds"])
+        return JSONResponse({"ok": True})
+
+    async def get_stats(self, request: Request) -> JSONResponse:
+        return JSONResponse(self.stats)
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"message": message}, status_code=status,
+                        headers={"x-amzn-ErrorType": code})
+
+
+def create_app(log_path: Path | None = None) -> Starlette:
+    path = log_path or Path(os.environ.get("CRONSTREAM_SES_LOG", "ses-sent.jsonl"))
+    server = SesServer(path)
+    return Starlette(routes=[
+        Route("/v2/email/outbound-emails", server.send_email, methods=["POST"]),
+        Route("/v2/email/outbound-bulk-emails", server.send_bulk, methods=["POST"]),
+        Route("/_local/faults", server.set_faults, methods=["POST"]),
+        Route("/_local/stats", server.get_stats, methods=["GET"]),
+    ])

@@ -1,0 +1,300 @@
+"""Campaign fan-out: one scheduled tick becomes every recipient's email, at most once each.
+
+    cronstream.fanout ───────▶ [walk_recipients]  one walker per (campaign, recipient partition)
+        reads cronstream.recipients[p] in the upload's offset range, chunk by chunk (<= 50)
+        └─▶ SES SendBulkEmail ──▶ cronstream.ledger (one outcome per recipient, key campaign:email)
+    cronstream.suppressions ─▶ [apply_suppressions] ──▶ table suppressed (co-partitioned)
+    table send-chunks: chunk → intent | done
+
+At-most-once per (campaign, recipient): a chunk's ``intent`` is on the changelog (flushed)
+before SES is called, ``done`` after its outcomes are on the ledger. After a crash or a
+rebalance, a chunk found ``done`` is skipped and a chunk found at ``intent`` is resolved as
+``unknown`` — reported, never re-sent (Borgcron: prefer a skip to a double). Throttling and
+connection errors happen before anything leaves, so those are retried with backoff, never dropped.
+
+Before each chunk the walker re-reads the campaign (pause, cancel), checks the stale cutoff
+(``send_at + send_deadline_s``), and waits until the suppressions of its partition are applied up
+to the partition's end, so an opt-out acknowledged by the API stops every later send.
+Campaign sends use their own thread pool: a 50M campaign cannot starve reminder emails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+from streams import retry, ses, unsubscribe
+from streams.app import SETTINGS, WORKER_ID, app
+from streams.codec import codec
+from streams.emit import Emitter
+from streams.ledger import recipient_entry
+from streams.pacing import TokenBucket
+from streams.schedule import now_ms
+from streams.topology import (
+    APP_ID,
+    CAMPAIGNS,
+    FANOUT,
+    LEDGER,
+    RECIPIENTS,
+    SEND_CHUNKS_TABLE,
+    SUPPRESSED_TABLE,
+    SUPPRESSIONS,
+    partitions,
+)
+from streams.views import TopicView
+
+log = logging.getLogger(__name__)
+
+INTENT, DONE = b"intent", b"done"
+ACCOUNT_RATE_PER_S = float(os.environ.get("CRONSTREAM_SES_MAX_RATE", "20000"))
+SEND_THREADS = 16
+MAX_THROTTLE_RETRIES = 1000
+
+fanout_topic = app.topic(FANOUT.name, key_serializer="raw", value_serializer="raw",
+                         partitions=FANOUT.partitions)
+suppressions_topic = app.topic(SUPPRESSIONS.name, key_serializer="raw", value_serializer="raw",
+                               partitions=SUPPRESSIONS.partitions)
+send_chunks = app.Table(SEND_CHUNKS_TABLE.name, key_type=bytes, value_type=bytes,
+                        partitions=FANOUT.partitions, help=SEND_CHUNKS_TABLE.doc)
+suppressed = app.Table(SUPPRESSED_TABLE.name, key_type=bytes, value_type=bytes,
+                       partitions=SUPPRESSIONS.partitions, help=SUPPRESSED_TABLE.doc)
+
+
+class Fanout:
+    def __init__(self) -> None:
+        self.applied: dict[int, int] = {}  # suppressions partition -> last applied offset
+        self._campaigns: TopicView | None = None
+        self._emitter: Emitter | None = None
+        self._pool = ThreadPoolExecutor(SEND_THREADS, thread_name_prefix="campaign-ses")
+        self._ses: Any = None
+        self._watermarks: Consumer | None = None
+        self.stats = {"sent": 0, "throttled": 0, "unknown_resolved": 0, "chunks_skipped": 0}
+
+    @property
+    def campaigns(self) -> TopicView:
+        if self._campaigns is None:
+            self._campaigns = TopicView(SETTINGS.bootstrap, CAMPAIGNS).start()
+        return self._campaigns
+
+    @property
+    def emitter(self) -> Emitter:
+        if self._emitter is None:
+            self._emitter = Emitter(SETTINGS.bootstrap, f"fanout-{WORKER_ID}",
+                                    **{"linger.ms": 10})
+        return self._emitter
+
+    @property
+    def ses(self) -> Any:
+        if self._ses is None:
+            self._ses = ses.client()
+        return self._ses
+
+    def _offsets(self, partition: int) -> tuple[int, int]:
+        """(end of the suppressions partition, what this app has committed on it)."""
+        if self._watermarks is None:  # reads the app group's commits; never joins the group
+            self._watermarks = Consumer({"bootstrap.servers": SETTINGS.bootstrap,
+                                         "group.id": APP_ID, "enable.auto.commit": False})
+        tp = TopicPartition(SUPPRESSIONS.name, partition)
+        high = self._watermarks.get_watermark_offsets(tp, timeout=10)[1]
+        committed = self._watermarks.committed([tp], timeout=10)[0].offset
+        return int(high), int(committed)
+
+    async def suppressions_caught_up(self, partition: int) -> None:
+        """Wait until every suppression written to ``partition`` so far is in the table."""
+        high, committed = await asyncio.get_running_loop().run_in_executor(
+            self._pool, self._offsets, partition)
+        # committed offsets were applied before a restart (the table's changelog has them)
+        applied = max(self.applied.get(partition, -1), committed - 1)
+        self.applied[partition] = applied
+        while self.applied.get(partition, -1) < high - 1:
+            await asyncio.sleep(0.01)
+
+    async def walk(self, stream: Any, event: Any, order: dict[str, Any]) -> None:
+        part = order["partition"]
+        campaign = self.campaigns.get(order["campaign_id"])
+        try:
+            if campaign is None:
+                log.error("fanout for unknown campaign %s (partition %d offset %d)",
+                          order["campaign_id"], part, event.message.offset)
+                return
+            consumer = Consumer({"bootstrap.servers": SETTINGS.bootstrap,
+                                 "group.id": f"fanout-{uuid.uuid4()}",
+                                 "enable.auto.commit": False})
+            consumer.assign([TopicPartition(RECIPIENTS.name, part, order["start"])])
+            rate = min(campaign["max_rate_per_s"] or ACCOUNT_RATE_PER_S, ACCOUNT_RATE_PER_S)
+            bucket = TokenBucket(rate / partitions(), max(50.0, rate / partitions()))
+            position = order["start"]
+            try:
+                while position < order["end"]:
+                    batch = await asyncio.get_running_loop().run_in_executor(
+                        self._pool, consumer.consume, 200, 1.0)
+                    for msg in batch:
+                        if msg.error() or msg.offset() >= order["end"]:
+                            continue
+                        position = msg.offset() + 1
+                        chunk = codec().decode(msg.value())
+                        if chunk["upload_id"] == campaign["upload_id"]:
+                            await self.send_chunk(order, chunk, part, bucket)
+                        campaign = self.campaigns.get(order["campaign_id"]) or campaign
+                    if batch:
+                        position = max(position, max(m.offset() for m in batch) + 1)
+            finally:
+                consumer.close()
+            await asyncio.get_running_loop().run_in_executor(None, self.emitter.flush)
+            log.info("campaign %s partition %d: walked offsets %d..%d", order["campaign_id"],
+                     part, order["start"], order["end"])
+        except Exception:
+            log.exception("fanout of campaign %s partition %d offset %d failed; left unacked",
+                          order["campaign_id"], part, event.message.offset)
+            return
+        await stream.ack(event)
+
+    def _record(self, campaign: dict[str, Any], order: dict[str, Any], part: int, email: str,
+                outcome: str, reason: str | None, attempts: int = 0,
+                message_id: str | None = None) -> None:
+        entry = recipient_entry(campaign=campaign, fire_id=order["fire_id"], email=email,
+                                outcome=outcome, reason=reason, partition_epoch=order["epoch"],
+                                attempts=attempts, message_id=message_id, completed_ms=now_ms())
+        self.emitter.produce(LEDGER, entry["record_id"], codec().encode("LedgerEntry", entry), part)
+
+    async def _finish(self, key: bytes) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.emitter.flush)
+        send_chunks[key] = DONE
+
+    async def send_chunk(self, order: dict[str, Any], chunk: dict[str, Any], part: int,
+                         bucket: TokenBucket) -> None:
+        key = f"{chunk['campaign_id']}:{chunk['upload_id']}:{chunk['seq']}".encode()
+        state = send_chunks.get(key)
+        emails: list[str] = chunk["emails"]
+        if state == DONE:
+            self.stats["chunks_skipped"] += 1
+            return
+        campaign = self.campaigns.get(order["campaign_id"])
+        assert campaign is not None
+        if state == INTENT:
+            self.stats["unknown_resolved"] += len(emails)
+            log.warning("campaign %s chunk %s partition %d: intent without outcome after a "
+                        "restart; %d recipients resolved as unknown, not re-sent",
+                        campaign["campaign_id"], key.decode(), part, len(emails))
+            for email in emails:
+                self._record(campaign, order, part, email, "unknown", "at-most-once: the send "
+                             "began before a crash and its outcome is unknown; not re-sent")
+            await self._finish(key)
+            return
+        deadline = campaign["send_at_ms"] + campaign["send_deadline_s"] * 1000
+        while campaign["status"] == "paused" and now_ms() < deadline:
+            await asyncio.sleep(0.5)
+            campaign = self.campaigns.get(order["campaign_id"]) or campaign
+        if campaign["status"] in ("cancelled", "aborted"):
+            for email in emails:
+                self._record(campaign, order, part, email, "cancelled",
+                             f"campaign {campaign['status']}")
+            await self._finish(key)
+            return
+        if now_ms() > deadline:
+            for email in emails:
+                self._record(campaign, order, part, email, "expired_stale",
+                             f"not sent by the deadline send_at + {campaign['send_deadline_s']}s")
+            await self._finish(key)
+            return
+        await self.suppressions_caught_up(part)
+        tenant = campaign["tenant"]
+        allowed: list[tuple[str, dict[str, str]]] = []
+        for email, variables in zip(emails, chunk["vars"], strict=True):
+            if suppressed.get(f"{tenant}:{email}".encode()) is not None:
+                self._record(campaign, order, part, email, "suppressed", "address is suppressed")
+            else:
+                allowed.append((email, variables))
+        if allowed:
+            while not bucket.take(asyncio.get_running_loop().time(), len(allowed)):
+                await asyncio.sleep(bucket.wait_s(asyncio.get_running_loop().time(), len(allowed)))
+            send_chunks[key] = INTENT
+            await app.producer.flush()  # the intent is durable before anything can leave
+            await self._send(campaign, order, part, allowed, deadline)
+        await self._finish(key)
+
+    async def _send(self, campaign: dict[str, Any], order: dict[str, Any], part: int,
+                    allowed: list[tuple[str, dict[str, str]]], deadline: int) -> None:
+        base = SETTINGS.api_url
+        entries = [ses.BulkEntry(email, unsubscribe.headers(base, campaign["tenant"], email,
+                                                            campaign["campaign_id"]),
+                                 json.dumps(variables)) for email, variables in allowed]
+        attempt = 0
+        while True:
+            attempt += 1
+            call, results = await asyncio.get_running_loop().run_in_executor(
+                self._pool, lambda: ses.send_bulk(
+                    self.ses, sender=campaign["sender"], subject=campaign["subject"],
+                    text=campaign["text"], html=campaign["html"], entries=entries,
+                    configuration_set=f"cronstream-{campaign['tenant']}-{campaign['ip_pool']}"))
+            if call.outcome is ses.Outcome.SENT:
+                for (email, _), result in zip(allowed, results, strict=True):
+                    sent = result.outcome is ses.Outcome.SENT
+                    self._record(campaign, order, part, email,
+                                 "sent" if sent else "unknown" if result.outcome is
+                                 ses.Outcome.UNKNOWN else "failed",
+                                 None if sent else result.error, attempt, result.message_id)
+                    self.stats["sent"] += sent
+                return
+            retryable = call.outcome in (ses.Outcome.THROTTLED, ses.Outcome.TRANSIENT)
+            if retryable and attempt < MAX_THROTTLE_RETRIES and now_ms() < deadline:
+                self.stats["throttled"] += call.outcome is ses.Outcome.THROTTLED
+                await asyncio.sleep(retry.backoff_s(min(attempt, 8), 0.2, 10.0,
+                                                    f"{order['fire_id']}:{part}"))
+                continue
+            outcome = {ses.Outcome.UNKNOWN: "unknown", ses.Outcome.PERMANENT: "failed"}.get(
+                call.outcome, "expired_stale" if now_ms() >= deadline else "failed")
+            log.warning("campaign %s partition %d: bulk send %s after %d attempts: %s",
+                        campaign["campaign_id"], part, outcome, attempt, call.error)
+            for email, _ in allowed:
+                self._record(campaign, order, part, email, outcome, call.error, attempt)
+            return
+
+
+    async def fan_out(self, fired: dict[str, Any]) -> tuple[bool, str]:
+        """The campaign controller: one order per recipient partition holding the upload."""
+        campaign = self.campaigns.get(fired["target"]["campaign_id"] or "")
+        if campaign is None:
+            return False, f"campaign {fired['target']['campaign_id']} not found"
+        if campaign["status"] in ("cancelled", "aborted"):
+            return False, f"campaign is {campaign['status']}"
+        for span in campaign["upload_ranges"]:
+            order = {"campaign_id": campaign["campaign_id"], "tenant": campaign["tenant"],
+                     "fire_id": fired["fire_id"], "partition": span["partition"],
+                     "start": span["start"], "end": span["end"], "epoch": fired["epoch"],
+                     "issued_ms": now_ms()}
+            self.emitter.produce(FANOUT, campaign["campaign_id"], codec().encode("Fanout", order),
+                                 span["partition"])
+        left = await asyncio.get_running_loop().run_in_executor(None, self.emitter.flush)
+        if left:
+            return False, f"{left} fan-out orders not acknowledged"
+        return True, f"fanned out to {len(campaign['upload_ranges'])} recipient partitions"
+
+
+fanout = Fanout()
+
+
+@app.agent(suppressions_topic)
+async def apply_suppressions(stream: Any) -> Any:
+    """Opt-outs into the co-partitioned table; the applied offset is the walkers' barrier."""
+    async for event in stream.events():
+        if event.value is None:
+            suppressed.pop(event.key, None)
+        else:
+            suppressed[event.key] = b"1"
+        fanout.applied[event.message.partition] = event.message.offset
+
+
+@app.agent(fanout_topic)
+async def walk_recipients(stream: Any) -> Any:
+    acking = stream.noack()
+    async for event in acking.events():
+        order = codec().decode(event.value)
+        asyncio.ensure_future(fanout.walk(acking, event, order))  # inherits the event context

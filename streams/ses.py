@@ -1,0 +1,139 @@
+"""Sends email through Amazon SES (v2 API) with boto3, against a configurable endpoint.
+
+``CRONSTREAM_SES_ENDPOINT`` points boto3 at any SES-compatible server (the local stack runs
+``stack/ses_server.py``); credentials and region come from the usual AWS environment variables,
+never from code or logs. SES has no idempotency token, so this module never retries by itself:
+it classifies each answer and the caller decides (throttling is always safe to retry — nothing
+was sent; a timeout is *unknown* — the mail may have left — and at-most-once callers must not
+resend it).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, ReadTimeoutError
+
+THROTTLING = {"TooManyRequestsException", "ThrottlingException", "Throttling",
+              "LimitExceededException"}
+PERMANENT = {"MessageRejected", "MailFromDomainNotVerifiedException", "BadRequestException",
+             "NotFoundException", "AccountSuspendedException"}
+MAX_BULK = 50
+
+
+class Outcome(Enum):
+    SENT = "sent"
+    THROTTLED = "throttled"  # not sent; retry after backing off
+    TRANSIENT = "transient"  # not sent (the request never landed); retry
+    PERMANENT = "permanent"  # not sent; retrying will not help
+    UNKNOWN = "unknown"  # may have been sent (timeout after the request went out)
+
+
+@dataclass(frozen=True)
+class SendResult:
+    outcome: Outcome
+    message_id: str | None = None
+    error: str | None = None
+
+
+def classify(exc: Exception) -> SendResult:
+    if isinstance(exc, ReadTimeoutError):
+        return SendResult(Outcome.UNKNOWN, error=f"timeout after sending: {exc}")
+    if isinstance(exc, ConnectionError):
+        return SendResult(Outcome.TRANSIENT, error=f"connection: {exc}")
+    if isinstance(exc, ClientError):
+        code = exc.response.get("Error", {}).get("Code", "")
+        message = exc.response.get("Error", {}).get("Message", "")
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        text = f"{code}: {message}"[:500]
+        if code in THROTTLING or "Maximum sending rate exceeded" in message:
+            return SendResult(Outcome.THROTTLED, error=text)
+        if code in PERMANENT or 400 <= status < 500:
+            return SendResult(Outcome.PERMANENT, error=text)
+        return SendResult(Outcome.TRANSIENT, error=text)
+    return SendResult(Outcome.UNKNOWN, error=f"{type(exc).__name__}: {exc}"[:500])
+
+
+def client(timeout_s: float = 10.0) -> Any:
+    return boto3.client(
+        "sesv2",
+        endpoint_url=os.environ.get("CRONSTREAM_SES_ENDPOINT") or None,
+        region_name=os.environ.get("AWS_REGION", "us-east-1"),
+        config=Config(retries={"max_attempts": 1, "mode": "standard"}, read_timeout=timeout_s,
+                      connect_timeout=5, max_pool_connections=64),
+    )
+
+
+def _headers(headers: dict[str, str]) -> list[dict[str, str]]:
+    return [{"Name": k, "Value": v} for k, v in headers.items()]
+
+
+def send_one(ses: Any, *, sender: str, to: str, subject: str, text: str | None,
+             html: str | None, headers: dict[str, str], configuration_set: str | None
+             ) -> SendResult:
+    body: dict[str, Any] = {}
+    if text is not None:
+        body["Text"] = {"Data": text, "Charset": "UTF-8"}
+    if html is not None:
+        body["Html"] = {"Data": html, "Charset": "UTF-8"}
+    request: dict[str, Any] = {
+        "FromEmailAddress": sender, "Destination": {"ToAddresses": [to]},
+        "Content": {"Simple": {"Subject": {"Data": subject, "Charset": "UTF-8"}, "Body": body,
+                               "Headers": _headers(headers)}},
+    }
+    if configuration_set:
+        request["ConfigurationSetName"] = configuration_set
+    try:
+        return SendResult(Outcome.SENT, message_id=ses.send_email(**request)["MessageId"])
+    except (ClientError, BotoCoreError) as exc:
+        return classify(exc)
+
+
+@dataclass(frozen=True)
+class BulkEntry:
+    email: str
+    headers: dict[str, str]
+    template_data: str  # JSON of the recipient's variables, for {{name}} placeholders
+
+
+def send_bulk(ses: Any, *, sender: str, subject: str, text: str | None, html: str | None,
+              entries: list[BulkEntry], configuration_set: str | None
+              ) -> tuple[SendResult, list[SendResult]]:
+    """One SendBulkEmail call (<= 50 entries). Returns the call's outcome and, when it was
+    accepted, one result per entry (an entry can be rejected while others leave)."""
+    content: dict[str, Any] = {"Subject": subject}
+    if text is not None:
+        content["Text"] = text
+    if html is not None:
+        content["Html"] = html
+    request: dict[str, Any] = {
+        "FromEmailAddress": sender,
+        "DefaultContent": {"Template": {"TemplateContent": content, "TemplateData": "{}"}},
+        "BulkEmailEntries": [{
+            "Destination": {"ToAddresses": [e.email]},
+            "ReplacementHeaders": _headers(e.headers),
+            "ReplacementEmailContent": {"ReplacementTemplate": {
+                "ReplacementTemplateData": e.template_data}},
+        } for e in entries],
+    }
+    if configuration_set:
+        request["ConfigurationSetName"] = configuration_set
+    try:
+        answer = ses.send_bulk_email(**request)
+    except (ClientError, BotoCoreError) as exc:
+        return classify(exc), []
+    results = []
+    for item in answer.get("BulkEmailEntryResults", []):
+        if item.get("Status") == "SUCCESS":
+            results.append(SendResult(Outcome.SENT, message_id=item.get("MessageId")))
+        else:
+            results.append(SendResult(Outcome.PERMANENT,
+                                      error=f"{item.get('Status')}: {item.get('Error', '')}"))
+    while len(results) < len(entries):  # an answer that leaves entries out: they may have left
+        results.append(SendResult(Outcome.UNKNOWN, error="no result for this entry"))
+    return SendResult(Outcome.SENT), results

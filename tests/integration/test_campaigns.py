@@ -1,0 +1,152 @@
+"""Campaigns on the real stack: upload (saga, bad rows, duplicates), schedule, fan-out through
+the local SES server, suppressions, deadlines, and the Postgres ledger agreeing with the API."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import psycopg
+
+from tests.integration.helpers import wait_for
+
+TERMINAL = {"sent", "suppressed", "expired_stale", "failed", "unknown", "cancelled"}
+
+
+def campaign_body(seconds: int = 3, **extra) -> dict:
+    return {"name": "Spring sale", "from": "news@example.com", "subject": "Hello {{name}}",
+            "text": "Hi {{name}}, spring is here.",
+            "send_at": (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat(),
+            "send_deadline_s": 600, **extra}
+
+
+def csv_lines(n: int, start: int = 0, domain: str = "example.org") -> str:
+    return "email,name\n" + "".join(f"user{i}@{domain},User {i}\n" for i in range(start, start + n))
+
+
+def upload(api, campaign_id: str, body: str, kind: str = "text/csv") -> dict:
+    response = api.put(f"/v1/campaigns/{campaign_id}/recipients", content=body.encode(),
+                       headers={"content-type": kind}, timeout=300)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def outcomes(stack, campaign_id: str) -> dict[str, str]:
+    with psycopg.connect(stack.s.pg_dsn) as conn:
+        try:
+            rows = conn.execute("SELECT email, outcome FROM ledger WHERE kind = 'campaign' AND "
+                                "campaign_id = %s", (campaign_id,)).fetchall()
+        except psycopg.errors.UndefinedColumn:
+            return {}
+    return dict(rows)
+
+
+def ses_sent(stack, campaign_subject_marker: str | None = None) -> list[dict]:
+    if not stack.ses_log.exists():
+        return []
+    return [json.loads(line) for line in stack.ses_log.read_text().splitlines() if line]
+
+
+def run_campaign(stack, api, n: int, **extra) -> tuple[dict, dict[str, str]]:
+    created = api.post("/v1/campaigns", json=campaign_body(**extra)).json()
+    report = upload(api, created["id"], csv_lines(n))
+    assert report["recipients"] == n and report["status"] == "ready"
+    assert api.post(f"/v1/campaigns/{created['id']}/schedule").json()["status"] == "scheduled"
+    return created, report
+
+
+def test_campaign_sends_each_recipient_exactly_once(stack, api):
+    n = 3000
+    created, _ = run_campaign(stack, api, n)
+    done = wait_for(lambda: (o := outcomes(stack, created["id"])) and len(o) == n and o,
+                    timeout_s=180, every_s=2)
+    assert Counter(done.values()) == {"sent": n}
+    mails = [m for m in ses_sent(stack) if "List-Unsubscribe" in m["headers"]
+             and created["id"] in _token_campaign(m)]
+    per_address = Counter(m["to"] for m in mails)
+    assert len(per_address) == n and max(per_address.values()) == 1, "a recipient got it twice"
+    assert all(m["headers"]["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+               for m in mails)
+    status = api.get(f"/v1/campaigns/{created['id']}").json()
+    assert status["counts"]["sent"] == n and status["counts"]["pending"] == 0
+    assert status["status"] == "done"
+    one = api.get(f"/v1/campaigns/{created['id']}/recipients/USER7@example.org").json()
+    assert one["outcome"] == "sent" and one["message_id"].startswith("local-")
+
+
+def _token_campaign(mail: dict) -> str:
+    from streams import unsubscribe
+
+    url = mail["headers"]["List-Unsubscribe"].strip("<>")
+    try:
+        return unsubscribe.verify(url.rsplit("/", 1)[1])[2]
+    except Exception:
+        return ""
+
+
+def test_upload_reports_bad_rows_and_counts_duplicates_once(stack, api):
+    created = api.post("/v1/campaigns", json=campaign_body(seconds=3600)).json()
+    body = ("email,name\n" + "a@example.org,A\n" + "broken-address,B\n" + "A@EXAMPLE.ORG,A2\n"
+            + "c@example.org\n" + "d@example.org,\"D\"\n")
+    report = upload(api, created["id"], body)
+    assert report["recipients"] == 2 and report["duplicates"] == 1
+    assert {(b["line"], b["reason"].split(" ")[0]) for b in report["bad_rows_listed"]} == {
+        (3, "invalid"), (5, "expected")}
+    bad_utf8 = b"email\nx@example.org\n\xff\xfe@bad\n"
+    response = api.put(f"/v1/campaigns/{created['id']}/recipients", content=bad_utf8,
+                       headers={"content-type": "text/csv"})
+    assert response.json()["bad_rows_listed"] == [{"line": 3, "reason": "invalid UTF-8"}]
+    ndjson = '{"email": "n@example.org"}\n{oops\n'
+    report = upload(api, created["id"], ndjson, "application/x-ndjson")
+    assert report["recipients"] == 1 and report["bad_rows_listed"][0]["line"] == 2
+    assert api.put(f"/v1/campaigns/{created['id']}/recipients", content=b"x",
+                   headers={"content-type": "text/plain"}).status_code == 415
+
+
+def test_only_a_ready_campaign_can_be_scheduled(api):
+    created = api.post("/v1/campaigns", json=campaign_body()).json()
+    response = api.post(f"/v1/campaigns/{created['id']}/schedule")
+    assert response.status_code == 409 and "ready" in response.text
+
+
+def test_suppression_acknowledged_mid_campaign_stops_sends(stack, api):
+    n = 2000
+    created, _ = run_campaign(stack, api, n, max_rate_per_s=400)
+    wait_for(lambda: len(outcomes(stack, created["id"])) > 100, timeout_s=60)
+    already = outcomes(stack, created["id"])
+    victims = [f"user{i}@example.org" for i in range(n) if f"user{i}@example.org" not in already]
+    victims = victims[-20:]
+    for email in victims:
+        assert api.post("/v1/suppressions", json={"email": email, "reason": "asked"}
+                        ).status_code == 201
+    done = wait_for(lambda: (o := outcomes(stack, created["id"])) and len(o) == n and o,
+                    timeout_s=180, every_s=2)
+    assert all(done[v] == "suppressed" for v in victims), [done[v] for v in victims]
+
+
+def test_one_click_unsubscribe(stack, api):
+    created, _ = run_campaign(stack, api, 10)
+    wait_for(lambda: len(outcomes(stack, created["id"])) == 10, timeout_s=90)
+    mail = next(m for m in ses_sent(stack) if _token_campaign(m) == created["id"])
+    url = mail["headers"]["List-Unsubscribe"].strip("<>")
+    assert httpx.post(url, data={"List-Unsubscribe": "One-Click"}).status_code == 200
+    forged = url[:-4] + ("AAAA" if not url.endswith("AAAA") else "BBBB")
+    assert httpx.post(forged).status_code == 400
+    again, _ = run_campaign(stack, api, 10)
+    done = wait_for(lambda: (o := outcomes(stack, again["id"])) and len(o) == 10 and o,
+                    timeout_s=90)
+    assert done[mail["to"]] == "suppressed"
+
+
+def test_deadline_passing_expires_the_rest(stack, api):
+    created = api.post("/v1/campaigns", json=campaign_body(seconds=2, send_deadline_s=60,
+                                                           max_rate_per_s=8)).json()
+    upload(api, created["id"], csv_lines(1000))
+    api.post(f"/v1/campaigns/{created['id']}/schedule")
+    done = wait_for(lambda: (o := outcomes(stack, created["id"])) and len(o) == 1000 and o,
+                    timeout_s=150, every_s=2)
+    counts = Counter(done.values())
+    assert counts["expired_stale"] > 0 and counts["sent"] > 0
+    assert set(counts) <= {"sent", "expired_stale"}

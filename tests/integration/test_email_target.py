@@ -1,0 +1,76 @@
+"""Reminder emails through boto3 → the local SES-compatible server: sent once per fire id,
+throttling retried, and a send whose outcome is unknown never repeated."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import httpx
+
+from streams.targets import FIRE_ID_HEADER
+from tests.integration.helpers import ledger, wait_for
+
+
+def sent(stack, fire: str) -> list[dict]:
+    if not stack.ses_log.exists():
+        return []
+    lines = [json.loads(line) for line in stack.ses_log.read_text().splitlines() if line]
+    return [m for m in lines if m["headers"].get(FIRE_ID_HEADER) == fire]
+
+
+def reminder(**extra) -> dict:
+    at = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
+    return {"schedule": {"at": at}, "target": {
+        "type": "email", "to": "ada@example.com", "from": "reminders@example.com",
+        "subject": "Stand-up in 5 minutes", "text": "See you there."}, **extra}
+
+
+def faults(stack, **settings) -> None:
+    httpx.post(f"{stack.s.ses_endpoint}/_local/faults", json=settings, timeout=5).raise_for_status()
+
+
+def test_reminder_is_sent_once_with_its_message_id(stack, api):
+    job = api.post("/v1/jobs", json=reminder()).json()
+    row = wait_for(lambda: ledger(stack, job_id=job["id"]))[0]
+    assert row["outcome"] == "succeeded", row
+    mails = sent(stack, row["fire_id"])
+    assert len(mails) == 1 and mails[0]["to"] == "ada@example.com"
+    assert mails[0]["configuration_set"] == f"cronstream-{api.tenant}"
+    runs = api.get(f"/v1/jobs/{job['id']}/runs").json()["items"]
+    assert runs[0]["fire_id"] == row["fire_id"]
+
+
+def test_throttling_is_retried_and_nothing_is_dropped(stack, api):
+    faults(stack, throttle_ratio=1.0, seconds=2)
+    try:
+        job = api.post("/v1/jobs", json=reminder(retry={"max_attempts": 10,
+                                                        "initial_backoff_s": 0.5})).json()
+        row = wait_for(lambda: ledger(stack, job_id=job["id"]), timeout_s=60)[0]
+    finally:
+        faults(stack)
+    assert row["outcome"] == "succeeded" and row["attempts"] > 1, row
+    assert len(sent(stack, row["fire_id"])) == 1
+
+
+def test_a_send_with_unknown_outcome_is_not_repeated(stack, api):
+    faults(stack, timeout_after_accept_ratio=1.0, timeout_s=15, seconds=20)
+    try:
+        job = api.post("/v1/jobs", json=reminder(retry={"max_attempts": 5,
+                                                        "initial_backoff_s": 0.2})).json()
+        row = wait_for(lambda: ledger(stack, job_id=job["id"]), timeout_s=60)[0]
+    finally:
+        faults(stack)
+    assert row["outcome"] == "unknown" and row["attempts"] == 1, row
+    assert len(sent(stack, row["fire_id"])) == 1, "accepted once and never sent again"
+
+
+def test_email_target_validation(api):
+    bad = reminder()
+    bad["target"]["to"] = "not-an-address"
+    response = api.post("/v1/jobs", json=bad)
+    assert response.status_code == 422 and "to" in response.text
+    bad = reminder()
+    del bad["target"]["text"]
+    response = api.post("/v1/jobs", json=bad)
+    assert response.status_code == 422 and "text or html" in response.text
