@@ -60,11 +60,13 @@ def classify(exc: Exception) -> SendResult:
 
 
 def client(timeout_s: float = 10.0) -> Any:
+    """A client that never retries on its own: botocore's ``max_attempts`` counts *retries*, so
+    only ``total_max_attempts: 1`` stops it from re-sending a request that timed out."""
     return boto3.client(
         "sesv2",
         endpoint_url=os.environ.get("CRONSTREAM_SES_ENDPOINT") or None,
         region_name=os.environ.get("AWS_REGION", "us-east-1"),
-        config=Config(retries={"max_attempts": 1, "mode": "standard"}, read_timeout=timeout_s,
+        config=Config(retries={"total_max_attempts": 1, "mode": "standard"}, read_timeout=timeout_s,
                       connect_timeout=5, max_pool_connections=64),
     )
 

@@ -105,3 +105,11 @@ def test_tenant_keys_are_stored_hashed():
     assert key not in str(record) and record["key_sha256"] == tenants.key_hash(key)
     with pytest.raises(ValueError):
         tenants.new_tenant("Bad Name!")
+
+
+def test_ses_client_never_retries_by_itself():
+    # a retried SendEmail after a read timeout is a second email: botocore must make 1 attempt
+    from streams import ses
+
+    client = ses.client()
+    assert client.meta.config.retries["total_max_attempts"] == 1

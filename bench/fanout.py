@@ -1,0 +1,128 @@
+"""Fan-out: one campaign of N recipients, from the scheduler's tick to SES-accepted.
+
+    .venv/bin/python -m bench.fanout [--recipients 1000000] [--workers 2]
+
+Runs on the real local stack: uploads N recipients through the API (streamed CSV), schedules the
+campaign, and reads the local SES server's own log to time every accepted recipient. Figures:
+recipients/s sustained (first to last accepted), p50/p99 time-to-send after the fire, duplicates
+(must be 0), workers' peak RSS, and the SES server's own ceiling measured first with the same
+boto3 bulk calls, so it is known not to be the bottleneck. Target: >= 14,000 recipients/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+
+import httpx
+
+from bench.common import percentile, report, rss_peak_mib
+from cli.demo import wait_for_key
+from stack import processes
+from stack.local import Stack
+from streams import ses, settings, tenants
+
+
+def ses_ceiling(seconds: float = 5.0, threads: int = 8) -> float:
+    """Recipients/s the local SES server accepts from boto3 bulk calls of 50, all cores busy."""
+    client = ses.client()
+    entries = [ses.BulkEntry(f"ceiling{i}@example.net", {}, "{}") for i in range(50)]
+    stop = time.monotonic() + seconds
+
+    def hammer() -> int:
+        sent = 0
+        while time.monotonic() < stop:
+            call, _ = ses.send_bulk(client, sender="bench@example.com", subject="ceiling",
+                                    text="x", html=None, entries=entries, configuration_set=None)
+            sent += 50 if call.outcome is ses.Outcome.SENT else 0
+        return sent
+
+    with ThreadPoolExecutor(threads) as pool:
+        total = sum(pool.map(lambda _: hammer(), range(threads)))
+    return total / seconds
+
+
+def csv_body(n: int, run: str) -> Iterator[bytes]:
+    yield b"email,name\n"
+    batch = []
+    for i in range(n):
+        batch.append(f"r{i}.{run}@bench.example,R{i}\n")
+        if len(batch) == 10_000:
+            yield "".join(batch).encode()
+            batch = []
+    if batch:
+        yield "".join(batch).encode()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipients", type=int, default=1_000_000)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    conf = settings.load()
+    stack = Stack(conf)
+    stack.up(with_app=True, workers=args.workers)
+    os.environ.update(stack.app_env())
+    ceiling = ses_ceiling()
+    print(f"local SES server ceiling: {ceiling:,.0f} recipients/s", flush=True)
+
+    key = tenants.create(conf.bootstrap, f"bench{uuid.uuid4().hex[:6]}")
+    auth = {"Authorization": f"Bearer {key}"}
+    wait_for_key(conf.api_url, auth)
+    api = httpx.Client(base_url=conf.api_url, headers=auth, timeout=600)
+    run = uuid.uuid4().hex[:8]
+    subject = f"bench {run}"
+    created = api.post("/v1/campaigns", json={
+        "name": subject, "from": "bench@example.com", "subject": subject, "text": "Hi {{name}}",
+        "send_at": (datetime.now(UTC) + timedelta(seconds=1)).isoformat(),
+        "send_deadline_s": 7200}).json()
+    started = time.monotonic()
+    uploaded = api.put(f"/v1/campaigns/{created['id']}/recipients",
+                       content=csv_body(args.recipients, run),
+                       headers={"content-type": "text/csv"}).json()
+    upload_s = time.monotonic() - started
+    print(f"uploaded {uploaded['recipients']:,} recipients in {upload_s:.1f}s", flush=True)
+    # send_at has passed by now, so the schedule fires at once: the fire is the schedule call
+    fire_ms = int(time.time() * 1000)
+    assert api.post(f"/v1/campaigns/{created['id']}/schedule").status_code == 200
+    log_start = stack.ses_log.stat().st_size if stack.ses_log.exists() else 0
+    accepted: list[int] = []
+    per_address: Counter[str] = Counter()
+    deadline = time.monotonic() + 3600
+    with open(stack.ses_log) as log:
+        log.seek(log_start)
+        while len(accepted) < uploaded["recipients"] and time.monotonic() < deadline:
+            line = log.readline()
+            if not line:
+                time.sleep(0.2)
+                continue
+            mail = json.loads(line)
+            if mail["subject"] == subject:
+                accepted.append(mail["at_ms"])
+                per_address[mail["to"]] += 1
+    pids = [processes.alive(stack.pidfile(f"worker-{i}")) for i in range(1, args.workers + 1)]
+    span_s = (max(accepted) - min(accepted)) / 1000 if accepted else float("nan")
+    after_fire = [at - fire_ms for at in accepted]
+    report("fanout", {
+        "recipients": uploaded["recipients"],
+        "accepted by SES": len(accepted),
+        "recipients/s (first to last accepted)": round(len(accepted) / max(span_s, 0.001)),
+        "time-to-send after fire p50 s": round(percentile(after_fire, 50) / 1000, 1),
+        "time-to-send after fire p99 s": round(percentile(after_fire, 99) / 1000, 1),
+        "duplicates": sum(c - 1 for c in per_address.values() if c > 1),
+        "upload recipients/s": round(uploaded["recipients"] / upload_s),
+        "local SES server ceiling recipients/s": round(ceiling),
+        "worker peak RSS MiB": [rss_peak_mib(p) for p in pids if p],
+        "campaign status": api.get(f"/v1/campaigns/{created['id']}").json()["counts"],
+    }, {"workers": args.workers, "recipients": args.recipients})
+
+
+if __name__ == "__main__":
+    main()
