@@ -76,6 +76,27 @@ class Fanout:
         self._ses: Any = None
         self._watermarks: Consumer | None = None
         self.stats = {"sent": 0, "throttled": 0, "unknown_resolved": 0, "chunks_skipped": 0}
+        self.walks: dict[tuple[str, int], asyncio.Future[None]] = {}
+
+    def start_walk(self, stream: Any, event: Any, order: dict[str, Any]) -> None:
+        """One walker per (campaign, partition) in this process: a redelivered order (after a
+        rebalance) while its walker still runs is acknowledged and dropped, not walked twice."""
+        key = (order["campaign_id"], order["partition"])
+        running = self.walks.get(key)
+        if running is not None and not running.done():
+            log.info("campaign %s partition %d: order redelivered while walking; ignored",
+                     *key)
+            asyncio.ensure_future(stream.ack(event))
+            return
+        self.walks[key] = asyncio.ensure_future(self.walk(stream, event, order))
+
+    def revoke(self, partition: int) -> None:
+        """Stop the walkers of a partition this worker no longer owns; its new owner resumes
+        from the chunk table (done chunks skipped, a chunk caught mid-send resolved unknown)."""
+        for (campaign_id, part), task in list(self.walks.items()):
+            if part == partition and not task.done():
+                log.warning("campaign %s partition %d revoked: walker stopped", campaign_id, part)
+                task.cancel()
 
     @property
     def campaigns(self) -> TopicView:
@@ -150,6 +171,8 @@ class Fanout:
             await asyncio.get_running_loop().run_in_executor(None, self.emitter.flush)
             log.info("campaign %s partition %d: walked offsets %d..%d", order["campaign_id"],
                      part, order["start"], order["end"])
+        except asyncio.CancelledError:
+            return
         except Exception:
             log.exception("fanout of campaign %s partition %d offset %d failed; left unacked",
                           order["campaign_id"], part, event.message.offset)
@@ -297,4 +320,11 @@ async def walk_recipients(stream: Any) -> Any:
     acking = stream.noack()
     async for event in acking.events():
         order = codec().decode(event.value)
-        asyncio.ensure_future(fanout.walk(acking, event, order))  # inherits the event context
+        fanout.start_walk(acking, event, order)  # the walker task inherits the event context
+
+
+@app.on_partitions_revoked.connect
+async def _on_revoked(app: Any, revoked: set[Any], **kwargs: Any) -> None:
+    for tp in revoked:
+        if tp.topic == FANOUT.name:
+            fanout.revoke(tp.partition)

@@ -80,12 +80,22 @@ class ScheduleState:
         return self._emitter
 
     # -- index maintenance ---------------------------------------------------------------------
-    def track(self, partition: int, job: dict[str, Any]) -> None:
-        """(Re)index a job from the point its slots are still owed a decision."""
+    def track(self, partition: int, job: dict[str, Any], live: bool = False) -> None:
+        """(Re)index a job from the point its slots are still owed a decision.
+
+        A record arriving now (``live``) is owed every slot since it was written, even if the
+        partition's fired-through mark is already later (a job due "now" would otherwise be
+        skipped silently). After a takeover, slots up to the previous owner's mark were decided
+        by it for every job it had read, so those resume from the mark."""
         index = self.indexes.get(partition)
         if index is None:
             return
-        after = max(self.fired_through.get(partition, 0), job["updated_ms"] - 1)
+        after = job["updated_ms"] - 1
+        at = job["schedule"]["at_ms"]
+        if at is not None:  # a one-off may be set in the (recent) past: it is still owed
+            after = min(after, at - 1)
+        if not live:
+            after = max(self.fired_through.get(partition, 0), after)
         self._schedule(index, job, schedule.next_after(job["schedule"], job["job_id"], after))
 
     @staticmethod
@@ -164,6 +174,8 @@ class ScheduleState:
                verdict: misfire.SlotDecision, now: int, redrives: int = 0) -> None:
         """Emit one slot's decision: a fired record to run it, or a ledger entry if it won't."""
         fid = schedule.fire_id(job["job_id"], slot)
+        if redrives == 0 and self.already_done(fid):
+            return  # decided and run before a takeover: deciding again could only contradict it
         if verdict.runs:
             self.emit_fired(partition, job, fid, slot, verdict.decision, now, redrives)
         else:
@@ -171,6 +183,12 @@ class ScheduleState:
                              verdict.lateness_ms, now)
             log.info("slot %s of job %s tenant %s partition %d: %s (%s)", fid, job["job_id"],
                      job["tenant"], partition, verdict.decision, verdict.reason)
+
+    @staticmethod
+    def already_done(fid: str) -> bool:
+        from streams.executor import done_table
+
+        return done_table.get(fid.encode()) is not None
 
     def emit_fired(self, partition: int, job: dict[str, Any], fid: str, slot: int,
                    decision: str, now: int, redrives: int = 0) -> None:
@@ -277,7 +295,7 @@ async def apply_jobs(stream: Any) -> Any:
                 index.remove(job_id)
             continue
         jobs_table[event.key] = event.value
-        state.track(part, codec().decode(event.value))
+        state.track(part, codec().decode(event.value), live=True)
 
 
 @app.agent(commands_topic)

@@ -181,3 +181,19 @@ def test_ssrf_guard_refuses_private_targets_unless_allowed(stack):
                                                      "target": {"type": "webhook", "url": url}})
             assert response.status_code == 422, (url, response.text)
             assert "target" in response.text and "url" in response.text
+
+
+def test_a_job_due_now_or_just_past_fires(stack, api):
+    # regression: a job whose only slot was at (or just before) its creation was skipped
+    # silently when the partition's fired-through mark had already passed that instant
+    port = free_port()
+    with Receiver(port, quiet=True) as receiver:
+        ids = []
+        for offset_s in (0, -2, -30):
+            at = (datetime.now(UTC) + timedelta(seconds=offset_s)).isoformat()
+            ids.append(api.post("/v1/jobs", json={"schedule": {"at": at},
+                                                  "target": webhook(port)}).json()["id"])
+        rows = wait_for(lambda: (r := [x for j in ids for x in ledger(stack, job_id=j)])
+                        and len(r) == 3 and r, timeout_s=60)
+    assert sorted(r["decision"] for r in rows) == ["fired", "fired", "missed_caught_up"]
+    assert len(receiver.fires) == 3
