@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import time
+import uuid
 from collections import Counter
 
 import httpx
@@ -34,6 +35,7 @@ def sends_per_address(stack, subject: str) -> Counter[str]:
 
 
 def start(api, tag: str, **extra) -> tuple[str, str]:
+    tag = f"{tag}{uuid.uuid4().hex[:6]}-"  # the SES log outlives test runs: name this run's mail
     subject = f"fault run {tag}"
     created = api.post("/v1/campaigns", json={**campaign_body(seconds=1, **extra),
                                                "subject": subject}).json()
