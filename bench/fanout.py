@@ -99,8 +99,10 @@ def main() -> None:
     with open(stack.ses_log) as log:
         log.seek(log_start)
         while len(accepted) < uploaded["recipients"] and time.monotonic() < deadline:
+            at = log.tell()
             line = log.readline()
-            if not line:
+            if not line.endswith("\n"):  # not written whole yet
+                log.seek(at)
                 time.sleep(0.2)
                 continue
             mail = json.loads(line)

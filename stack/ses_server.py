@@ -65,7 +65,7 @@ class SesServer:
     def __init__(self, log_path: Path) -> None:
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(log_path, "a", buffering=1)  # noqa: SIM115 - lives as long as the server
+        self._log = open(log_path, "a", buffering=1 << 16)  # noqa: SIM115 - lives with the server
         self._lock = threading.Lock()
         self.faults = Faults()
         self.stats = {"calls": 0, "recipients": 0, "throttled": 0, "timeouts": 0}
@@ -78,16 +78,22 @@ class SesServer:
             return True
         return False
 
-    def _accept(self, sender: str, to: str, subject: str, headers: list[dict[str, str]],
-                config_set: str | None) -> str:
+    def _accept(self, lines: list[str], sender: str, to: str, subject: str,
+                headers: list[dict[str, str]], config_set: str | None) -> str:
         message_id = f"local-{uuid.uuid4()}"
-        line = json.dumps({"message_id": message_id, "from": sender, "to": to, "subject": subject,
-                           "configuration_set": config_set, "at_ms": time.time_ns() // 1_000_000,
-                           "headers": {h["Name"]: h["Value"] for h in headers}})
-        with self._lock:
-            self._log.write(line + "\n")
+        lines.append(json.dumps({
+            "message_id": message_id, "from": sender, "to": to, "subject": subject,
+            "configuration_set": config_set, "at_ms": time.time_ns() // 1_000_000,
+            "headers": {h["Name"]: h["Value"] for h in headers}}))
         self.stats["recipients"] += 1
         return message_id
+
+    def _write(self, lines: list[str]) -> None:
+        """One append per call: the log is read while written, line by line."""
+        if lines:
+            with self._lock:
+                self._log.write("\n".join(lines) + "\n")
+                self._log.flush()
 
     async def _maybe_hang(self) -> None:
         f = self.faults
@@ -106,10 +112,11 @@ class SesServer:
             return _error(429, "TooManyRequestsException", "Maximum sending rate exceeded.")
         simple = body.get("Content", {}).get("Simple", {})
         subject = simple.get("Subject", {}).get("Data", "")
-        message_id = ""
+        message_id, lines = "", []
         for address in to:
-            message_id = self._accept(body["FromEmailAddress"], address, subject,
+            message_id = self._accept(lines, body["FromEmailAddress"], address, subject,
                                       simple.get("Headers", []), body.get("ConfigurationSetName"))
+        self._write(lines)
         await self._maybe_hang()
         return JSONResponse({"MessageId": message_id})
 
@@ -124,6 +131,7 @@ class SesServer:
         template = body.get("DefaultContent", {}).get("Template", {})
         subject = template.get("TemplateContent", {}).get("Subject", "")
         results: list[dict[str, Any]] = []
+        lines: list[str] = []
         for entry in entries:
             to = entry.get("Destination", {}).get("ToAddresses", [])
             if len(to) != 1:
@@ -131,8 +139,9 @@ class SesServer:
                 continue
             headers = entry.get("ReplacementHeaders", []) + template.get("Headers", [])
             results.append({"Status": "SUCCESS", "MessageId": self._accept(
-                body.get("FromEmailAddress", ""), to[0], subject, headers,
+                lines, body.get("FromEmailAddress", ""), to[0], subject, headers,
                 body.get("ConfigurationSetName"))})
+        self._write(lines)
         await self._maybe_hang()
         return JSONResponse({"BulkEmailEntryResults": results})
 
