@@ -52,6 +52,19 @@ def _port_busy(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def _running_or_free(component: str, pidfile: Path, ports: tuple[int, ...], env_hint: str,
+                     log: Path, what: str) -> bool:
+    """True if our process already runs (say so); raise if a port is taken by someone else."""
+    if processes.alive(pidfile):
+        say(f"{what} already running on 127.0.0.1:{ports[0]}")
+        return True
+    for port in ports:
+        if _port_busy(port):
+            raise StackError(component, f"port {port} is already in use by another process; "
+                             f"set {env_hint}", log)
+    return False
+
+
 def _wait(component: str, check: Callable[[], bool], timeout_s: float, log: Path,
           pidfile: Path | None = None) -> None:
     deadline = time.monotonic() + timeout_s
@@ -124,13 +137,9 @@ class Stack:
     # -- kafka ---------------------------------------------------------------------------------
     def start_kafka(self) -> None:
         name, pidfile, log = "kafka", self.pidfile("kafka"), self.log("kafka")
-        if processes.alive(pidfile):
-            say(f"kafka already running on 127.0.0.1:{self.s.kafka_port}")
+        if _running_or_free(name, pidfile, (self.s.kafka_port, self.s.controller_port),
+                            "CRONSTREAM_KAFKA_PORT / CRONSTREAM_CONTROLLER_PORT", log, "kafka"):
             return
-        for port in (self.s.kafka_port, self.s.controller_port):
-            if _port_busy(port):
-                raise StackError(name, f"port {port} is already in use by another process; "
-                                 "set CRONSTREAM_KAFKA_PORT / CRONSTREAM_CONTROLLER_PORT", log)
         data = self.s.home / "kafka" / "data"
         data.mkdir(parents=True, exist_ok=True)
         props = self.s.home / "kafka" / "server.properties"
@@ -178,12 +187,9 @@ class Stack:
     # -- kafka connect -------------------------------------------------------------------------
     def start_connect(self) -> None:
         name, pidfile, log = "connect", self.pidfile("connect"), self.log("connect")
-        if processes.alive(pidfile):
-            say(f"kafka connect already running on 127.0.0.1:{self.s.connect_port}")
+        if _running_or_free(name, pidfile, (self.s.connect_port,), "CRONSTREAM_CONNECT_PORT", log,
+                            "kafka connect"):
             return
-        if _port_busy(self.s.connect_port):
-            raise StackError(name, f"port {self.s.connect_port} is already in use by another "
-                             "process; set CRONSTREAM_CONNECT_PORT", log)
         props = self.s.home / "connect" / "connect-distributed.properties"
         props.parent.mkdir(parents=True, exist_ok=True)
         props.write_text("\n".join([
@@ -337,12 +343,9 @@ class Stack:
     def start_ses(self) -> None:
         """The local SES-compatible server (``stack/ses_server.py``) that boto3 talks to."""
         name, pidfile, log = "ses", self.pidfile("ses"), self.log("ses")
-        if processes.alive(pidfile):
-            say(f"local SES server already running on 127.0.0.1:{self.s.ses_port}")
+        if _running_or_free(name, pidfile, (self.s.ses_port,), "CRONSTREAM_SES_PORT", log,
+                            "local SES server"):
             return
-        if _port_busy(self.s.ses_port):
-            raise StackError(name, f"port {self.s.ses_port} is already in use by another "
-                             "process; set CRONSTREAM_SES_PORT", log)
         say(f"starting the local SES server on 127.0.0.1:{self.s.ses_port} "
             f"(log of sent mail: {self.ses_log})")
         processes.spawn(pidfile, [sys.executable, "-m", "uvicorn", "stack.ses_server:create_app",

@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 import faust
 
 from streams import settings
-from streams.topology import APP_ID
+from streams.topology import APP_ID, TableSpec, TopicSpec
 
 SETTINGS = settings.load()
 WORKER_ID = os.environ.get("CRONSTREAM_WORKER_ID") or f"{socket.gethostname()}-{os.getpid()}"
@@ -40,6 +41,18 @@ app = faust.App(
     broker_session_timeout=10.0,
     broker_heartbeat_interval=2.0,
 )
+
+
+def raw_topic(spec: TopicSpec) -> Any:
+    """A faust topic of ``streams.topology``: bytes in, bytes out (``streams.codec`` decodes)."""
+    return app.topic(spec.name, key_serializer="raw", value_serializer="raw",
+                     partitions=spec.partitions)
+
+
+def raw_table(spec: TableSpec) -> Any:
+    """A RocksDB table of ``streams.topology``, partitioned like its source topic."""
+    return app.Table(spec.name, key_type=bytes, value_type=bytes,
+                     partitions=spec.source.partitions, help=spec.doc)
 
 
 def main() -> None:

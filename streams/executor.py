@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from streams import overlap, retry, ses, targets
-from streams.app import SETTINGS, WORKER_ID, app
+from streams.app import SETTINGS, WORKER_ID, app, raw_table, raw_topic
 from streams.codec import codec
 from streams.emit import Emitter
 from streams.fanout import fanout
@@ -38,10 +38,8 @@ log = logging.getLogger(__name__)
 MAX_IN_FLIGHT = 256
 INTENT = b"intent"
 
-fired_topic = app.topic(FIRED.name, key_serializer="raw", value_serializer="raw",
-                        partitions=FIRED.partitions)
-done_table = app.Table(DONE_TABLE.name, key_type=bytes, value_type=bytes,
-                       partitions=FIRED.partitions, help=DONE_TABLE.doc)
+fired_topic = raw_topic(FIRED)
+done_table = raw_table(DONE_TABLE)
 
 
 class Executor:

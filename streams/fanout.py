@@ -31,7 +31,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from streams import retry, ses, unsubscribe
-from streams.app import SETTINGS, WORKER_ID, app
+from streams.app import SETTINGS, WORKER_ID, app, raw_table, raw_topic
 from streams.codec import codec
 from streams.emit import Emitter
 from streams.ledger import recipient_entry
@@ -57,14 +57,10 @@ ACCOUNT_RATE_PER_S = float(os.environ.get("CRONSTREAM_SES_MAX_RATE", "20000"))
 SEND_THREADS = 16
 MAX_THROTTLE_RETRIES = 1000
 
-fanout_topic = app.topic(FANOUT.name, key_serializer="raw", value_serializer="raw",
-                         partitions=FANOUT.partitions)
-suppressions_topic = app.topic(SUPPRESSIONS.name, key_serializer="raw", value_serializer="raw",
-                               partitions=SUPPRESSIONS.partitions)
-send_chunks = app.Table(SEND_CHUNKS_TABLE.name, key_type=bytes, value_type=bytes,
-                        partitions=FANOUT.partitions, help=SEND_CHUNKS_TABLE.doc)
-suppressed = app.Table(SUPPRESSED_TABLE.name, key_type=bytes, value_type=bytes,
-                       partitions=SUPPRESSIONS.partitions, help=SUPPRESSED_TABLE.doc)
+fanout_topic = raw_topic(FANOUT)
+suppressions_topic = raw_topic(SUPPRESSIONS)
+send_chunks = raw_table(SEND_CHUNKS_TABLE)
+suppressed = raw_table(SUPPRESSED_TABLE)
 
 
 class Fanout:

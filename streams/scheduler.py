@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from streams import misfire, progress, schedule
-from streams.app import SETTINGS, WORKER_ID, app, ready_file
+from streams.app import SETTINGS, WORKER_ID, app, raw_table, raw_topic, ready_file
 from streams.codec import codec
 from streams.due_index import DueIndex
 from streams.emit import Emitter
@@ -51,14 +51,10 @@ FIRE_BATCH = 20_000  # slots decided per partition per tick
 MARK_EVERY_S = 1.0
 CATCH_UP_PER_S = 200  # missed slots re-run per partition per second (fire_all pacing)
 
-jobs_topic = app.topic(JOBS.name, key_serializer="raw", value_serializer="raw",
-                       partitions=JOBS.partitions)
-commands_topic = app.topic(JOB_COMMANDS.name, key_serializer="raw", value_serializer="raw",
-                           partitions=JOB_COMMANDS.partitions)
-ledger_topic = app.topic(LEDGER.name, key_serializer="raw", value_serializer="raw",
-                         partitions=LEDGER.partitions)
-jobs_table = app.Table(JOBS_TABLE.name, key_type=bytes, value_type=bytes,
-                       partitions=JOBS.partitions, help=JOBS_TABLE.doc)
+jobs_topic = raw_topic(JOBS)
+commands_topic = raw_topic(JOB_COMMANDS)
+ledger_topic = raw_topic(LEDGER)
+jobs_table = raw_table(JOBS_TABLE)
 
 
 class ScheduleState:
@@ -181,7 +177,7 @@ class ScheduleState:
         else:
             self.emit_ledger(partition, job, fid, slot, verdict.decision, verdict.reason,
                              verdict.lateness_ms, now)
-            log.info("slot %s of job %s tenant %s partition %d: %s (%s)", fid, job["job_id"],
+            log.debug("slot %s of job %s tenant %s partition %d: %s (%s)", fid, job["job_id"],
                      job["tenant"], partition, verdict.decision, verdict.reason)
 
     @staticmethod
