@@ -32,12 +32,12 @@ def decide(*, slot_ms: int, following_slot_ms: int | None, now_ms: int, policy: 
     lateness = max(0, now_ms - slot_ms)
     if paused:
         return SlotDecision("skipped_paused", "job is paused", lateness)
-    if lateness <= MISFIRE_THRESHOLD_MS:
-        return SlotDecision("fired", None, lateness)
-    if lateness > max_lateness_s * 1000:
+    if lateness > max_lateness_s * 1000:  # before anything else: a job may allow < 5 s
         return SlotDecision(
             "expired_stale", f"{lateness} ms late exceeds max_lateness_s={max_lateness_s}", lateness
         )
+    if lateness <= MISFIRE_THRESHOLD_MS:
+        return SlotDecision("fired", None, lateness)
     if policy == "skip":
         return SlotDecision("skipped_policy", "misfire policy skip", lateness)
     if policy == "fire_once" and following_slot_ms is not None and following_slot_ms <= now_ms:
