@@ -38,8 +38,8 @@ def outcomes(stack, campaign_id: str) -> dict[str, str]:
         try:
             rows = conn.execute("SELECT email, outcome FROM ledger WHERE kind = 'campaign' AND "
                                 "campaign_id = %s", (campaign_id,)).fetchall()
-        except psycopg.errors.UndefinedColumn:
-            return {}
+        except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
+            return {}  # the sink creates the table and its columns with the first records
     return dict(rows)
 
 
