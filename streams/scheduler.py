@@ -47,7 +47,8 @@ from streams.topology import (
 
 log = logging.getLogger(__name__)
 
-FIRE_BATCH = 20_000  # slots decided per partition per tick
+FIRE_ROUND = 500  # slots popped per partition per round
+FIRE_BUDGET_S = 0.1  # time one tick may spend deciding before yielding the event loop
 MARK_EVERY_S = 1.0
 CATCH_UP_PER_S = 200  # missed slots re-run per partition per second (fire_all pacing)
 
@@ -131,31 +132,46 @@ class ScheduleState:
 
     # -- firing --------------------------------------------------------------------------------
     def fire_due(self) -> int:
-        """Decide every slot that is due now; returns how many slots were decided."""
+        """Decide the slots that are due now; returns how many were decided.
+
+        Work is cut into rounds of ``FIRE_ROUND`` slots per partition (round-robin, so one
+        partition's backlog cannot starve another's) and stops after ``FIRE_BUDGET_S``: after a
+        long outage the backlog of missed slots is worked off over several ticks while the same
+        event loop keeps consuming job changes and heartbeating."""
         now = now_ms()
         decided = 0
+        stop_at = time.monotonic() + FIRE_BUDGET_S
+        busy = True
+        while busy and time.monotonic() < stop_at:
+            busy = False
+            for part, index in list(self.indexes.items()):
+                due = index.pop_due(now, FIRE_ROUND)
+                busy = busy or len(due) == FIRE_ROUND
+                for job_id, slot in due:
+                    decided += self._fire(part, index, job_id, slot, now)
         for part, index in self.indexes.items():
-            for job_id, slot in index.pop_due(now, FIRE_BATCH):
-                raw = jobs_table.get(job_id.encode())
-                if raw is None:
-                    continue  # deleted since it was indexed
-                job = codec().decode(raw)
-                following = schedule.next_after(job["schedule"], job_id, slot)
-                verdict = misfire.decide(
-                    slot_ms=slot, following_slot_ms=following, now_ms=now,
-                    policy=job["misfire_policy"], max_lateness_s=job["max_lateness_s"],
-                    paused=job["paused"],
-                )
-                if verdict.decision == "missed_caught_up" and not self._catch_up_allowed(part, now):
-                    index.set(job_id, slot, now + 1000 // CATCH_UP_PER_S + 1)  # paced: later
-                    continue
-                self.decide(part, job, slot, verdict, now_ms())
-                self._schedule(index, job, following)
-                decided += 1
             earliest = index.peek()
             through = now if earliest is None or earliest > now else earliest - 1
             self.fired_through[part] = max(self.fired_through.get(part, 0), through)
         return decided
+
+    def _fire(self, part: int, index: DueIndex, job_id: str, slot: int, now: int) -> int:
+        raw = jobs_table.get(job_id.encode())
+        if raw is None:
+            return 0  # deleted since it was indexed
+        job = codec().decode(raw)
+        following = schedule.next_after(job["schedule"], job_id, slot)
+        verdict = misfire.decide(
+            slot_ms=slot, following_slot_ms=following, now_ms=now,
+            policy=job["misfire_policy"], max_lateness_s=job["max_lateness_s"],
+            paused=job["paused"],
+        )
+        if verdict.decision == "missed_caught_up" and not self._catch_up_allowed(part, now):
+            index.set(job_id, slot, now + 1000 // CATCH_UP_PER_S + 1)  # paced: later
+            return 0
+        self.decide(part, job, slot, verdict, now_ms())
+        self._schedule(index, job, following)
+        return 1
 
     def _catch_up_allowed(self, partition: int, now: int) -> bool:
         second, used = self.catch_up_budget.get(partition, (0, 0))
