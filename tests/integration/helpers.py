@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import httpx
 import psycopg
 
 COLUMNS = ("fire_id", "nominal_time", "decision", "reason", "outcome", "status_code",
@@ -33,3 +35,14 @@ def wait_for(probe: Callable[[], Any], timeout_s: float = 60, every_s: float = 0
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout_s}s (last: {value!r})")
         time.sleep(every_s)
+
+
+@contextmanager
+def ses_faults(stack, **settings: float) -> Iterator[None]:
+    """Trouble injected into the local SES server (stack/ses_server.py), reset afterwards."""
+    url = f"{stack.s.ses_endpoint}/_local/faults"
+    httpx.post(url, json=settings, timeout=5).raise_for_status()
+    try:
+        yield
+    finally:
+        httpx.post(url, json={}, timeout=5).raise_for_status()

@@ -14,7 +14,7 @@ from collections import Counter
 import httpx
 
 from stack import processes
-from tests.integration.helpers import wait_for
+from tests.integration.helpers import ses_faults, wait_for
 from tests.integration.test_campaigns import TERMINAL, campaign_body, outcomes, upload
 
 N = 100_000
@@ -70,13 +70,9 @@ def test_worker_sigkilled_mid_fanout(stack, api):
 
 
 def test_ses_throttling_spell_drops_nothing(stack, api):
-    httpx.post(f"{stack.s.ses_endpoint}/_local/faults",
-               json={"throttle_ratio": 0.3, "seconds": 20}).raise_for_status()
-    try:
+    with ses_faults(stack, throttle_ratio=0.3, seconds=20):
         campaign_id, subject = start(api, "throttle")
         done = settle(stack, campaign_id)
-    finally:
-        httpx.post(f"{stack.s.ses_endpoint}/_local/faults", json={})
     assert Counter(done.values()) == {"sent": N}
     sent = sends_per_address(stack, subject)
     assert len(sent) == N and max(sent.values()) == 1

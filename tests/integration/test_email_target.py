@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-import httpx
-
 from streams.targets import FIRE_ID_HEADER
-from tests.integration.helpers import ledger, wait_for
+from tests.integration.helpers import ledger, ses_faults, wait_for
 
 
 def sent(stack, fire: str) -> list[dict]:
@@ -26,8 +24,11 @@ def reminder(**extra) -> dict:
         "subject": "Stand-up in 5 minutes", "text": "See you there."}, **extra}
 
 
-def faults(stack, **settings) -> None:
-    httpx.post(f"{stack.s.ses_endpoint}/_local/faults", json=settings, timeout=5).raise_for_status()
+def reminder_under_faults(stack, api, retry: dict, **faults: float) -> dict:
+    """Schedule a reminder while the SES server misbehaves; its ledger row once decided."""
+    with ses_faults(stack, **faults):
+        job = api.post("/v1/jobs", json=reminder(retry=retry)).json()
+        return wait_for(lambda: ledger(stack, job_id=job["id"]), timeout_s=60)[0]
 
 
 def test_reminder_is_sent_once_with_its_message_id(stack, api):
@@ -42,25 +43,15 @@ def test_reminder_is_sent_once_with_its_message_id(stack, api):
 
 
 def test_throttling_is_retried_and_nothing_is_dropped(stack, api):
-    faults(stack, throttle_ratio=1.0, seconds=2)
-    try:
-        job = api.post("/v1/jobs", json=reminder(retry={"max_attempts": 10,
-                                                        "initial_backoff_s": 0.5})).json()
-        row = wait_for(lambda: ledger(stack, job_id=job["id"]), timeout_s=60)[0]
-    finally:
-        faults(stack)
+    row = reminder_under_faults(stack, api, {"max_attempts": 10, "initial_backoff_s": 0.5},
+                                throttle_ratio=1.0, seconds=2)
     assert row["outcome"] == "succeeded" and row["attempts"] > 1, row
     assert len(sent(stack, row["fire_id"])) == 1
 
 
 def test_a_send_with_unknown_outcome_is_not_repeated(stack, api):
-    faults(stack, timeout_after_accept_ratio=1.0, timeout_s=15, seconds=20)
-    try:
-        job = api.post("/v1/jobs", json=reminder(retry={"max_attempts": 5,
-                                                        "initial_backoff_s": 0.2})).json()
-        row = wait_for(lambda: ledger(stack, job_id=job["id"]), timeout_s=60)[0]
-    finally:
-        faults(stack)
+    row = reminder_under_faults(stack, api, {"max_attempts": 5, "initial_backoff_s": 0.2},
+                                timeout_after_accept_ratio=1.0, timeout_s=15, seconds=20)
     assert row["outcome"] == "unknown" and row["attempts"] == 1, row
     assert len(sent(stack, row["fire_id"])) == 1, "accepted once and never sent again"
 
