@@ -37,8 +37,9 @@ def sends_per_address(stack, subject: str) -> Counter[str]:
 def start(api, tag: str, **extra) -> tuple[str, str]:
     tag = f"{tag}{uuid.uuid4().hex[:6]}-"  # the SES log outlives test runs: name this run's mail
     subject = f"fault run {tag}"
+    # a deadline far enough out that a slow machine cannot expire recipients: not what this tests
     created = api.post("/v1/campaigns", json={**campaign_body(seconds=1, **extra),
-                                               "subject": subject}).json()
+                                               "subject": subject, "send_deadline_s": 7200}).json()
     assert upload(api, created["id"], csv_rows(N, tag))["recipients"] == N
     assert api.post(f"/v1/campaigns/{created['id']}/schedule").status_code == 200
     return created["id"], subject
