@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.routes import campaigns, jobs, suppressions
+from api.routes import campaigns, jobs, ops, suppressions
 from api.state import ApiState
 from streams import admin, settings
 
@@ -76,10 +75,7 @@ def create_app() -> FastAPI:
     app.include_router(jobs.router)
     app.include_router(campaigns.router)
     app.include_router(suppressions.router)
+    app.include_router(ops.build_router(conf.bootstrap))
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES, unlimited_suffix="/recipients")
-
-    @app.get("/healthz", tags=["ops"])
-    async def healthz() -> dict[str, Any]:
-        return {"status": "ok"}
 
     return app

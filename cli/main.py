@@ -6,6 +6,9 @@ import argparse
 import logging
 import sys
 
+from cli import operate, resources
+from cli.client import CliError
+
 
 def _stack(args: argparse.Namespace) -> int:
     from stack.local import Stack, StackError
@@ -137,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     sink.add_argument("--schemas-dir", required=True, help="schemas/ as the Connect worker sees it")
     sink.set_defaults(func=_sink)
 
+    resources.add_parsers(sub)
+    operate.add_parsers(sub)
+
     demo = sub.add_parser("demo", help="start the stack and watch a schedule fire")
     demo.add_argument("--seconds", type=int, default=20)
     demo.add_argument("--receiver-port", type=int, default=18099)
@@ -148,7 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except CliError as exc:
+        print(f"cronstream {args.command}: {exc}", file=sys.stderr)
+        return exc.code
 
 
 if __name__ == "__main__":

@@ -338,7 +338,8 @@ class Stack:
         number = int(name.rsplit("-", 1)[1]) if name.rsplit("-", 1)[-1].isdigit() else 0
         return self.start_app(name, ["worker"], health=ready.exists, env={
             "CRONSTREAM_WORKER_ID": name,
-            "CRONSTREAM_WORKER_WEB_PORT": str(self.s.worker_web_port + number)})
+            "CRONSTREAM_WORKER_WEB_PORT": str(self.s.worker_web_port + number),
+            "CRONSTREAM_WORKER_METRICS_PORT": str(self.s.worker_metrics_port + number)})
 
     def start_ses(self) -> None:
         """The local SES-compatible server (``stack/ses_server.py``) that boto3 talks to."""
@@ -361,17 +362,21 @@ class Stack:
 
     def app_env(self) -> dict[str, str]:
         """What the workers and the API need: the local SES server, AWS-style credentials for
-        it, and the unsubscribe signing secret (generated once into .local/, never committed)."""
+        it, the unsubscribe signing secret and the operator key (generated once into .local/,
+        never committed)."""
         return {"CRONSTREAM_SES_ENDPOINT": self.s.ses_endpoint,
-                "CRONSTREAM_UNSUBSCRIBE_SECRET": self.unsubscribe_secret(),
+                "CRONSTREAM_UNSUBSCRIBE_SECRET": self.secret("CRONSTREAM_UNSUBSCRIBE_SECRET",
+                                                             "unsubscribe.key"),
+                "CRONSTREAM_OPERATOR_KEY": self.secret("CRONSTREAM_OPERATOR_KEY", "operator.key"),
                 "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "local"),
                 "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "local"),
                 "AWS_REGION": os.environ.get("AWS_REGION", "us-east-1")}
 
-    def unsubscribe_secret(self) -> str:
-        if os.environ.get("CRONSTREAM_UNSUBSCRIBE_SECRET"):
-            return os.environ["CRONSTREAM_UNSUBSCRIBE_SECRET"]
-        path = self.s.home / "secrets" / "unsubscribe.key"
+    def secret(self, env: str, name: str) -> str:
+        """``$env`` if set, else a random secret kept in ``.local/secrets/name`` (mode 0600)."""
+        if os.environ.get(env):
+            return os.environ[env]
+        path = self.s.home / "secrets" / name
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch(mode=0o600)

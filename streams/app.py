@@ -15,11 +15,13 @@ from typing import Any
 
 import faust
 
+from ops.metrics import WorkerHealth
 from streams import settings
 from streams.topology import APP_ID, TableSpec, TopicSpec
 
 SETTINGS = settings.load()
 WORKER_ID = os.environ.get("CRONSTREAM_WORKER_ID") or f"{socket.gethostname()}-{os.getpid()}"
+HEALTH = WorkerHealth()  # /healthz and /readyz of this worker (ops.metrics)
 
 app = faust.App(
     APP_ID,
@@ -57,9 +59,12 @@ def raw_table(spec: TableSpec) -> Any:
 
 def main() -> None:
     """Run one worker (``cronstream worker``): scheduler and executor agents."""
+    from ops import metrics
     from streams import admin, executor, fanout, scheduler  # noqa: F401  (agents register)
 
     admin.ensure_topics(SETTINGS.bootstrap)
+    metrics.serve(HEALTH, os.environ.get("CRONSTREAM_WORKER_METRICS_HOST", "127.0.0.1"),
+                  SETTINGS.worker_metrics_port)
     ready_file(WORKER_ID).unlink(missing_ok=True)
     (SETTINGS.home / "workers").mkdir(parents=True, exist_ok=True)
     app.main()

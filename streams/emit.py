@@ -46,7 +46,7 @@ class Emitter:
 
     def produce(self, topic: TopicSpec, key: str, value: bytes | None,
                 partition: int | None = None, on_delivery: DeliveryCallback | None = None,
-                headers: dict[str, str] | None = None) -> None:
+                headers: dict[str, str | bytes] | None = None) -> None:
         """Queue one record; the callback runs on the poll thread when the broker answers.
 
         ``partition`` places a record keyed by something else on its job's partition."""

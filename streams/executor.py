@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from ops import metrics
 from streams import overlap, retry, ses, targets
 from streams.app import SETTINGS, WORKER_ID, app, raw_table, raw_topic
 from streams.codec import codec
@@ -134,10 +135,12 @@ class Executor:
     async def run(self, stream: Any, event: Any, fired: dict[str, Any]) -> None:
         fid, job_id, part = fired["fire_id"], fired["job_id"], event.message.partition
         try:
+            metrics.FIRE_LATENESS.observe(max(0, now_ms() - fired["nominal_ms"]) / 1000)
             result, attempts = await self.attempts(fired)
             reason = f"re-driven by the reconciler ({fired['redrives']})" if fired["redrives"] \
                 else result.note
             outcome = "succeeded" if result.ok else "unknown" if result.unknown else "failed"
+            metrics.EXECUTIONS.labels(outcome).inc()
             await self.record(fired, fired["decision"], reason, outcome, part, attempts, result)
             if not result.ok:
                 await self.dead_letter(fired, attempts, result)

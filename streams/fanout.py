@@ -30,6 +30,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from ops import metrics
 from streams import retry, ses, unsubscribe
 from streams.app import SETTINGS, WORKER_ID, app, raw_table, raw_topic
 from streams.codec import codec
@@ -71,8 +72,8 @@ class Fanout:
         self._pool = ThreadPoolExecutor(SEND_THREADS, thread_name_prefix="campaign-ses")
         self._ses: Any = None
         self._watermarks: Consumer | None = None
-        self.stats = {"sent": 0, "throttled": 0, "unknown_resolved": 0, "chunks_skipped": 0}
         self.walks: dict[tuple[str, int], asyncio.Future[None]] = {}
+        self._view_lock = asyncio.Lock()
 
     def start_walk(self, stream: Any, event: Any, order: dict[str, Any]) -> None:
         """One walker per (campaign, partition) in this process: a redelivered order (after a
@@ -94,11 +95,16 @@ class Fanout:
                 log.warning("campaign %s partition %d revoked: walker stopped", campaign_id, part)
                 task.cancel()
 
-    @property
-    def campaigns(self) -> TopicView:
+    async def campaign(self, campaign_id: str) -> dict[str, Any] | None:
+        """The campaign as the campaigns topic has it. The view is started off the event loop:
+        catching up blocks for seconds, and a blocked loop misses heartbeats (a rebalance)."""
         if self._campaigns is None:
-            self._campaigns = TopicView(SETTINGS.bootstrap, CAMPAIGNS).start()
-        return self._campaigns
+            async with self._view_lock:
+                if self._campaigns is None:
+                    view = TopicView(SETTINGS.bootstrap, CAMPAIGNS)
+                    await asyncio.get_running_loop().run_in_executor(None, view.start)
+                    self._campaigns = view
+        return self._campaigns.get(campaign_id)
 
     @property
     def emitter(self) -> Emitter:
@@ -127,53 +133,77 @@ class Fanout:
         """Wait until every suppression written to ``partition`` so far is in the table."""
         high, committed = await asyncio.get_running_loop().run_in_executor(
             self._pool, self._offsets, partition)
-        # committed offsets were applied before a restart (the table's changelog has them)
-        applied = max(self.applied.get(partition, -1), committed - 1)
-        self.applied[partition] = applied
-        while self.applied.get(partition, -1) < high - 1:
+        waited = 0
+        while True:
+            # committed offsets were applied before a restart (the table's changelog has them)
+            self.applied[partition] = max(self.applied.get(partition, -1), committed - 1)
+            if self.applied[partition] >= high - 1:
+                return
             await asyncio.sleep(0.01)
+            waited += 1
+            if waited % 100 == 0:  # each second, in case another process applied them
+                _, committed = await asyncio.get_running_loop().run_in_executor(
+                    self._pool, self._offsets, partition)
 
     async def walk(self, stream: Any, event: Any, order: dict[str, Any]) -> None:
+        """Walk the order's offset range, then acknowledge it. A failure (a broker hiccup, an SES
+        client error) is retried from the chunk table after a backoff, so done chunks are
+        skipped and a chunk caught mid-send is resolved unknown: a failed walker never leaves its
+        partition stalled until the next rebalance. Only a revocation stops it unacknowledged."""
         part = order["partition"]
-        campaign = self.campaigns.get(order["campaign_id"])
-        try:
-            if campaign is None:
-                log.error("fanout for unknown campaign %s (partition %d offset %d)",
-                          order["campaign_id"], part, event.message.offset)
-                return
-            consumer = Consumer({"bootstrap.servers": SETTINGS.bootstrap,
-                                 "group.id": f"fanout-{uuid.uuid4()}",
-                                 "enable.auto.commit": False})
-            consumer.assign([TopicPartition(RECIPIENTS.name, part, order["start"])])
-            rate = min(campaign["max_rate_per_s"] or ACCOUNT_RATE_PER_S, ACCOUNT_RATE_PER_S)
-            bucket = TokenBucket(rate / partitions(), max(50.0, rate / partitions()))
-            position = order["start"]
+        failures = 0
+        while True:
             try:
-                while position < order["end"]:
-                    batch = await asyncio.get_running_loop().run_in_executor(
-                        self._pool, consumer.consume, 200, 1.0)
-                    for msg in batch:
-                        if msg.error() or msg.offset() >= order["end"]:
-                            continue
-                        position = msg.offset() + 1
-                        chunk = codec().decode(msg.value())
-                        if chunk["upload_id"] == campaign["upload_id"]:
-                            await self.send_chunk(order, chunk, part, bucket)
-                        campaign = self.campaigns.get(order["campaign_id"]) or campaign
-                    if batch:
-                        position = max(position, max(m.offset() for m in batch) + 1)
-            finally:
-                consumer.close()
-            await asyncio.get_running_loop().run_in_executor(None, self.emitter.flush)
-            log.info("campaign %s partition %d: walked offsets %d..%d", order["campaign_id"],
-                     part, order["start"], order["end"])
-        except asyncio.CancelledError:
-            return
-        except Exception:
-            log.exception("fanout of campaign %s partition %d offset %d failed; left unacked",
-                          order["campaign_id"], part, event.message.offset)
-            return
+                await self._walk_range(order, event.message.offset)
+                break
+            except asyncio.CancelledError:
+                return
+            except Exception:
+                failures += 1
+                log.exception("fanout of campaign %s partition %d (order offset %d) failed; "
+                              "walking again from the chunk table (failure %d)",
+                              order["campaign_id"], part, event.message.offset, failures)
+                await asyncio.sleep(retry.backoff_s(min(failures, 6), 1.0, 30.0,
+                                                    f"{order['campaign_id']}:{part}"))
         await stream.ack(event)
+
+    async def _walk_range(self, order: dict[str, Any], order_offset: int) -> None:
+        part = order["partition"]
+        campaign = await self.campaign(order["campaign_id"])
+        if campaign is None:
+            log.error("fanout for unknown campaign %s (partition %d order offset %d); dropped",
+                      order["campaign_id"], part, order_offset)
+            return
+        consumer = Consumer({"bootstrap.servers": SETTINGS.bootstrap,
+                             "group.id": f"fanout-{uuid.uuid4()}", "enable.auto.commit": False})
+        consumer.assign([TopicPartition(RECIPIENTS.name, part, order["start"])])
+        rate = min(campaign["max_rate_per_s"] or ACCOUNT_RATE_PER_S, ACCOUNT_RATE_PER_S)
+        bucket = TokenBucket(rate / partitions(), max(50.0, rate / partitions()))
+        position = order["start"]
+        loop = asyncio.get_running_loop()
+        fetch: asyncio.Future[Any] | None = None
+        try:
+            while position < order["end"]:
+                fetch = loop.run_in_executor(self._pool, consumer.consume, 200, 1.0)
+                batch = await asyncio.shield(fetch)
+                for msg in batch:
+                    if msg.error() or msg.offset() >= order["end"]:
+                        continue
+                    position = msg.offset() + 1
+                    chunk = codec().decode(msg.value())
+                    if chunk["upload_id"] == campaign["upload_id"]:
+                        await self.send_chunk(order, chunk, part, bucket)
+                    campaign = await self.campaign(order["campaign_id"]) or campaign
+                if batch:
+                    position = max(position, max(m.offset() for m in batch) + 1)
+        finally:
+            # a cancelled walker's consume() may still run on the pool: close after it returns
+            if fetch is not None and not fetch.done():
+                await asyncio.wait([fetch])
+            consumer.close()
+        await asyncio.get_running_loop().run_in_executor(None, self.emitter.flush)
+        log.info("campaign %s partition %d: walked offsets %d..%d", order["campaign_id"],
+                 part, order["start"], order["end"])
 
     def _record(self, campaign: dict[str, Any], order: dict[str, Any], part: int, email: str,
                 outcome: str, reason: str | None, attempts: int = 0,
@@ -182,6 +212,7 @@ class Fanout:
                                 outcome=outcome, reason=reason, partition_epoch=order["epoch"],
                                 attempts=attempts, message_id=message_id, completed_ms=now_ms())
         self.emitter.produce(LEDGER, entry["record_id"], codec().encode("LedgerEntry", entry), part)
+        metrics.CAMPAIGN_SENDS.labels(outcome).inc()
 
     async def _finish(self, key: bytes) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self.emitter.flush)
@@ -193,12 +224,10 @@ class Fanout:
         state = send_chunks.get(key)
         emails: list[str] = chunk["emails"]
         if state == DONE:
-            self.stats["chunks_skipped"] += 1
             return
-        campaign = self.campaigns.get(order["campaign_id"])
+        campaign = await self.campaign(order["campaign_id"])
         assert campaign is not None
         if state == INTENT:
-            self.stats["unknown_resolved"] += len(emails)
             log.warning("campaign %s chunk %s partition %d: intent without outcome after a "
                         "restart; %d recipients resolved as unknown, not re-sent",
                         campaign["campaign_id"], key.decode(), part, len(emails))
@@ -210,7 +239,7 @@ class Fanout:
         deadline = campaign["send_at_ms"] + campaign["send_deadline_s"] * 1000
         while campaign["status"] == "paused" and now_ms() < deadline:
             await asyncio.sleep(0.5)
-            campaign = self.campaigns.get(order["campaign_id"]) or campaign
+            campaign = await self.campaign(order["campaign_id"]) or campaign
         if campaign["status"] in ("cancelled", "aborted"):
             for email in emails:
                 self._record(campaign, order, part, email, "cancelled",
@@ -260,11 +289,11 @@ class Fanout:
                                  "sent" if sent else "unknown" if result.outcome is
                                  ses.Outcome.UNKNOWN else "failed",
                                  None if sent else result.error, attempt, result.message_id)
-                    self.stats["sent"] += sent
                 return
             retryable = call.outcome in (ses.Outcome.THROTTLED, ses.Outcome.TRANSIENT)
             if retryable and attempt < MAX_THROTTLE_RETRIES and now_ms() < deadline:
-                self.stats["throttled"] += call.outcome is ses.Outcome.THROTTLED
+                if call.outcome is ses.Outcome.THROTTLED:
+                    metrics.SES_THROTTLES.inc()
                 await asyncio.sleep(retry.backoff_s(min(attempt, 8), 0.2, 10.0,
                                                     f"{order['fire_id']}:{part}"))
                 continue
@@ -279,7 +308,7 @@ class Fanout:
 
     async def fan_out(self, fired: dict[str, Any]) -> tuple[bool, str]:
         """The campaign controller: one order per recipient partition holding the upload."""
-        campaign = self.campaigns.get(fired["target"]["campaign_id"] or "")
+        campaign = await self.campaign(fired["target"]["campaign_id"] or "")
         if campaign is None:
             return False, f"campaign {fired['target']['campaign_id']} not found"
         if campaign["status"] in ("cancelled", "aborted"):

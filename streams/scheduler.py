@@ -27,8 +27,9 @@ import logging
 import time
 from typing import Any
 
+from ops import metrics
 from streams import misfire, progress, schedule
-from streams.app import SETTINGS, WORKER_ID, app, raw_table, raw_topic, ready_file
+from streams.app import HEALTH, SETTINGS, WORKER_ID, app, raw_table, raw_topic, ready_file
 from streams.codec import codec
 from streams.due_index import DueIndex
 from streams.emit import Emitter
@@ -188,6 +189,7 @@ class ScheduleState:
         fid = schedule.fire_id(job["job_id"], slot)
         if redrives == 0 and self.already_done(fid):
             return  # decided and run before a takeover: deciding again could only contradict it
+        metrics.SLOTS_DECIDED.labels(verdict.decision).inc()
         if verdict.runs:
             self.emit_fired(partition, job, fid, slot, verdict.decision, now, redrives)
         else:
@@ -252,6 +254,7 @@ class ScheduleState:
             raw = jobs_table.get(item.job_id.encode())
             log.warning("reconciler caught %s (job %s partition %d): %s -> %s", item.fire_id,
                         item.job_id, item.partition, catch.reason, catch.action)
+            metrics.RECONCILER_CATCHES.labels(catch.action).inc()
             if raw is None or item.partition not in self.indexes:
                 continue
             job = codec().decode(raw)
@@ -282,6 +285,9 @@ async def _on_jobs_recovered() -> None:
     state.epoch = app.consumer_generation_id
     assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == JOBS.name}
     state.rebuild(assigned)
+    HEALTH.recovered, HEALTH.partitions = True, sorted(assigned)
+    metrics.REBALANCES.inc()
+    metrics.ASSIGNED.set(len(assigned))
     ready = ready_file(WORKER_ID)
     ready.parent.mkdir(parents=True, exist_ok=True)
     ready.write_text(f"{state.epoch} {sorted(assigned)}\n")
@@ -289,6 +295,7 @@ async def _on_jobs_recovered() -> None:
 
 @app.on_partitions_revoked.connect
 async def _on_revoked(app: Any, revoked: set[Any], **kwargs: Any) -> None:
+    HEALTH.recovered = False  # until the tables of the next assignment are restored
     for tp in revoked:
         if tp.topic == JOBS.name:
             state.drop(tp.partition)
@@ -327,6 +334,7 @@ async def observe_decisions(stream: Any) -> Any:
 @app.timer(interval=0.05)
 async def fire_due() -> None:
     """Punctuator: decide due slots, then (about once a second) persist progress marks."""
+    HEALTH.tick()
     state.fire_due()
     await state.maybe_mark()
 

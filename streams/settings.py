@@ -32,6 +32,7 @@ class Settings:
     pg_port: int
     api_port: int
     worker_web_port: int
+    worker_metrics_port: int
     ses_port: int
 
     @property
@@ -69,5 +70,6 @@ def load() -> Settings:
         pg_port=_int("CRONSTREAM_PG_PORT", 15432),
         api_port=_int("CRONSTREAM_API_PORT", 18080),
         worker_web_port=_int("CRONSTREAM_WORKER_WEB_PORT", 16066),
+        worker_metrics_port=_int("CRONSTREAM_WORKER_METRICS_PORT", 16166),
         ses_port=_int("CRONSTREAM_SES_PORT", 18025),
     )

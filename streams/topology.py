@@ -122,6 +122,80 @@ APP_ID = "cronstream"
 LEDGER_SINK_TABLE = "ledger"
 
 
+@dataclass(frozen=True)
+class ProcessorSpec:
+    """One node of the graph: a faust agent (stream processor), a punctuator (timer), or a process
+    outside the workers that reads or writes topics (the API, the Connect sink).
+
+    ``tests/unit/test_topology.py`` reads the code and fails when an agent, timer, table or a
+    ``produce``/``send`` to a topic is not declared here, so the drawn graph cannot drift.
+    """
+
+    name: str
+    kind: str  # "agent" | "punctuator" | "api" | "sink"
+    module: str
+    consumes: tuple[TopicSpec, ...] = ()
+    produces: tuple[TopicSpec, ...] = ()
+    tables: tuple[TableSpec, ...] = ()
+    reads: tuple[TopicSpec, ...] = ()  # read as a view (whole topic, no consumer group)
+    doc: str = ""
+
+
+PROCESSORS: tuple[ProcessorSpec, ...] = (
+    ProcessorSpec(
+        "api", "api", "api",
+        produces=(JOBS, JOB_COMMANDS, CAMPAIGNS, RECIPIENTS, SUPPRESSIONS),
+        reads=(TENANTS, JOBS, CAMPAIGNS),
+        doc="HTTP API: validates and writes commands; reads state back from compacted topics.",
+    ),
+    ProcessorSpec(
+        "tenant_create", "api", "streams.tenants", produces=(TENANTS,),
+        doc="`cronstream tenant create`: a tenant and the hash of its API key.",
+    ),
+    ProcessorSpec(
+        "apply_jobs", "agent", "streams.scheduler", consumes=(JOBS,), tables=(JOBS_TABLE,),
+        doc="Materialises job definitions into the jobs table and the in-memory due index.",
+    ),
+    ProcessorSpec(
+        "apply_job_commands", "agent", "streams.scheduler", consumes=(JOB_COMMANDS,),
+        produces=(FIRED,), doc="trigger / backfill: the job's owner emits the slots.",
+    ),
+    ProcessorSpec(
+        "observe_decisions", "agent", "streams.scheduler", consumes=(LEDGER,),
+        doc="Every decision resolves its slot for the reconciler.",
+    ),
+    ProcessorSpec(
+        "fire_due", "punctuator", "streams.scheduler", produces=(FIRED, LEDGER, SCHEDULER_PROGRESS),
+        tables=(JOBS_TABLE,), reads=(SCHEDULER_PROGRESS,),
+        doc="Every 50 ms: decide due slots (fire / skip by misfire policy), mark progress.",
+    ),
+    ProcessorSpec(
+        "reconcile", "punctuator", "streams.scheduler", produces=(FIRED, LEDGER),
+        doc="Every 5 s: re-drive slots emitted but never decided (the cleanup crew).",
+    ),
+    ProcessorSpec(
+        "execute_fired", "agent", "streams.executor", consumes=(FIRED,),
+        produces=(LEDGER, DLQ, FANOUT), tables=(DONE_TABLE,),
+        doc="Calls the target (webhook, Kafka, email, campaign fan-out) and records the outcome.",
+    ),
+    ProcessorSpec(
+        "apply_suppressions", "agent", "streams.fanout", consumes=(SUPPRESSIONS,),
+        tables=(SUPPRESSED_TABLE,), doc="Opt-outs into the co-partitioned table.",
+    ),
+    ProcessorSpec(
+        "walk_recipients", "agent", "streams.fanout", consumes=(FANOUT,),
+        produces=(LEDGER,), tables=(SEND_CHUNKS_TABLE, SUPPRESSED_TABLE),
+        reads=(RECIPIENTS, CAMPAIGNS),
+        doc="Walks one recipient partition per order: suppress, pace, send via SES, record.",
+    ),
+    ProcessorSpec(
+        "ledger_sink", "sink", "connectors/ledger-sink.json", consumes=(LEDGER,),
+        doc=f"Kafka Connect (Debezium JDBC) upserts the ledger into Postgres table "
+            f"`{LEDGER_SINK_TABLE}`.",
+    ),
+)
+
+
 def partition_for(key: str, count: int | None = None) -> int:
     """Kafka's default partition of a key (murmur2, as the Java client and faust compute it).
 

@@ -25,16 +25,30 @@ def ledger(stack, **where: str) -> list[dict[str, Any]]:
     return [dict(zip(COLUMNS, row, strict=True)) for row in rows]
 
 
-def wait_for(probe: Callable[[], Any], timeout_s: float = 60, every_s: float = 0.5) -> Any:
-    """Poll until ``probe`` returns something truthy; returns it, or fails the test."""
+def wait_for(probe: Callable[[], Any], timeout_s: float = 60, every_s: float = 0.5,
+             explain: Callable[[], str] | None = None) -> Any:
+    """Poll until ``probe`` returns something truthy; returns it, or fails the test (with
+    ``explain()``'s account of the system, so a CI failure can be read without its machine)."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = probe()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s}s (last: {value!r})")
+            why = f"\n{explain()}" if explain else ""
+            raise AssertionError(f"condition not met within {timeout_s}s (last: {value!r}){why}")
         time.sleep(every_s)
+
+
+def worker_trouble(stack, lines: int = 40) -> str:
+    """The last warnings and errors of every worker's log."""
+    out = []
+    for log in sorted(stack.s.home.joinpath("logs").glob("worker-*.log")):
+        bad = [line.rstrip() for line in log.open(errors="replace")
+               if "[WARNING]" in line or "[ERROR]" in line or "Traceback" in line]
+        out.append(f"--- {log.name}: last {lines} of {len(bad)} warnings/errors")
+        out.extend(line[:300] for line in bad[-lines:])
+    return "\n".join(out)
 
 
 @contextmanager

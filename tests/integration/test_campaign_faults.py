@@ -12,9 +12,10 @@ import uuid
 from collections import Counter
 
 import httpx
+import pytest
 
 from stack import processes
-from tests.integration.helpers import ses_faults, wait_for
+from tests.integration.helpers import ses_faults, wait_for, worker_trouble
 from tests.integration.test_campaigns import TERMINAL, campaign_body, outcomes, upload
 
 N = 100_000
@@ -46,10 +47,14 @@ def start(api, tag: str, **extra) -> tuple[str, str]:
 
 
 def settle(stack, campaign_id: str) -> dict[str, str]:
+    """Every recipient's outcome; on a timeout, the counts so far and the workers' trouble."""
     return wait_for(lambda: (o := outcomes(stack, campaign_id)) and len(o) == N and o,
-                    timeout_s=900, every_s=5)
+                    timeout_s=900, every_s=5,
+                    explain=lambda: f"outcomes so far: {Counter(outcomes(stack, campaign_id).values())}"
+                                    f"\n{worker_trouble(stack)}")
 
 
+@pytest.mark.timeout(1200)  # settle() reports first, with the workers' logs
 def test_worker_sigkilled_mid_fanout(stack, api):
     stack.start_worker("worker-2")
     try:
@@ -70,6 +75,7 @@ def test_worker_sigkilled_mid_fanout(stack, api):
     assert counts["sent"] <= len(sent) <= counts["sent"] + counts["unknown"]
 
 
+@pytest.mark.timeout(1200)
 def test_ses_throttling_spell_drops_nothing(stack, api):
     with ses_faults(stack, throttle_ratio=0.3, seconds=20):
         campaign_id, subject = start(api, "throttle")

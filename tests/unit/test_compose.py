@@ -26,3 +26,13 @@ def test_compose_has_every_component_on_the_local_ports(monkeypatch):
     connect_docker = Path(REPO_ROOT / "connectors" / "Dockerfile").read_text()
     debezium = (REPO_ROOT / "stack" / "pom.xml").read_text().split("<debezium.version>")[1]
     assert debezium.split("<")[0] in connect_docker, "Connect image and local stack use one Debezium"
+
+
+def test_compose_healthchecks_probe_readiness(monkeypatch):
+    monkeypatch.delenv("CRONSTREAM_WORKER_METRICS_PORT", raising=False)
+    monkeypatch.delenv("CRONSTREAM_API_PORT", raising=False)
+    conf = settings.load()
+    services = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]
+    assert f"localhost:{conf.worker_metrics_port}/readyz" in services["worker"]["healthcheck"]["test"][1]
+    assert services["worker"]["environment"]["CRONSTREAM_WORKER_METRICS_HOST"] == "0.0.0.0"
+    assert f"localhost:{conf.api_port}/readyz" in services["api"]["healthcheck"]["test"][1]

@@ -1,0 +1,129 @@
+"""Operator endpoints: health for orchestrators, lag and metrics for monitoring.
+
+``/healthz`` and ``/readyz`` are what docker-compose and Kubernetes probe; ``/metrics`` is
+scraped by Prometheus (lag gauges read from Kafka at scrape time, cached ``LAG_CACHE_S``);
+``/v1/ops/lag`` needs the operator key (``CRONSTREAM_OPERATOR_KEY``), never a tenant's key:
+consumer lag tells about every tenant's traffic.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+from ops import lag
+from streams.topology import APP_ID, FANOUT, FIRED, JOBS
+
+LAG_CACHE_S = 5.0
+# every partition of these must be held by a worker for the system to be able to fire and send
+MUST_BE_ASSIGNED = (JOBS, FIRED, FANOUT)
+
+
+def _operator(request: Request) -> None:
+    expected = os.environ.get("CRONSTREAM_OPERATOR_KEY")
+    if not expected:
+        raise HTTPException(403, detail="operator endpoints are disabled: set "
+                                        "CRONSTREAM_OPERATOR_KEY for the API")
+    scheme, _, key = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(key.strip(), expected):
+        raise HTTPException(401, detail="operator endpoints need Authorization: Bearer "
+                                        "<operator key>", headers={"WWW-Authenticate": "Bearer"})
+
+
+class LagCache:
+    """One Kafka read per ``LAG_CACHE_S`` however many scrapes and calls arrive."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self._lock = threading.Lock()
+        self._at = 0.0
+        self._rows: list[lag.PartitionLag] = []
+
+    def rows(self) -> list[lag.PartitionLag]:
+        with self._lock:
+            if time.monotonic() - self._at > LAG_CACHE_S:
+                self._rows = lag.read(self.bootstrap)
+                self._at = time.monotonic()
+            return self._rows
+
+
+class LagCollector:
+    """Prometheus collector: lag gauges computed when scraped."""
+
+    def __init__(self, cache: LagCache) -> None:
+        self.cache = cache
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        labels = ["group", "topic", "partition"]
+        offsets = GaugeMetricFamily("cronstream_consumer_lag", "Records behind the end offset",
+                                    labels=labels)
+        seconds = GaugeMetricFamily("cronstream_consumer_lag_seconds",
+                                    "Age of the oldest unprocessed record", labels=labels)
+        for row in self.cache.rows():
+            key = [row.group, row.topic, str(row.partition)]
+            if row.lag is not None:
+                offsets.add_metric(key, row.lag)
+            if row.time_lag_s is not None:
+                seconds.add_metric(key, row.time_lag_s)
+        yield offsets
+        yield seconds
+
+
+def readiness(bootstrap: str) -> tuple[bool, dict[str, Any]]:
+    """Broker reachable, the workers' group stable, every partition of the topics that fire
+    and send held by a worker. (Each worker's own ``/readyz`` covers its table recovery.)"""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        metadata = admin.list_topics(timeout=3)
+        described = admin.describe_consumer_groups([APP_ID], request_timeout=3)[APP_ID].result()
+    except Exception as exc:  # noqa: BLE001 - any failure here means "not ready", with the reason
+        return False, {"broker": f"unreachable: {exc}"}
+    held = {(tp.topic, tp.partition) for m in described.members if m.assignment
+            for tp in m.assignment.topic_partitions}
+    missing = [f"{t.name}[{p}]" for t in MUST_BE_ASSIGNED if t.name in metadata.topics
+               for p in metadata.topics[t.name].partitions if (t.name, p) not in held]
+    state = str(described.state).rsplit(".", 1)[-1]
+    ok = state == "STABLE" and not missing and bool(described.members)
+    return ok, {"broker": "ok", "group": APP_ID, "group_state": state,
+                "workers": len(described.members), "unassigned": missing[:20]}
+
+
+def build_router(bootstrap: str) -> APIRouter:
+    """The ops routes, with this API process's lag cache and metrics registry."""
+    router = APIRouter(tags=["ops"])
+    cache = LagCache(bootstrap)
+    registry = CollectorRegistry()
+    registry.register(LagCollector(cache))
+
+    @router.get("/healthz", summary="The API process is up")
+    async def healthz() -> dict[str, Any]:
+        return {"status": "ok"}
+
+    @router.get("/readyz", summary="Broker reachable, workers hold every partition")
+    async def readyz(response: Response) -> dict[str, Any]:
+        ok, detail = await run_in_threadpool(readiness, bootstrap)
+        response.status_code = 200 if ok else 503
+        return {"status": "ok" if ok else "unavailable", **detail}
+
+    @router.get("/metrics", summary="Prometheus metrics (consumer lag)")
+    async def metrics() -> Response:
+        body = await run_in_threadpool(generate_latest, registry)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    @router.get("/v1/ops/lag", summary="Consumer lag per group, topic and partition (operator)")
+    async def ops_lag(request: Request, group: str | None = None) -> dict[str, Any]:
+        _operator(request)
+        rows = await run_in_threadpool(cache.rows)
+        return {"items": [r.as_dict() for r in rows if group is None or r.group == group]}
+
+    return router

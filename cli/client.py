@@ -1,0 +1,106 @@
+"""The HTTP client the CLI's tenant-facing commands share, and how its failures become exit codes.
+
+Exit codes of every ``cronstream`` command: 0 done; 1 the API (or Kafka) refused or failed, with
+the API's own message naming the field; 2 bad usage or an unreadable input file; 3 the API could
+not be reached. Scripts can tell "fix your input" from "try again later".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 1, 2, 3
+
+
+class CliError(Exception):
+    """A failure the CLI reports in one line and turns into ``code``."""
+
+    def __init__(self, message: str, code: int = EXIT_REFUSED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def describe(body: Any) -> str:
+    """The API's error body in one line: ``field: problem`` for each problem it names."""
+    detail = body.get("detail") if isinstance(body, dict) else body
+    if isinstance(detail, list):
+        parts = []
+        for item in detail:
+            loc = [str(x) for x in item.get("loc", []) if x not in ("body", "query", "path")]
+            parts.append(f"{'.'.join(loc) or 'request'}: {item.get('msg')}")
+        return "; ".join(parts)
+    return str(detail)
+
+
+class Client:
+    def __init__(self, base_url: str, api_key: str | None, timeout_s: float = 30.0) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout_s)
+
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self.http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise CliError(f"cannot reach the API at {self.http.base_url}: {exc} "
+                           f"(is the stack up? ./dev stack status)", EXIT_UNREACHABLE) from exc
+        if response.status_code >= 400:
+            try:
+                message = describe(response.json())
+            except ValueError:
+                message = response.text[:200]
+            raise CliError(f"{method} {path}: HTTP {response.status_code}: {message}")
+        return response.json() if response.content else None
+
+    def pages(self, path: str, **params: Any) -> Iterator[dict[str, Any]]:
+        """Every item of a cursor-paged list."""
+        cursor = None
+        while True:
+            page = self.call("GET", path, params={**params, **({"cursor": cursor} if cursor else {})})
+            yield from page["items"]
+            cursor = page.get("next_cursor")
+            if cursor is None:
+                return
+
+
+def client(api_url: str | None, api_key: str | None) -> Client:
+    from streams import settings
+
+    key = api_key or os.environ.get("CRONSTREAM_API_KEY")
+    if not key:
+        raise CliError("no API key: pass --api-key or set CRONSTREAM_API_KEY "
+                       "(cronstream tenant create NAME prints one)", EXIT_USAGE)
+    return Client(api_url or settings.load().api_url, key)
+
+
+def load_documents(path: str) -> list[dict[str, Any]]:
+    """A YAML or JSON file (``-`` for stdin) holding one object or a list of them."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    except OSError as exc:
+        raise CliError(f"--file {path}: {exc.strerror}", EXIT_USAGE) from exc
+    try:
+        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise CliError(f"--file {path}: not valid {'JSON' if path.endswith('.json') else 'YAML'}: "
+                       f"{str(exc).splitlines()[0]}", EXIT_USAGE) from exc
+    docs = data if isinstance(data, list) else [data]
+    for i, doc in enumerate(docs):
+        if not isinstance(doc, dict):
+            raise CliError(f"--file {path}: document {i + 1} is not a mapping", EXIT_USAGE)
+    return docs
+
+
+def emit(value: Any, as_json: bool, human: str | None = None) -> None:
+    """JSON for scripts (``--json``), otherwise the human line (or indented JSON)."""
+    if as_json or human is None:
+        print(json.dumps(value, indent=None if as_json else 2, default=str))
+    else:
+        print(human)

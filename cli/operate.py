@@ -1,0 +1,155 @@
+"""``cronstream lag|topology|replay|kafka``: the operator's commands, straight against Kafka.
+
+These talk to the broker, not to the API, so they work while the API is down — which is when an
+operator needs them. ``cronstream kafka TOOL`` runs Kafka's own tools (the same jars as the local
+broker) with ``--bootstrap-server`` filled in, for the recipes in docs/operations.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from cli.client import CliError, emit
+
+KAFKA_TOOLS = {
+    "consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "console-producer": "kafka.tools.ConsoleProducer",
+    "get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "topics": "kafka.admin.TopicCommand",
+}
+README_BLOCK = re.compile(r"(<!-- topology:begin -->\n```mermaid\n).*?(```\n<!-- topology:end -->)",
+                          re.S)
+
+
+def _bootstrap(args: argparse.Namespace) -> str:
+    from streams import settings
+
+    return str(args.bootstrap or settings.load().bootstrap)
+
+
+def lag(args: argparse.Namespace) -> int:
+    from ops import lag as lag_
+
+    try:
+        rows = lag_.read(_bootstrap(args), args.group or None)
+    except Exception as exc:  # noqa: BLE001 - reported in one line
+        raise CliError(f"lag: cannot read offsets from {_bootstrap(args)}: {exc}", 3) from exc
+    emit([r.as_dict() for r in rows], args.json, lag_.table(rows) if rows else "no consumer groups")
+    return 0
+
+
+def topology(args: argparse.Namespace) -> int:
+    from ops import graph
+
+    if args.readme:
+        path = Path(args.readme)
+        text = path.read_text()
+        if not README_BLOCK.search(text):
+            raise CliError(f"--readme {path}: no <!-- topology:begin --> block to replace", 2)
+        path.write_text(README_BLOCK.sub(lambda m: m.group(1) + graph.mermaid() + m.group(2), text))
+        print(f"updated the diagram in {path}")
+        return 0
+    if args.render:
+        try:
+            print(f"rendered {graph.render(Path(args.render))}")
+        except ValueError as exc:
+            raise CliError(str(exc), 2) from exc
+        except RuntimeError as exc:
+            raise CliError(str(exc)) from exc
+        return 0
+    sys.stdout.write({"text": graph.text, "mermaid": graph.mermaid, "dot": graph.dot}[args.format]())
+    return 0
+
+
+def replay(args: argparse.Namespace) -> int:
+    from confluent_kafka import Consumer
+
+    from ops import replay as replay_
+
+    bootstrap = _bootstrap(args)
+    try:
+        spec = replay_.topic_named(args.topic)
+        probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "cronstream-replay"})
+        try:
+            ranges = replay_.plan(probe, spec, args.partition, args.from_offset, args.to_offset,
+                                  args.from_time, args.to_time)
+        finally:
+            probe.close()
+    except replay_.ReplayError as exc:
+        raise CliError(f"replay: {exc}", 2) from exc
+    summary: dict[str, Any] = {
+        "topic": spec.name, "why_safe": replay_.SAFE[spec.name],
+        "ranges": [{"partition": r.partition, "from": r.start, "to": r.end, "records": r.count}
+                   for r in ranges if r.count],
+    }
+    if not args.dry_run:
+        summary["copied"] = replay_.copy(bootstrap, spec, ranges)
+    human = "\n".join([f"{'would copy' if args.dry_run else 'copied'} {spec.name}: "
+                       f"{sum(r.count for r in ranges)} records ({summary['why_safe']})"]
+                      + [f"  partition {r['partition']}: offsets {r['from']}..{r['to'] - 1}"
+                         for r in summary["ranges"]])
+    emit(summary, args.json, human)
+    return 0
+
+
+def kafka(args: argparse.Namespace) -> int:
+    """Kafka's tool ``args.tool`` on the local jars, ``--bootstrap-server`` defaulted."""
+    from streams import settings
+
+    conf = settings.load()
+    lib = conf.home / "lib"
+    if not lib.is_dir():
+        raise CliError(f"kafka: no Kafka jars in {lib}; run ./dev stack up first", 2)
+    rest = list(args.args)
+    if "--bootstrap-server" not in rest:
+        rest = ["--bootstrap-server", conf.bootstrap, *rest]
+    logging = conf.home / "tools-log4j.properties"  # warnings to stderr, not log4j's complaints
+    if not logging.exists():
+        logging.write_text("log4j.rootLogger=WARN, stderr\n"
+                           "log4j.appender.stderr=org.apache.log4j.ConsoleAppender\n"
+                           "log4j.appender.stderr.Target=System.err\n"
+                           "log4j.appender.stderr.layout=org.apache.log4j.PatternLayout\n"
+                           "log4j.appender.stderr.layout.ConversionPattern=[%p] %m%n\n")
+    command = ["java", f"-Dlog4j.configuration=file:{logging}", "-cp", f"{lib}/*",
+               KAFKA_TOOLS[args.tool], *rest]
+    return subprocess.run(command).returncode
+
+
+def add_parsers(sub: Any) -> None:
+    broker = argparse.ArgumentParser(add_help=False)
+    broker.add_argument("--bootstrap", default=None, help="default: the local stack's broker")
+
+    p = sub.add_parser("lag", parents=[broker], help="consumer lag per group/topic/partition, "
+                       "read from Kafka's offsets (as kafka-consumer-groups --describe)")
+    p.add_argument("--group", action="append", help="only this group (repeatable)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=lag)
+
+    p = sub.add_parser("topology", help="the stream graph from streams/topology.py")
+    p.add_argument("--format", choices=["text", "mermaid", "dot"], default="text")
+    p.add_argument("--render", metavar="FILE.svg|FILE.png", help="render with Graphviz")
+    p.add_argument("--readme", metavar="README.md", help="rewrite the diagram block of this file")
+    p.set_defaults(func=topology)
+
+    p = sub.add_parser("replay", parents=[broker], help="copy a range of fired/fanout/ledger "
+                       "back onto the same partitions (consumers are idempotent)")
+    p.add_argument("--topic", required=True, help="fired, fanout or ledger")
+    p.add_argument("--partition", type=int, action="append", help="default: every partition")
+    p.add_argument("--from-offset", type=int)
+    p.add_argument("--from-time", help="RFC 3339, e.g. 2026-11-22T10:00:00Z")
+    p.add_argument("--to-offset", type=int, help="exclusive; default: the end")
+    p.add_argument("--to-time", help="RFC 3339, exclusive")
+    p.add_argument("--dry-run", action="store_true", help="print the ranges, copy nothing")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=replay)
+
+    p = sub.add_parser("kafka", help="run a Kafka tool on the local jars: " + ", ".join(KAFKA_TOOLS))
+    p.add_argument("tool", choices=sorted(KAFKA_TOOLS))
+    p.add_argument("args", nargs=argparse.REMAINDER, help="passed to the tool")
+    p.set_defaults(func=kafka)

@@ -1,0 +1,1 @@
+"""The operator surface: topology, lag, replays, metrics, health."""

@@ -1,0 +1,157 @@
+"""Consumer lag read from Kafka's own offsets, the way Burrow and ``kafka-consumer-groups`` do.
+
+Per group, topic and partition: the group's committed offset, the partition's end offset, their
+difference, and the *time* lag, the age of the oldest record the group has not processed (the
+timestamp of the record at the committed offset). Offsets come from the broker, not from the
+workers, so a stuck or dead worker shows up as growing lag rather than as silence.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+# consumers that never commit: the API's and workers' topic views, fan-out walkers
+EPHEMERAL_PREFIXES = ("cronstream-view-", "fanout-", "cronstream-lag-")
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    group: str
+    topic: str
+    partition: int
+    committed: int | None  # None: the group holds the partition but has committed nothing
+    end: int
+    lag: int | None
+    time_lag_s: float | None  # age of the oldest unprocessed record; 0 when caught up
+    consumer_id: str | None
+    host: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def offset_lag(committed: int | None, end: int) -> int | None:
+    """``kafka-consumer-groups``' LAG: end minus committed, unknown ('-') without a commit."""
+    return None if committed is None else max(0, end - committed)
+
+
+def record_age_s(oldest_unprocessed_ts_ms: int | None, lag: int | None, now_ms: int) -> float | None:
+    """Time lag: 0 when caught up, the oldest unprocessed record's age otherwise."""
+    if lag == 0:
+        return 0.0
+    if oldest_unprocessed_ts_ms is None or oldest_unprocessed_ts_ms < 0:
+        return None
+    return max(0.0, (now_ms - oldest_unprocessed_ts_ms) / 1000)
+
+
+def groups(admin: AdminClient, timeout_s: float = 10.0) -> list[str]:
+    listed = admin.list_consumer_groups(request_timeout=timeout_s).result()
+    return sorted(g.group_id for g in listed.valid
+                  if not g.group_id.startswith(EPHEMERAL_PREFIXES))
+
+
+def read(bootstrap: str, only: list[str] | None = None, timeout_s: float = 10.0
+         ) -> list[PartitionLag]:
+    """Lag of every partition of ``only`` (default: every non-ephemeral group)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = only or groups(admin, timeout_s)
+    if not names:
+        return []
+    owners = _owners(admin, names, timeout_s)
+    committed: dict[tuple[str, str, int], int | None] = {}
+    for name in names:
+        request = [ConsumerGroupTopicPartitions(name)]
+        result = admin.list_consumer_group_offsets(request, request_timeout=timeout_s)[name].result()
+        for tp in result.topic_partitions:
+            committed[(name, tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
+    for (name, topic, part) in owners:
+        committed.setdefault((name, topic, part), None)
+    tps = {(t, p) for (_, t, p) in committed}
+    ends = _end_offsets(admin, tps, timeout_s)
+    pending = {(t, p, c) for (_, t, p), c in committed.items()
+               if c is not None and ends[(t, p)] > c}
+    stamps = _timestamps(bootstrap, pending, timeout_s)
+    now = int(time.time() * 1000)
+    rows = []
+    for (name, topic, part), offset in sorted(committed.items()):
+        end = ends[(topic, part)]
+        lag = offset_lag(offset, end)
+        owner = owners.get((name, topic, part), (None, None))
+        rows.append(PartitionLag(name, topic, part, offset, end, lag,
+                                 record_age_s(stamps.get((topic, part, offset)), lag, now),
+                                 owner[0], owner[1]))
+    return rows
+
+
+def _owners(admin: AdminClient, names: list[str], timeout_s: float
+            ) -> dict[tuple[str, str, int], tuple[str, str]]:
+    out: dict[tuple[str, str, int], tuple[str, str]] = {}
+    for name, future in admin.describe_consumer_groups(names, request_timeout=timeout_s).items():
+        try:
+            described = future.result()
+        except KafkaException:
+            continue
+        for member in described.members:
+            for tp in member.assignment.topic_partitions if member.assignment else []:
+                out[(name, tp.topic, tp.partition)] = (member.member_id, member.host)
+    return out
+
+
+def _end_offsets(admin: AdminClient, tps: set[tuple[str, int]], timeout_s: float
+                 ) -> dict[tuple[str, int], int]:
+    if not tps:
+        return {}
+    request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in tps}
+    futures = admin.list_offsets(request, request_timeout=timeout_s)
+    return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+
+def _timestamps(bootstrap: str, pending: set[tuple[str, int, int]], timeout_s: float
+                ) -> dict[tuple[str, int, int], int]:
+    """Timestamp of the record at each (topic, partition, committed offset)."""
+    if not pending:
+        return {}
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"cronstream-lag-{uuid.uuid4()}",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    wanted = {(t, p): o for t, p, o in pending}
+    consumer.assign([TopicPartition(t, p, o) for (t, p), o in wanted.items()])
+    found: dict[tuple[str, int, int], int] = {}
+    deadline = time.monotonic() + timeout_s
+    try:
+        while wanted and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            key = (msg.topic(), msg.partition())
+            if key not in wanted:
+                continue
+            if msg.error() is None:
+                found[(msg.topic(), msg.partition(), wanted[key])] = msg.timestamp()[1]
+            # first record (or end) of this partition seen: stop reading it
+            consumer.incremental_unassign([TopicPartition(*key)])
+            del wanted[key]
+    finally:
+        consumer.close()
+    return found
+
+
+def table(rows: list[PartitionLag]) -> str:
+    """The layout of ``kafka-consumer-groups --describe``, plus TIME-LAG."""
+    header = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+              "TIME-LAG-S", "CONSUMER-ID")
+    body = [(r.group, r.topic, str(r.partition), _dash(r.committed), str(r.end), _dash(r.lag),
+             "-" if r.time_lag_s is None else f"{r.time_lag_s:.1f}", r.consumer_id or "-")
+            for r in rows]
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+                     for row in [header, *body])
+
+
+def _dash(value: int | None) -> str:
+    return "-" if value is None else str(value)

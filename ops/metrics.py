@@ -1,0 +1,93 @@
+"""Prometheus metrics of a worker, and the small HTTP server that exposes them with its health.
+
+The server runs on its own thread, not on the worker's event loop: a loop stuck in a long
+callback must still be *reported* (``/healthz`` turns 503 when the scheduler's punctuator has
+not ticked for ``STALL_S``), and a scrape must never delay a fire.
+
+    GET /metrics   Prometheus text format
+    GET /healthz   200 while the event loop ticks, 503 when it is stalled
+    GET /readyz    200 once the worker holds partitions and has recovered its tables
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+
+STALL_S = 30.0
+
+SLOTS_DECIDED = Counter("cronstream_slots_decided_total",
+                        "Slots the scheduler decided, by decision (fired, skipped_*, expired_stale, ...)",
+                        ["decision"])
+FIRE_LATENESS = Histogram("cronstream_fire_lateness_seconds",
+                          "From a slot's nominal time to the executor starting it",
+                          buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300))
+EXECUTIONS = Counter("cronstream_executions_total", "Executed slots by outcome", ["outcome"])
+CAMPAIGN_SENDS = Counter("cronstream_campaign_sends_total",
+                         "Campaign recipients by outcome (sent, suppressed, unknown, ...)",
+                         ["outcome"])
+SES_THROTTLES = Counter("cronstream_ses_throttles_total", "SES calls answered with throttling")
+RECONCILER_CATCHES = Counter("cronstream_reconciler_catches_total",
+                             "Slots the reconciler found undecided, by action", ["action"])
+REBALANCES = Counter("cronstream_rebalances_total", "Partition assignments this worker received")
+ASSIGNED = Gauge("cronstream_assigned_partitions", "Partitions of the jobs topic held")
+
+
+@dataclass
+class WorkerHealth:
+    """What ``/healthz`` and ``/readyz`` answer from; written by the worker's event loop."""
+
+    started: float = field(default_factory=time.monotonic)
+    last_tick: float | None = None
+    recovered: bool = False
+    partitions: list[int] = field(default_factory=list)
+
+    def tick(self) -> None:
+        self.last_tick = time.monotonic()
+
+    def live(self, now: float) -> tuple[bool, dict[str, Any]]:
+        seen = self.last_tick if self.last_tick is not None else self.started
+        stalled = now - seen
+        return stalled < STALL_S, {"loop_stalled_s": round(stalled, 1)}
+
+    def ready(self, now: float) -> tuple[bool, dict[str, Any]]:
+        live, detail = self.live(now)
+        ok = live and self.recovered and bool(self.partitions)
+        return ok, {**detail, "recovered": self.recovered, "partitions": self.partitions}
+
+
+def serve(health: WorkerHealth, host: str, port: int) -> ThreadingHTTPServer:
+    """Start the metrics/health server on a daemon thread; returns it (``shutdown()`` stops)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            path = self.path.split("?")[0]
+            if path == "/metrics":
+                self._send(200, generate_latest(), CONTENT_TYPE_LATEST)
+            elif path in ("/healthz", "/readyz"):
+                probe = health.live if path == "/healthz" else health.ready
+                ok, detail = probe(time.monotonic())
+                body = json.dumps({"status": "ok" if ok else "unavailable", **detail}).encode()
+                self._send(200 if ok else 503, body, "application/json")
+            else:
+                self._send(404, b'{"detail":"not found"}', "application/json")
+
+        def _send(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - scrapes are noise
+            return
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
+    return server
