@@ -65,13 +65,19 @@ def _sink(args: argparse.Namespace) -> int:
 def _tenant(args: argparse.Namespace) -> int:
     import json
 
-    from streams import settings, tenants
+    from streams import settings, tenants, warmup
+    from streams.schedule import now_ms
 
+    try:
+        pools = dict(warmup.parse_plan(text, now_ms()) for text in args.ip_pool)
+    except ValueError as exc:
+        print(f"cronstream tenant create: --ip-pool: {exc}", file=sys.stderr)
+        return 2
     try:
         api_key = tenants.create(
             settings.load().bootstrap, args.name, allowed_targets=args.allow_target,
             max_jobs=args.max_jobs, min_interval_s=args.min_interval_s,
-            requests_per_s=args.requests_per_s)
+            requests_per_s=args.requests_per_s, ip_pools=pools)
     except ValueError as exc:
         print(f"cronstream tenant create: name: {exc}", file=sys.stderr)
         return 2
@@ -129,6 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--max-jobs", type=int, default=100_000)
     create.add_argument("--min-interval-s", type=int, default=1)
     create.add_argument("--requests-per-s", type=int, default=100)
+    create.add_argument("--ip-pool", action="append", default=[], metavar="NAME=INITIAL[:GROWTH[:MAX]]",
+                        help="a dedicated IP pool with a warm-up plan: INITIAL emails on day 0, "
+                        "times GROWTH (default 1.5) each UTC day, up to MAX (repeatable; "
+                        "re-running create restarts the warm-up)")
     create.add_argument("--json", action="store_true", help="print JSON for scripts")
     create.set_defaults(func=_tenant)
 

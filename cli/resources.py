@@ -113,21 +113,21 @@ def add_parsers(sub: Any) -> None:
     common.add_argument("--api-key", default=None, help="default: $CRONSTREAM_API_KEY")
     common.add_argument("--json", action="store_true", help="print JSON for scripts")
 
-    p = sub.add_parser("jobs", parents=[common], help="create (from YAML/JSON), list, pause, "
-                       "resume, trigger, runs, get, delete")
-    p.add_argument("action", choices=["create", "list", "get", "pause", "resume", "trigger",
-                                      "runs", "delete"])
-    p.add_argument("id", nargs="?", help="job id (all but create/list)")
-    p.add_argument("-f", "--file", default="-", help="create: YAML or JSON, one job or a list")
+    def resource(name: str, actions: list[str], id_help: str, file_help: str) -> Any:
+        p = sub.add_parser(name, parents=[common], help=", ".join(actions))
+        p.add_argument("action", choices=actions)
+        p.add_argument("id", nargs="?", help=id_help)
+        p.add_argument("-f", "--file", default="-", help=file_help)
+        return p
+
+    p = resource("jobs", ["create", "list", "get", "pause", "resume", "trigger", "runs", "delete"],
+                 "job id (all but create/list)", "create: YAML or JSON, one job or a list")
     p.add_argument("--limit", type=int, default=20, help="runs: how many (newest first)")
     p.set_defaults(func=jobs)
 
-    p = sub.add_parser("campaigns", parents=[common], help="create, upload, schedule, watch, "
-                       "get, pause, resume, cancel")
-    p.add_argument("action", choices=["create", "upload", "schedule", "watch", "get", "pause",
-                                      "resume", "cancel"])
-    p.add_argument("id", nargs="?", help="campaign id (all but create)")
-    p.add_argument("-f", "--file", default="-", help="create: YAML/JSON; upload: CSV or NDJSON")
+    p = resource("campaigns", ["create", "upload", "schedule", "watch", "get", "pause", "resume",
+                               "cancel"], "campaign id (all but create)",
+                 "create: YAML/JSON; upload: CSV or NDJSON")
     p.add_argument("--every-s", type=float, default=1.0, help="watch: refresh interval")
     p.add_argument("--timeout-s", type=float, default=None, help="watch: give up after (exit 1)")
     p.set_defaults(func=campaigns)

@@ -35,6 +35,8 @@ CAMPAIGN_SENDS = Counter("cronstream_campaign_sends_total",
 SES_THROTTLES = Counter("cronstream_ses_throttles_total", "SES calls answered with throttling")
 RECONCILER_CATCHES = Counter("cronstream_reconciler_catches_total",
                              "Slots the reconciler found undecided, by action", ["action"])
+FANOUT_FENCED = Counter("cronstream_fanout_fenced_total",
+                        "Chunks a walker did not send: the coordinator gave its partition away")
 REBALANCES = Counter("cronstream_rebalances_total", "Partition assignments this worker received")
 ASSIGNED = Gauge("cronstream_assigned_partitions", "Partitions of the jobs topic held")
 

@@ -89,6 +89,7 @@ class Stack:
         return self.s.run_dir / f"{name}.pid"
 
     def log(self, name: str) -> Path:
+        self.s.log_dir.mkdir(parents=True, exist_ok=True)  # a wiped .local/logs is re-made
         return self.s.log_dir / f"{name}.log"
 
     @property
@@ -395,7 +396,7 @@ class Stack:
 
     # -- whole stack ---------------------------------------------------------------------------
     def up(self, with_app: bool = True, workers: int = 1) -> None:
-        from streams.admin import ensure_topics
+        from streams.admin import ensure_topics, seed_group_offsets
 
         self.s.home.mkdir(parents=True, exist_ok=True)
         self.ensure_java_parts()
@@ -404,6 +405,8 @@ class Stack:
         created = ensure_topics(self.s.bootstrap)
         if created:
             say(f"created topics {', '.join(created)}")
+        if seed_group_offsets(self.s.bootstrap):
+            say("committed the log start of the workers' partitions (a new owner resumes there)")
         self.start_connect()
         self.register_sink()
         self.start_ses()

@@ -7,11 +7,12 @@ broker auto-creation, so partition counts and compaction are always what the top
 from __future__ import annotations
 
 import logging
+import time
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from streams.topology import APP_ID, TABLES, TOPICS, TopicSpec
+from streams.topology import APP_ID, PROCESSORS, TABLES, TOPICS, TopicSpec
 
 
 def changelog_topics() -> tuple[TopicSpec, ...]:
@@ -48,3 +49,63 @@ def ensure_topics(bootstrap: str, topics: tuple[TopicSpec, ...] | None = None,
                 raise
     log.info("created topics %s", created)
     return created
+
+
+RETRIABLE = (KafkaError._TIMED_OUT, KafkaError.COORDINATOR_NOT_AVAILABLE,
+             KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NOT_COORDINATOR,
+             KafkaError._TRANSPORT)
+
+
+def agent_topics() -> tuple[str, ...]:
+    return tuple(sorted({t.name for p in PROCESSORS if p.kind == "agent" for t in p.consumes}))
+
+
+def seed_group_offsets(bootstrap: str, group: str = APP_ID, timeout_s: float = 120.0) -> int:
+    """``_seed_group_offsets``, retried while a new broker's group coordinator is still loading
+    (the first request to a fresh cluster's ``__consumer_offsets`` times out)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return _seed_group_offsets(bootstrap, group)
+        except KafkaException as exc:
+            if time.monotonic() > deadline:
+                raise
+            log.info("group %s: coordinator not ready (%s); retrying", group, exc)
+            time.sleep(2)
+
+
+def _seed_group_offsets(bootstrap: str, group: str, timeout_s: float = 15.0) -> int:
+    """Commit the log start for every partition the workers' group consumes but never committed.
+
+    Why: a worker process that takes over a partition without a committed offset was seen to
+    start at the partition's *end* (faust + aiokafka, despite ``auto_offset_reset=earliest``), so
+    a fan-out order written before its first owner died was never delivered again and the
+    campaign stalled. With a commit on every partition from the start, a new owner always
+    resumes from the last acknowledged record. Only an empty group accepts this (Kafka refuses
+    to move an active group's offsets), so ``stack up`` and each worker try it before joining;
+    returns the partitions seeded.
+    """
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                               request_timeout=timeout_s)[group].result()
+    committed = {(tp.topic, tp.partition) for tp in listed.topic_partitions if tp.offset >= 0}
+    metadata = admin.list_topics(timeout=timeout_s).topics
+    missing = [TopicPartition(name, p) for name in agent_topics() if name in metadata
+               for p in metadata[name].partitions if (name, p) not in committed]
+    if not missing:
+        return 0
+    starts = admin.list_offsets({tp: OffsetSpec.earliest() for tp in missing},
+                                request_timeout=timeout_s)
+    offsets = [TopicPartition(tp.topic, tp.partition, f.result().offset) for tp, f in starts.items()]
+    try:
+        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)],
+                                           request_timeout=timeout_s)[group].result()
+    except KafkaException as exc:
+        if exc.args[0].code() in RETRIABLE:
+            raise
+        # an active group: Kafka refuses, and its members hold these partitions already
+        log.info("group %s: %d partitions without a commit left to their owners (%s)", group,
+                 len(offsets), exc)
+        return 0
+    log.info("group %s: committed the log start of %d partitions", group, len(offsets))
+    return len(offsets)

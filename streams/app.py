@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,15 @@ from streams.topology import APP_ID, TableSpec, TopicSpec
 
 SETTINGS = settings.load()
 WORKER_ID = os.environ.get("CRONSTREAM_WORKER_ID") or f"{socket.gethostname()}-{os.getpid()}"
+# the consumer's client id, unique per process: the coordinator's answer to "who holds partition
+# p" names it, which is how a fan-out walker tells whether it is a zombie (streams.ownership)
+CLIENT_ID = f"cronstream-{WORKER_ID}-{uuid.uuid4().hex[:8]}"
 HEALTH = WorkerHealth()  # /healthz and /readyz of this worker (ops.metrics)
 
 app = faust.App(
     APP_ID,
     broker=f"kafka://{SETTINGS.bootstrap}",
+    broker_client_id=CLIENT_ID,
     store="rocksdb://",
     datadir=str(SETTINGS.home / "workers" / WORKER_ID),
     topic_partitions=int(os.environ.get("CRONSTREAM_PARTITIONS", "8")),
@@ -63,6 +68,7 @@ def main() -> None:
     from streams import admin, executor, fanout, scheduler  # noqa: F401  (agents register)
 
     admin.ensure_topics(SETTINGS.bootstrap)
+    admin.seed_group_offsets(SETTINGS.bootstrap)
     metrics.serve(HEALTH, os.environ.get("CRONSTREAM_WORKER_METRICS_HOST", "127.0.0.1"),
                   SETTINGS.worker_metrics_port)
     ready_file(WORKER_ID).unlink(missing_ok=True)

@@ -5,6 +5,10 @@ finds the writer schema from the record itself, with no schema registry (Conflue
 Maven Central). The Kafka Connect converter in ``connectors/avro-converter`` reads the same
 ``schemas/`` folder and the same fingerprints, so Python and the sink agree by construction.
 
+Older writer schemas live in ``schemas/history/`` (``<record>.<n>.avsc``): a record written with
+one is read into the current schema of the same name (Avro schema resolution: new fields take
+their defaults), so changing an ``.avsc`` does not make the records already in Kafka unreadable.
+
 Shared named types live in ``schemas/types/``; a topic schema names them (``io.cronstream.Target``)
 and this module expands the first reference inline, exactly as Avro's Java parser does, so the
 parsing canonical form (and hence the fingerprint) is the same on both sides.
@@ -85,13 +89,23 @@ class Codec:
             for doc in (json.loads(p.read_text()) for p in sorted((folder / "types").glob("*.avsc")))
         }
         self._by_name: dict[str, tuple[Any, bytes]] = {}
-        self._by_fingerprint: dict[bytes, Any] = {}
+        # fingerprint -> (writer schema, reader schema or None when the writer is current)
+        self._by_fingerprint: dict[bytes, tuple[Any, Any]] = {}
         for path in sorted(folder.glob("*.avsc")):
             expanded = _expand(json.loads(path.read_text()), types, set())
-            parsed = fastavro.parse_schema(expanded)
-            header = MAGIC + struct.pack("<Q", fingerprint64(to_parsing_canonical_form(parsed)))
+            parsed, header = self._parse(expanded)
             self._by_name[expanded["name"]] = (parsed, header)
-            self._by_fingerprint[header[2:]] = parsed
+            self._by_fingerprint[header[2:]] = (parsed, None)
+        for path in sorted((folder / "history").glob("*.avsc")):
+            expanded = _expand(json.loads(path.read_text()), types, set())
+            parsed, header = self._parse(expanded)
+            current = self._by_name[expanded["name"]][0]
+            self._by_fingerprint.setdefault(header[2:], (parsed, current))
+
+    @staticmethod
+    def _parse(expanded: dict[str, Any]) -> tuple[Any, bytes]:
+        parsed = fastavro.parse_schema(expanded)
+        return parsed, MAGIC + struct.pack("<Q", fingerprint64(to_parsing_canonical_form(parsed)))
 
     @property
     def names(self) -> list[str]:
@@ -110,11 +124,12 @@ class Codec:
     def decode(self, data: bytes) -> dict[str, Any]:
         if len(data) < HEADER_LEN or data[:2] != MAGIC:
             raise SchemaError("not an Avro single-object encoded record")
-        parsed = self._by_fingerprint.get(data[2:HEADER_LEN])
-        if parsed is None:
+        schemas = self._by_fingerprint.get(data[2:HEADER_LEN])
+        if schemas is None:
             raise SchemaError(f"unknown schema fingerprint {data[2:HEADER_LEN].hex()}")
+        writer, reader = schemas
         record: dict[str, Any] = fastavro.schemaless_reader(
-            io.BytesIO(data[HEADER_LEN:]), parsed, None, return_record_name=False
+            io.BytesIO(data[HEADER_LEN:]), writer, reader, return_record_name=False
         )
         return record
 

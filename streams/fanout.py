@@ -31,11 +31,13 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from ops import metrics
-from streams import retry, ses, unsubscribe
-from streams.app import SETTINGS, WORKER_ID, app, raw_table, raw_topic
+from streams import retry, ses, unsubscribe, warmup
+from streams.app import CLIENT_ID, HEALTH, SETTINGS, WORKER_ID, app, raw_table, raw_topic
 from streams.codec import codec
 from streams.emit import Emitter
+from streams.fair_share import FairGate
 from streams.ledger import recipient_entry
+from streams.ownership import GroupFence, Ownership, describe
 from streams.pacing import TokenBucket
 from streams.schedule import now_ms
 from streams.topology import (
@@ -43,10 +45,13 @@ from streams.topology import (
     CAMPAIGNS,
     FANOUT,
     LEDGER,
+    POOL_SENDS_TABLE,
     RECIPIENTS,
     SEND_CHUNKS_TABLE,
     SUPPRESSED_TABLE,
     SUPPRESSIONS,
+    TENANTS,
+    TopicSpec,
     partitions,
 )
 from streams.views import TopicView
@@ -62,18 +67,26 @@ fanout_topic = raw_topic(FANOUT)
 suppressions_topic = raw_topic(SUPPRESSIONS)
 send_chunks = raw_table(SEND_CHUNKS_TABLE)
 suppressed = raw_table(SUPPRESSED_TABLE)
+pool_sends = raw_table(POOL_SENDS_TABLE)
+
+
+class Fenced(Exception):
+    """This process no longer owns the partition it walks: a zombie must not send."""
 
 
 class Fanout:
     def __init__(self) -> None:
         self.applied: dict[int, int] = {}  # suppressions partition -> last applied offset
-        self._campaigns: TopicView | None = None
+        self._views: dict[str, TopicView] = {}
         self._emitter: Emitter | None = None
         self._pool = ThreadPoolExecutor(SEND_THREADS, thread_name_prefix="campaign-ses")
         self._ses: Any = None
         self._watermarks: Consumer | None = None
         self.walks: dict[tuple[str, int], asyncio.Future[None]] = {}
         self._view_lock = asyncio.Lock()
+        self.fence = GroupFence(lambda: describe(SETTINGS.bootstrap, APP_ID), CLIENT_ID)
+        self.gate = FairGate(ACCOUNT_RATE_PER_S,
+                             lambda: max(1, len(HEALTH.partitions)) / partitions())
 
     def start_walk(self, stream: Any, event: Any, order: dict[str, Any]) -> None:
         """One walker per (campaign, partition) in this process: a redelivered order (after a
@@ -95,16 +108,47 @@ class Fanout:
                 log.warning("campaign %s partition %d revoked: walker stopped", campaign_id, part)
                 task.cancel()
 
-    async def campaign(self, campaign_id: str) -> dict[str, Any] | None:
-        """The campaign as the campaigns topic has it. The view is started off the event loop:
-        catching up blocks for seconds, and a blocked loop misses heartbeats (a rebalance)."""
-        if self._campaigns is None:
+    async def _view(self, topic: TopicSpec) -> TopicView:
+        """A view of a small compacted topic, started off the event loop: catching up blocks for
+        seconds, and a blocked loop misses heartbeats (a rebalance)."""
+        if topic.name not in self._views:
             async with self._view_lock:
-                if self._campaigns is None:
-                    view = TopicView(SETTINGS.bootstrap, CAMPAIGNS)
+                if topic.name not in self._views:
+                    view = TopicView(SETTINGS.bootstrap, topic)
                     await asyncio.get_running_loop().run_in_executor(None, view.start)
-                    self._campaigns = view
-        return self._campaigns.get(campaign_id)
+                    self._views[topic.name] = view
+        return self._views[topic.name]
+
+    async def campaign(self, campaign_id: str) -> dict[str, Any] | None:
+        view = await self._view(CAMPAIGNS)
+        found = view.get(campaign_id)
+        if found is None:  # the view may lag (a broker restart): catch up before answering
+            await asyncio.get_running_loop().run_in_executor(None, view.wait_caught_up)
+            found = view.get(campaign_id)
+        return found
+
+    async def pool_quota(self, campaign: dict[str, Any], part: int, n: int,
+                         deadline: int) -> str | None:
+        """Reserve ``n`` sends of this partition's share of the campaign's IP pool's warm-up cap
+        for today (UTC), waiting for the next day while it is used up. None once reserved (or
+        when the pool has no warm-up plan); the reason to expire when the deadline comes first."""
+        tenant = (await self._view(TENANTS)).get(campaign["tenant"]) or {}
+        plan = tenant.get("ip_pools", {}).get(campaign["ip_pool"])
+        if plan is None:
+            return None
+        while True:
+            now = now_ms()
+            cap = warmup.daily_cap(plan, now)
+            slot = f"{campaign['tenant']}:{campaign['ip_pool']}:{warmup.utc_day(now)}:{part}"
+            used = int(pool_sends.get(slot.encode()) or 0)
+            if used + n <= warmup.partition_quota(cap, partitions(), part):
+                pool_sends[slot.encode()] = str(used + n).encode()
+                return None
+            if now >= deadline:
+                return (f"ip pool {campaign['ip_pool']} reached its warm-up cap of {cap} emails "
+                        "today before the deadline")
+            await asyncio.sleep(min(5.0, warmup.ms_until_next_day(now) / 1000,
+                                    max(0.05, (deadline - now) / 1000)))
 
     @property
     def emitter(self) -> Emitter:
@@ -157,6 +201,9 @@ class Fanout:
                 await self._walk_range(order, event.message.offset)
                 break
             except asyncio.CancelledError:
+                return
+            except Fenced as exc:
+                log.error("%s; walker stopped, order left unacknowledged", exc)
                 return
             except Exception:
                 failures += 1
@@ -260,11 +307,21 @@ class Fanout:
                 self._record(campaign, order, part, email, "suppressed", "address is suppressed")
             else:
                 allowed.append((email, variables))
+        if allowed and (reason := await self.pool_quota(campaign, part, len(allowed), deadline)):
+            for email, _ in allowed:
+                self._record(campaign, order, part, email, "expired_stale", reason)
+            allowed = []
         if allowed:
             while not bucket.take(asyncio.get_running_loop().time(), len(allowed)):
                 await asyncio.sleep(bucket.wait_s(asyncio.get_running_loop().time(), len(allowed)))
+            await self.gate.acquire(tenant, len(allowed))  # the account's rate, tenants in turn
             send_chunks[key] = INTENT
             await app.producer.flush()  # the intent is durable before anything can leave
+            if await self.fence.check(FANOUT.name, part) is Ownership.NOT_OWNED:
+                metrics.FANOUT_FENCED.inc()
+                raise Fenced(f"campaign {campaign['campaign_id']} chunk {key.decode()} partition "
+                             f"{part}: the coordinator gave the partition to another worker; "
+                             "not sent (its new owner resolves the chunk)")
             await self._send(campaign, order, part, allowed, deadline)
         await self._finish(key)
 

@@ -33,3 +33,11 @@ class TokenBucket:
         """How long until ``n`` tokens are there."""
         self._refill(now_s)
         return 0.0 if self.tokens >= n else (n - self.tokens) / self.rate_per_s
+
+
+def next_tenant(waiting: list[str], last: str | None) -> str:
+    """Round-robin: the first waiting tenant after ``last`` in name order (wrapping). Pure."""
+    ordered = sorted(waiting)
+    if last is None:
+        return ordered[0]
+    return next((t for t in ordered if t > last), ordered[0])

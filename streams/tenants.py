@@ -18,7 +18,8 @@ def key_hash(api_key: str) -> str:
 
 
 def new_tenant(name: str, allowed_targets: list[str] | None = None, max_jobs: int = 100_000,
-               min_interval_s: int = 1, requests_per_s: int = 100) -> tuple[dict[str, Any], str]:
+               min_interval_s: int = 1, requests_per_s: int = 100,
+               ip_pools: dict[str, dict[str, Any]] | None = None) -> tuple[dict[str, Any], str]:
     """A Tenant record (schemas/tenant.avsc) and the API key that authenticates as it."""
     if not NAME.match(name):
         raise ValueError("tenant name must be 2-40 characters: lowercase letters, digits, '-', "
@@ -28,7 +29,7 @@ def new_tenant(name: str, allowed_targets: list[str] | None = None, max_jobs: in
         "tenant": name, "key_sha256": key_hash(api_key),
         "allowed_targets": list(allowed_targets or []), "max_jobs": max_jobs,
         "min_interval_s": min_interval_s, "requests_per_s": requests_per_s,
-        "created_ms": now_ms(),
+        "ip_pools": dict(ip_pools or {}), "created_ms": now_ms(),
     }
     return record, api_key
 

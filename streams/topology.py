@@ -116,7 +116,14 @@ SUPPRESSED_TABLE = TableSpec(
     doc="Opt-outs of this worker's recipient partitions, checked at the send step.",
 )
 
-TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, DONE_TABLE, SEND_CHUNKS_TABLE, SUPPRESSED_TABLE)
+POOL_SENDS_TABLE = TableSpec(
+    name="pool-sends", source=FANOUT, key="tenant:ip_pool:utc_day:partition",
+    doc="Emails a recipient partition sent through a warm-up IP pool on a UTC day, against its "
+        "share of the pool's daily cap (streams.warmup).",
+)
+
+TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, DONE_TABLE, SEND_CHUNKS_TABLE, SUPPRESSED_TABLE,
+                                 POOL_SENDS_TABLE)
 
 APP_ID = "cronstream"
 LEDGER_SINK_TABLE = "ledger"
@@ -184,8 +191,8 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
     ),
     ProcessorSpec(
         "walk_recipients", "agent", "streams.fanout", consumes=(FANOUT,),
-        produces=(LEDGER,), tables=(SEND_CHUNKS_TABLE, SUPPRESSED_TABLE),
-        reads=(RECIPIENTS, CAMPAIGNS),
+        produces=(LEDGER,), tables=(SEND_CHUNKS_TABLE, SUPPRESSED_TABLE, POOL_SENDS_TABLE),
+        reads=(RECIPIENTS, CAMPAIGNS, TENANTS),
         doc="Walks one recipient partition per order: suppress, pace, send via SES, record.",
     ),
     ProcessorSpec(

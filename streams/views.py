@@ -22,6 +22,9 @@ from streams.topology import TopicSpec
 
 log = logging.getLogger(__name__)
 
+WATCHDOG_S = 5.0  # how often a view compares its positions with the partitions' ends
+STUCK_S = 10.0  # behind for this long without reading a record: reconnect
+
 
 class TopicView:
     def __init__(self, bootstrap: str, topic: TopicSpec,
@@ -32,13 +35,16 @@ class TopicView:
         self._on_change = on_change
         self._stop = threading.Event()
         self._ready = threading.Event()
+        self.positions: dict[int, int] = {}  # next offset to read, per partition
+        self._seen_positions: dict[int, int] = {}
         self._failure: BaseException | None = None
-        self._consumer = Consumer({
+        self._config = {
             "bootstrap.servers": bootstrap,
             "group.id": f"cronstream-view-{uuid.uuid4()}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
-        })
+        }
+        self._consumer = Consumer(self._config)
         self._thread = threading.Thread(target=self._run, name=f"view-{topic.name}", daemon=True)
 
     def start(self, timeout_s: float = 60.0) -> TopicView:
@@ -62,6 +68,20 @@ class TopicView:
     def values(self) -> list[dict[str, Any]]:
         with self._lock:
             return list(self._data.values())
+
+    def wait_caught_up(self, timeout_s: float = 15.0) -> bool:
+        """Block until the view has read every record written so far (False on timeout): a key
+        missing from a view that lags is not yet a key that does not exist."""
+        highs = {}
+        for p in list(self.positions) or self._partitions():
+            highs[p] = self._consumer.get_watermark_offsets(TopicPartition(self.topic.name, p),
+                                                           timeout=5, cached=False)[1]
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if all(self.positions.get(p, 0) >= high for p, high in highs.items() if high > 0):
+                return True
+            time.sleep(0.05)
+        return False
 
     def put(self, key: str, value: dict[str, Any] | None) -> None:
         """Apply a write this process just made (the topic will deliver it again, harmlessly)."""
@@ -98,12 +118,19 @@ class TopicView:
         parts = self._partitions()
         self._consumer.assign([TopicPartition(self.topic.name, p, OFFSET_BEGINNING) for p in parts])
         at_end: set[int] = set()
+        next_check = time.monotonic() + WATCHDOG_S
+        stuck_since: float | None = None
         while not self._stop.is_set():
+            if time.monotonic() > next_check:
+                next_check = time.monotonic() + WATCHDOG_S
+                stuck_since = self._watchdog(parts, stuck_since)
             msg = self._consumer.poll(0.2)
             if msg is None:
                 continue
             if msg.error():
                 if msg.error().code() == msg.error()._PARTITION_EOF:
+                    self.positions[msg.partition()] = max(self.positions.get(msg.partition(), 0),
+                                                          msg.offset())
                     at_end.add(msg.partition())
                     if len(at_end) == len(parts):
                         self._ready.set()
@@ -111,6 +138,7 @@ class TopicView:
                     log.warning("view %s: %s", self.topic.name, msg.error())
                     time.sleep(0.5)
                 continue
+            self.positions[msg.partition()] = msg.offset() + 1
             key = msg.key().decode() if msg.key() else ""
             try:
                 value = codec().decode(msg.value()) if msg.value() is not None else None
@@ -120,3 +148,34 @@ class TopicView:
                 continue
             self.put(key, value)
         self._consumer.close()
+
+    def _watchdog(self, parts: list[int], stuck_since: float | None) -> float | None:
+        """Re-create the consumer if it sits behind the end of a partition without reading.
+
+        Seen after a broker restart: the consumer of an assigned (group-less) partition polled
+        nothing for minutes while records arrived, so a worker did not see a new campaign.
+        Returns since when the view has been stuck (None when it is not)."""
+        behind = []
+        for p in parts:
+            try:
+                high = self._consumer.get_watermark_offsets(TopicPartition(self.topic.name, p),
+                                                            timeout=5, cached=False)[1]
+            except Exception:  # noqa: BLE001 - a broker away: nothing to judge yet
+                return stuck_since
+            if self.positions.get(p, 0) < high:
+                behind.append(p)
+        if not behind:
+            return None
+        now = time.monotonic()
+        if stuck_since is None or self.positions != self._seen_positions:
+            self._seen_positions = dict(self.positions)  # reading, however slowly: not stuck
+            return now
+        if now - stuck_since < STUCK_S:
+            return stuck_since
+        log.warning("view %s: partitions %s behind their end for %.0fs; reconnecting",
+                    self.topic.name, behind, now - stuck_since)
+        self._consumer.close()
+        self._consumer = Consumer(self._config)
+        self._consumer.assign([TopicPartition(self.topic.name, p, self.positions.get(p, 0))
+                               for p in parts])
+        return None

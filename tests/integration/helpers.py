@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -41,13 +43,26 @@ def wait_for(probe: Callable[[], Any], timeout_s: float = 60, every_s: float = 0
 
 
 def worker_trouble(stack, lines: int = 40) -> str:
-    """The last warnings and errors of every worker's log."""
+    """The last warnings and errors of every worker's log, and (py-spy) what each running worker
+    is doing right now: enough to read a CI failure without its machine."""
+    import shutil
+    import subprocess
+
+    from stack import processes
+
     out = []
     for log in sorted(stack.s.home.joinpath("logs").glob("worker-*.log")):
         bad = [line.rstrip() for line in log.open(errors="replace")
                if "[WARNING]" in line or "[ERROR]" in line or "Traceback" in line]
         out.append(f"--- {log.name}: last {lines} of {len(bad)} warnings/errors")
         out.extend(line[:300] for line in bad[-lines:])
+        pid = processes.alive(stack.pidfile(log.stem))
+        beside = Path(sys.executable).with_name("py-spy")
+        spy = str(beside) if beside.exists() else shutil.which("py-spy")
+        if pid and spy:
+            dump = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True,
+                                  text=True, timeout=30)
+            out.append(f"--- {log.stem} threads now:\n{dump.stdout[-6000:]}")
     return "\n".join(out)
 
 

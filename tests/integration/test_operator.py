@@ -263,3 +263,14 @@ def test_replay_of_fanout_sends_nothing_again_and_watch_shows_it_done(stack, api
     assert stack.ses_log.read_text().count(subject) == lines == 300
     assert metric(worker_metrics(stack), "cronstream_campaign_sends_total") == sends
     assert Counter(outcomes(stack, created["id"]).values()) == before
+
+
+def test_every_partition_the_workers_consume_has_a_committed_offset(stack):
+    """A new owner of a partition resumes from the group's commit; without one it was seen to
+    start at the end and never deliver an order written before its first owner died."""
+    from streams.admin import agent_topics
+
+    rows = lag.read(stack.s.bootstrap, [APP_ID])
+    for topic in agent_topics():
+        parts = [r for r in rows if r.topic == topic]
+        assert parts and all(r.committed is not None for r in parts), (topic, parts)

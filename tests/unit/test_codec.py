@@ -59,3 +59,26 @@ def test_foreign_bytes_are_rejected(data):
 
 def test_a_second_codec_reads_what_the_first_wrote():
     assert Codec().decode(codec().encode("Job", _job()))["job_id"] == "j1"
+
+
+def test_records_written_with_an_older_schema_are_read_into_the_current_one():
+    """schemas/history/tenant.1.avsc predates ip_pools: such records still decode, with the
+    new field's default, instead of becoming unreadable when the schema changed."""
+    import io
+    import json
+    import struct
+
+    import fastavro
+    from fastavro.schema import to_parsing_canonical_form
+
+    from streams.codec import MAGIC, SCHEMAS_DIR, codec, fingerprint64
+
+    old = fastavro.parse_schema(json.loads((SCHEMAS_DIR / "history" / "tenant.1.avsc").read_text()))
+    buf = io.BytesIO()
+    buf.write(MAGIC + struct.pack("<Q", fingerprint64(to_parsing_canonical_form(old))))
+    fastavro.schemaless_writer(buf, old, {"tenant": "acme", "key_sha256": "ab", "allowed_targets": [],
+                                          "max_jobs": 5, "min_interval_s": 1, "requests_per_s": 9,
+                                          "created_ms": 1})
+    record = codec().decode(buf.getvalue())
+    assert record["tenant"] == "acme" and record["ip_pools"] == {}
+    assert buf.getvalue()[2:10] != codec().fingerprint("Tenant")  # it really was another schema

@@ -1,0 +1,107 @@
+"""Send-time fencing for fan-out walkers: "does the group coordinator say I own this partition?"
+
+A worker paused past its session timeout (SIGSTOP, a long GC, a frozen VM) wakes up believing it
+still owns its partitions; until its next heartbeat tells it otherwise, its walkers would go on
+sending chunks the new owner may already have sent. So a walker, after its chunk's intent is
+durable and before SES is called, asks the coordinator (``DescribeConsumerGroups``) for the
+group's current assignment. Only a stable group that assigns the partition to this process's
+client id lets the send go. Order matters: intent → flush → fence → send. A zombie stopped
+anywhere before the fence finds itself fenced; one stopped after it finds its intent resolved
+``unknown`` by the new owner, which then never re-sends that chunk.
+
+Checks are shared: every walker waiting on a fence joins the next ``DescribeConsumerGroups`` round
+that *starts after* its intent was flushed, so hundreds of walkers cost one request per round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka.admin import AdminClient
+
+log = logging.getLogger(__name__)
+
+
+class Ownership(enum.Enum):
+    OWNED = "owned"
+    NOT_OWNED = "not_owned"  # another member holds it: this process is a zombie for it
+    UNSETTLED = "unsettled"  # the group is rebalancing: ask again shortly
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """What the coordinator answered: group state and, per client id, the (topic, partition)s."""
+
+    state: str
+    held: dict[str, frozenset[tuple[str, int]]]
+
+
+def ownership(assignment: Assignment, client_id: str, topic: str, partition: int) -> Ownership:
+    """Pure decision on one coordinator answer."""
+    if assignment.state != "STABLE":
+        return Ownership.UNSETTLED
+    if (topic, partition) in assignment.held.get(client_id, frozenset()):
+        return Ownership.OWNED
+    if any((topic, partition) in tps for tps in assignment.held.values()):
+        return Ownership.NOT_OWNED
+    return Ownership.UNSETTLED  # nobody holds it yet: assignment still being handed out
+
+
+def describe(bootstrap: str, group: str, timeout_s: float = 10.0) -> Assignment:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    described = admin.describe_consumer_groups([group], request_timeout=timeout_s)[group].result()
+    held: dict[str, set[tuple[str, int]]] = {}
+    for member in described.members:
+        tps = member.assignment.topic_partitions if member.assignment else []
+        held.setdefault(member.client_id, set()).update((tp.topic, tp.partition) for tp in tps)
+    return Assignment(str(described.state).rsplit(".", 1)[-1],
+                      {k: frozenset(v) for k, v in held.items()})
+
+
+class GroupFence:
+    """Shared rounds of ``describe``; ``check`` waits out rebalances and coordinator outages
+    (nothing has been sent while it waits, so waiting is always safe)."""
+
+    def __init__(self, fetch: Callable[[], Assignment], client_id: str, retry_s: float = 0.5,
+                 warn_every_s: float = 60.0) -> None:
+        self.fetch, self.client_id = fetch, client_id
+        self.retry_s, self.warn_every_s = retry_s, warn_every_s
+        self._round: asyncio.Future[Assignment] | None = None
+        self._round_started = -1.0
+
+    async def _fresh(self) -> Assignment:
+        """An answer from a round that started after this call."""
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
+        while True:
+            current = self._round
+            if current is not None and self._round_started >= asked:
+                return await asyncio.shield(current)
+            if current is not None and not current.done():
+                await asyncio.wait([current])  # a round begun before we asked: wait it out
+                continue
+            self._round_started = loop.time()
+            self._round = loop.run_in_executor(None, self.fetch)
+
+    async def check(self, topic: str, partition: int) -> Ownership:
+        """OWNED or NOT_OWNED, once the group is settled."""
+        loop = asyncio.get_running_loop()
+        started = warned = loop.time()
+        while True:
+            try:
+                verdict = ownership(await self._fresh(), self.client_id, topic, partition)
+            except Exception as exc:  # noqa: BLE001 - a failed describe fences nothing: retry
+                log.warning("ownership of %s[%d]: coordinator not answering (%s)", topic,
+                            partition, exc)
+                verdict = Ownership.UNSETTLED
+            if verdict is not Ownership.UNSETTLED:
+                return verdict
+            if loop.time() - warned > self.warn_every_s:
+                warned = loop.time()
+                log.warning("ownership of %s[%d] unsettled for %.0fs; sends wait", topic,
+                            partition, warned - started)
+            await asyncio.sleep(self.retry_s)

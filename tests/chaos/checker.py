@@ -1,0 +1,124 @@
+"""The checker of the fault-injection suite: reads what the system and its neighbours recorded and
+lists every violation of the two promises, Jepsen-style (a history checked by a program).
+
+- every recipient of a campaign has exactly one terminal outcome;
+- no address got the campaign twice (the local SES server's own log of what it accepted);
+- the Postgres ledger equals the Kafka ledger (the sink lost or invented nothing);
+- every nominal slot of a job in a window has exactly one decision, and the webhook receiver saw
+  no fire id more often than the at-least-once contract allows.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from typing import Any
+
+import psycopg
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from streams import schedule
+from streams.codec import codec
+from streams.topology import LEDGER
+
+TERMINAL = {"sent", "suppressed", "expired_stale", "failed", "unknown", "cancelled"}
+
+
+def kafka_ledger(bootstrap: str, key_prefix: str) -> dict[str, dict[str, Any]]:
+    """Newest ledger value per key starting with ``key_prefix``, read from the topic itself."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"checker-{uuid.uuid4()}",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    parts = list(consumer.list_topics(LEDGER.name, timeout=10).topics[LEDGER.name].partitions)
+    consumer.assign([TopicPartition(LEDGER.name, p, OFFSET_BEGINNING) for p in parts])
+    prefix, found, ended = key_prefix.encode(), {}, set()
+    try:
+        while len(ended) < len(parts):
+            for msg in consumer.consume(5000, 5.0):
+                if msg.error():
+                    ended.add(msg.partition())
+                elif msg.key().startswith(prefix):
+                    found[msg.key().decode()] = codec().decode(msg.value())
+    finally:
+        consumer.close()
+    return found
+
+
+def pg_campaign(stack, campaign_id: str) -> dict[str, str]:
+    with psycopg.connect(stack.s.pg_dsn) as conn:
+        rows = conn.execute("SELECT email, outcome FROM ledger WHERE kind = 'campaign' AND "
+                            "campaign_id = %s", (campaign_id,)).fetchall()
+    return dict(rows)
+
+
+def ses_sends(stack, subject: str) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    if stack.ses_log.exists():
+        with stack.ses_log.open() as log:
+            for line in log:
+                mail = json.loads(line)
+                if mail["subject"] == subject:
+                    counts[mail["to"]] += 1
+    return counts
+
+
+def campaign_violations(stack, campaign_id: str, subject: str, emails: list[str]) -> list[str]:
+    """Everything wrong with one finished campaign; empty when both promises held."""
+    problems = []
+    pg = pg_campaign(stack, campaign_id)
+    for email in emails:
+        outcome = pg.get(email)
+        if outcome is None:
+            problems.append(f"{email}: no outcome")
+        elif outcome not in TERMINAL:
+            problems.append(f"{email}: outcome {outcome!r} is not terminal")
+    extra = set(pg) - set(emails)
+    if extra:
+        problems.append(f"{len(extra)} outcomes for addresses not uploaded, e.g. {sorted(extra)[:3]}")
+    sends = ses_sends(stack, subject)
+    twice = {a: n for a, n in sends.items() if n > 1}
+    if twice:
+        problems.append(f"{len(twice)} addresses mailed more than once, e.g. {list(twice.items())[:3]}")
+    sent = {e for e, o in pg.items() if o == "sent"}
+    unknown = {e for e, o in pg.items() if o == "unknown"}
+    if not sent <= set(sends):
+        problems.append(f"{len(sent - set(sends))} recorded sent but never reached SES")
+    if not set(sends) <= sent | unknown:
+        problems.append(f"{len(set(sends) - sent - unknown)} reached SES but are recorded as "
+                        "neither sent nor unknown")
+    kafka = {k.split(":", 1)[1]: v["outcome"] for k, v in
+             kafka_ledger(stack.s.bootstrap, f"{campaign_id}:").items()}
+    if kafka != pg:
+        diff = {e for e in set(kafka) | set(pg) if kafka.get(e) != pg.get(e)}
+        problems.append(f"Postgres and Kafka ledgers differ on {len(diff)} addresses, e.g. "
+                        f"{[(e, kafka.get(e), pg.get(e)) for e in sorted(diff)[:3]]}")
+    return problems
+
+
+def every_second(start_ms: int, end_ms: int) -> list[int]:
+    """The nominal slots of a ``* * * * * *`` job in [start, end]."""
+    first = (start_ms + 999) // 1000 * 1000
+    return list(range(first, end_ms + 1, 1000))
+
+
+def slot_violations(stack, job_id: str, slots_ms: list[int], receiver_fires: list[str],
+                    allowed_repeats: set[str] | None = None) -> list[str]:
+    """Every nominal slot decided exactly once, the same in Postgres and Kafka; a fire id
+    delivered twice only if listed in ``allowed_repeats`` (in flight at a kill)."""
+    problems = []
+    expected = {schedule.fire_id(job_id, s) for s in slots_ms}
+    with psycopg.connect(stack.s.pg_dsn) as conn:
+        rows = conn.execute("SELECT fire_id, decision, outcome FROM ledger WHERE kind = 'job' AND "
+                            "job_id = %s", (job_id,)).fetchall()
+    pg = {r[0]: (r[1], r[2]) for r in rows}
+    missing = sorted(expected - set(pg))
+    if missing:
+        problems.append(f"{len(missing)} slots without a decision, e.g. {missing[:3]}")
+    kafka = {k: (v["decision"], v["outcome"])
+             for k, v in kafka_ledger(stack.s.bootstrap, f"{job_id}@").items()}
+    if {k: pg.get(k) for k in kafka} != kafka:
+        problems.append("Postgres and Kafka ledgers differ for the job's slots")
+    repeats = {f for f, n in Counter(receiver_fires).items() if n > 1} - (allowed_repeats or set())
+    if repeats:
+        problems.append(f"{len(repeats)} fire ids delivered twice, e.g. {sorted(repeats)[:3]}")
+    return problems

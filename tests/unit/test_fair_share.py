@@ -1,0 +1,56 @@
+"""The account rate shared across tenants (streams.fair_share, streams.pacing.next_tenant)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from streams.fair_share import FairGate
+from streams.pacing import next_tenant
+
+
+def test_rotation_is_round_robin_in_name_order():
+    assert next_tenant(["b", "a", "c"], None) == "a"
+    assert next_tenant(["b", "a", "c"], "a") == "b"
+    assert next_tenant(["b", "a", "c"], "c") == "a"
+    assert next_tenant(["a", "c"], "b") == "c"  # b left the queue: its successor is next
+
+
+def test_a_big_tenant_does_not_take_the_small_tenants_turns():
+    async def scenario() -> FairGate:
+        gate = FairGate(account_rate_per_s=20_000, share=lambda: 1.0)
+        big = [gate.acquire("big", 50) for _ in range(60)]  # queued first, and many
+        small = [gate.acquire("small", 50) for _ in range(10)]
+        await asyncio.gather(*big, *small)
+        return gate
+
+    gate = asyncio.run(scenario())
+    first_twenty = gate.granted[:20]
+    assert first_twenty.count("small") == 10, first_twenty  # alternating while both wait
+    assert gate.granted[20:] == ["big"] * 50
+
+
+def test_the_account_rate_holds_and_scales_with_the_partitions_held():
+    async def timed(share: float) -> float:
+        gate = FairGate(account_rate_per_s=4000, share=lambda: share)
+        began = time.monotonic()
+        await asyncio.gather(*(gate.acquire(f"t{i % 3}", 50) for i in range(40)))  # 2000 tokens
+        return time.monotonic() - began
+
+    whole, half = asyncio.run(timed(1.0)), asyncio.run(timed(0.5))
+    assert whole > 0.35  # 2000 tokens at 4000/s, minus the initial burst of 400: never faster
+    assert half > 0.8 and half > 1.5 * whole  # half the partitions held: half the account rate
+
+
+def test_a_cancelled_waiter_is_skipped():
+    async def scenario() -> list[str]:
+        gate = FairGate(account_rate_per_s=1000, share=lambda: 1.0)
+        waiter = asyncio.ensure_future(gate.acquire("gone", 500))
+        await asyncio.sleep(0)
+        keep = asyncio.ensure_future(gate.acquire("kept", 50))
+        await asyncio.sleep(0)
+        waiter.cancel()
+        await keep
+        return gate.granted
+
+    assert "kept" in asyncio.run(scenario())

@@ -1,0 +1,68 @@
+"""Send-time fencing decisions (streams.ownership), without a broker."""
+
+from __future__ import annotations
+
+import asyncio
+
+from streams.ownership import Assignment, GroupFence, Ownership, ownership
+
+T = "cronstream.fanout"
+
+
+def test_only_a_stable_group_that_gives_me_the_partition_lets_me_send():
+    mine = Assignment("STABLE", {"me": frozenset({(T, 1)}), "other": frozenset({(T, 2)})})
+    assert ownership(mine, "me", T, 1) is Ownership.OWNED
+    assert ownership(mine, "me", T, 2) is Ownership.NOT_OWNED  # a zombie for partition 2
+    assert ownership(mine, "me", T, 3) is Ownership.UNSETTLED  # nobody holds it yet
+    rebalancing = Assignment("PREPARING_REBALANCE", mine.held)
+    assert ownership(rebalancing, "me", T, 1) is Ownership.UNSETTLED
+    assert ownership(Assignment("STABLE", {}), "me", T, 1) is Ownership.UNSETTLED
+
+
+def test_fence_waits_out_a_rebalance_and_shares_rounds():
+    answers = [Assignment("COMPLETING_REBALANCE", {}),
+               Assignment("STABLE", {"me": frozenset({(T, 0), (T, 1)})})]
+    calls = []
+
+    def fetch() -> Assignment:
+        calls.append(1)
+        return answers[min(len(calls), len(answers)) - 1]
+
+    async def scenario() -> list[Ownership]:
+        fence = GroupFence(fetch, "me", retry_s=0.01)
+        return list(await asyncio.gather(*(fence.check(T, p % 2) for p in range(20))))
+
+    verdicts = asyncio.run(scenario())
+    assert verdicts == [Ownership.OWNED] * 20
+    assert len(calls) <= 4, "twenty walkers should share describe rounds"
+
+
+def test_fence_answers_from_a_round_begun_after_the_question():
+    """An answer fetched before a walker's intent was durable must not fence its send."""
+    state = {"held": frozenset({(T, 0)})}
+
+    def fetch() -> Assignment:
+        return Assignment("STABLE", {"me": state["held"], "other": frozenset({(T, 5)})})
+
+    async def scenario() -> tuple[Ownership, Ownership]:
+        fence = GroupFence(fetch, "me", retry_s=0.01)
+        first = await fence.check(T, 0)
+        state["held"] = frozenset()  # the coordinator gave partition 0 away meanwhile
+        state_other = Assignment("STABLE", {"other": frozenset({(T, 0)})})
+        fence.fetch = lambda: state_other
+        return first, await fence.check(T, 0)
+
+    assert asyncio.run(scenario()) == (Ownership.OWNED, Ownership.NOT_OWNED)
+
+
+def test_a_failing_coordinator_is_retried_not_treated_as_ownership():
+    attempts = []
+
+    def fetch() -> Assignment:
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise RuntimeError("coordinator not available")
+        return Assignment("STABLE", {"me": frozenset({(T, 4)})})
+
+    assert asyncio.run(GroupFence(fetch, "me", retry_s=0.01).check(T, 4)) is Ownership.OWNED
+    assert len(attempts) == 3
