@@ -16,6 +16,8 @@ from typing import Any
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from streams.admin import client as admin_client
+
 # consumers that never commit: the API's and workers' topic views, fan-out walkers
 EPHEMERAL_PREFIXES = ("cronstream-view-", "fanout-", "cronstream-lag-")
 
@@ -59,7 +61,7 @@ def groups(admin: AdminClient, timeout_s: float = 10.0) -> list[str]:
 def read(bootstrap: str, only: list[str] | None = None, timeout_s: float = 10.0
          ) -> list[PartitionLag]:
     """Lag of every partition of ``only`` (default: every non-ephemeral group)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = admin_client(bootstrap)
     names = only or groups(admin, timeout_s)
     if not names:
         return []

@@ -6,6 +6,7 @@ broker auto-creation, so partition counts and compaction are always what the top
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
@@ -26,11 +27,20 @@ def changelog_topics() -> tuple[TopicSpec, ...]:
 log = logging.getLogger(__name__)
 
 
+@functools.cache
+def client(bootstrap: str) -> AdminClient:
+    """The process's one AdminClient per cluster. Why not one per call: librdkafka aborts the
+    process (``rd_kafka_enq_once_del_source_return: Assertion `eonce->refcnt > 0'``) when an
+    AdminClient is destroyed while a request of it is still pending, which a per-call client
+    does whenever a broker is down — seen killing a worker during a broker restart."""
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
 def ensure_topics(bootstrap: str, topics: tuple[TopicSpec, ...] | None = None,
                   timeout_s: float = 30.0) -> list[str]:
     """Create the missing topics; returns the names created. Raises if the broker refuses."""
     topics = topics if topics is not None else TOPICS + changelog_topics()
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = client(bootstrap)
     existing = set(admin.list_topics(timeout=timeout_s).topics)
     wanted = [
         NewTopic(t.name, num_partitions=t.partitions, replication_factor=1, config=t.configs())
@@ -85,7 +95,7 @@ def _seed_group_offsets(bootstrap: str, group: str, timeout_s: float = 15.0) -> 
     to move an active group's offsets), so ``stack up`` and each worker try it before joining;
     returns the partitions seeded.
     """
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = client(bootstrap)
     listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
                                                request_timeout=timeout_s)[group].result()
     committed = {(tp.topic, tp.partition) for tp in listed.topic_partitions if tp.offset >= 0}

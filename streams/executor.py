@@ -81,9 +81,13 @@ class Executor:
             self._ses = ses.client()
         return self._ses
 
-    def allowed_targets(self, tenant: str) -> list[str]:
+    async def allowed_targets(self, tenant: str) -> list[str]:
+        """The tenant's SSRF allow-list. The view starts off the event loop: catching up blocks
+        for seconds, and a blocked loop misses heartbeats."""
         if self._tenants is None:
-            self._tenants = TopicView(SETTINGS.bootstrap, TENANTS).start()
+            view = TopicView(SETTINGS.bootstrap, TENANTS)
+            await asyncio.get_running_loop().run_in_executor(None, view.start)
+            self._tenants = self._tenants or view
         record = self._tenants.get(tenant)
         return list(record["allowed_targets"]) if record else []
 
@@ -178,7 +182,7 @@ class Executor:
                 result = await asyncio.to_thread(targets.send_email, self.ses, fired)
             else:
                 result = await targets.call_webhook(self.client, fired,
-                                                    self.allowed_targets(fired["tenant"]))
+                                                    await self.allowed_targets(fired["tenant"]))
             if result.ok or result.final or not retry.retryable(result.status_code):
                 return result, attempt
             if attempt < max_attempts:

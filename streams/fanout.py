@@ -28,7 +28,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ops import metrics
 from streams import retry, ses, unsubscribe, warmup
@@ -169,8 +169,15 @@ class Fanout:
             self._watermarks = Consumer({"bootstrap.servers": SETTINGS.bootstrap,
                                          "group.id": APP_ID, "enable.auto.commit": False})
         tp = TopicPartition(SUPPRESSIONS.name, partition)
-        high = self._watermarks.get_watermark_offsets(tp, timeout=10)[1]
-        committed = self._watermarks.committed([tp], timeout=10)[0].offset
+        try:
+            high = self._watermarks.get_watermark_offsets(tp, timeout=10)[1]
+            committed = self._watermarks.committed([tp], timeout=10)[0].offset
+        except KafkaException:
+            # after a broker restart this client was seen answering "unknown partition" for
+            # good: drop it (threads still using it keep it alive until they return), the
+            # walker retries with a new one
+            self._watermarks = None
+            raise
         return int(high), int(committed)
 
     async def suppressions_caught_up(self, partition: int) -> None:
@@ -365,11 +372,18 @@ class Fanout:
 
     async def fan_out(self, fired: dict[str, Any]) -> tuple[bool, str]:
         """The campaign controller: one order per recipient partition holding the upload."""
+        # the API wrote the campaign's final record just before the job: read up to it (a view
+        # that lags once fanned a campaign out to the zero partitions of its pre-upload record)
+        view = await self._view(CAMPAIGNS)
+        await asyncio.get_running_loop().run_in_executor(None, view.wait_caught_up)
         campaign = await self.campaign(fired["target"]["campaign_id"] or "")
         if campaign is None:
             return False, f"campaign {fired['target']['campaign_id']} not found"
         if campaign["status"] in ("cancelled", "aborted"):
             return False, f"campaign is {campaign['status']}"
+        if campaign["recipients"] and not campaign["upload_ranges"]:
+            return False, (f"campaign {campaign['campaign_id']} has {campaign['recipients']} "
+                           "recipients but no upload ranges in this worker's view yet")
         for span in campaign["upload_ranges"]:
             order = {"campaign_id": campaign["campaign_id"], "tenant": campaign["tenant"],
                      "fire_id": fired["fire_id"], "partition": span["partition"],

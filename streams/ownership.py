@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from confluent_kafka.admin import AdminClient
+from streams.admin import client as admin_client
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def ownership(assignment: Assignment, client_id: str, topic: str, partition: int
 
 
 def describe(bootstrap: str, group: str, timeout_s: float = 10.0) -> Assignment:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = admin_client(bootstrap)
     described = admin.describe_consumer_groups([group], request_timeout=timeout_s)[group].result()
     held: dict[str, set[tuple[str, int]]] = {}
     for member in described.members:

@@ -71,11 +71,21 @@ class TopicView:
 
     def wait_caught_up(self, timeout_s: float = 15.0) -> bool:
         """Block until the view has read every record written so far (False on timeout): a key
-        missing from a view that lags is not yet a key that does not exist."""
-        highs = {}
-        for p in list(self.positions) or self._partitions():
-            highs[p] = self._consumer.get_watermark_offsets(TopicPartition(self.topic.name, p),
-                                                           timeout=5, cached=False)[1]
+        missing from a view that lags is not yet a key that does not exist. Called from other
+        threads, so the ends come from the shared AdminClient: the view's own consumer, polled
+        by its thread, was seen blocking such a call for minutes."""
+        from confluent_kafka.admin import OffsetSpec
+
+        from streams.admin import client
+
+        parts = list(self.positions) or [0]
+        futures = client(self._config["bootstrap.servers"]).list_offsets(
+            {TopicPartition(self.topic.name, p): OffsetSpec.latest() for p in parts},
+            request_timeout=min(timeout_s, 10))
+        try:
+            highs = {tp.partition: f.result().offset for tp, f in futures.items()}
+        except Exception:  # noqa: BLE001 - cannot tell: the caller answers from what it has
+            return False
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if all(self.positions.get(p, 0) >= high for p, high in highs.items() if high > 0):

@@ -15,13 +15,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from confluent_kafka.admin import AdminClient
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
 from ops import lag
+from streams.admin import client as admin_client
 from streams.topology import APP_ID, FANOUT, FIRED, JOBS
 
 LAG_CACHE_S = 5.0
@@ -82,7 +82,7 @@ class LagCollector:
 def readiness(bootstrap: str) -> tuple[bool, dict[str, Any]]:
     """Broker reachable, the workers' group stable, every partition of the topics that fire
     and send held by a worker. (Each worker's own ``/readyz`` covers its table recovery.)"""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = admin_client(bootstrap)
     try:
         metadata = admin.list_topics(timeout=3)
         described = admin.describe_consumer_groups([APP_ID], request_timeout=3)[APP_ID].result()

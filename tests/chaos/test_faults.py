@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 
 from cli.demo import Receiver
@@ -50,7 +51,11 @@ def finish(stack, campaign_id: str, subject: str, emails: list[str]) -> None:
     wait_for(lambda: progress(stack, campaign_id) >= len(emails), timeout_s=600, every_s=3,
              explain=lambda: f"{progress(stack, campaign_id)}/{len(emails)} outcomes\n"
                              f"{worker_trouble(stack)}")
-    problems = campaign_violations(stack, campaign_id, subject, emails)
+    # the sink is eventually consistent: give Postgres time to equal Kafka before judging
+    deadline = time.monotonic() + 120
+    while (problems := campaign_violations(stack, campaign_id, subject, emails)) and \
+            time.monotonic() < deadline:
+        time.sleep(5)
     assert problems == [], "\n".join(problems)
 
 
@@ -121,13 +126,19 @@ def test_connect_and_postgres_down_the_sink_catches_up(stack, api):
 
 
 def test_ses_throttling_storm_and_timeouts_after_accepting(stack, api):
-    with ses_faults(stack, throttle_ratio=0.9, timeout_after_accept_ratio=0.02, timeout_s=2,
-                    seconds=OUTAGE_S + 10):
+    stats = f"{stack.s.ses_endpoint}/_local/stats"
+    before = httpx.get(stats).json()
+    # a hang of 12 s outlasts the client's 10 s read timeout: the mail left, the answer did not
+    with ses_faults(stack, throttle_ratio=0.9, timeout_after_accept_ratio=0.05, timeout_s=12,
+                    seconds=OUTAGE_S + 40):
         campaign_id, subject, emails = start_campaign(api, "storm")
         finish(stack, campaign_id, subject, emails)
+    after = httpx.get(stats).json()
+    assert after["throttled"] - before["throttled"] > 100, "the storm did not happen"
     outcomes = pg_campaign(stack, campaign_id)
     assert set(outcomes.values()) <= {"sent", "unknown"}  # throttled: retried, never dropped
-    assert list(outcomes.values()).count("unknown") > 0, "no timeout was injected"
+    if after["timeouts"] > before["timeouts"]:
+        assert "unknown" in outcomes.values(), "a send that timed out after leaving is unknown"
 
 
 def test_workers_down_then_back_apply_misfire_policies(stack, api):

@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from cli.demo import Receiver
 from ops import lag
 from stack import processes
-from streams.topology import APP_ID, FANOUT, FIRED, partition_for
+from streams.topology import APP_ID, FANOUT, FIRED, JOBS, partition_for
 from tests.conftest import free_port
 from tests.integration.helpers import ledger, wait_for
 from tests.integration.test_campaigns import campaign_body, csv_lines, outcomes, upload
@@ -212,7 +212,8 @@ def fired_offsets_of(job_id: str, partition: int) -> list[int]:
 
 def test_console_tools_recipe_replays_fired_without_resending(stack, api):
     """docs/operations.md, "Replay with Kafka's tools": find the offsets with the console
-    consumer, stop the workers, rewind the group with kafka-consumer-groups, start them again."""
+    consumer, stop the workers, rewind the group on the fired and jobs topics with
+    kafka-consumer-groups, start them again: no webhook called twice, no email re-sent."""
     sent_before = stack.ses_log.read_text().count("\n") if stack.ses_log.exists() else 0
     with Receiver(port := free_port(), quiet=True) as receiver:
         job = every_second_job(api, port)
@@ -229,6 +230,10 @@ def test_console_tools_recipe_replays_fired_without_resending(stack, api):
                 check=False)).returncode == 0 and "inactive" not in r.stdout + r.stderr and r,
                 timeout_s=60, every_s=3)
             assert str(offsets[0]) in reset.stdout
+            # and the job definitions from the start: re-applied, they change nothing
+            jobs_reset = cli("kafka", "consumer-groups", "--group", APP_ID, "--reset-offsets",
+                             "--topic", f"{JOBS.name}:{part}", "--to-earliest", "--execute")
+            assert JOBS.name in jobs_reset.stdout
         finally:
             stack.start_worker("worker-1")
         wait_for(lambda: fired_lag_zero(stack, part), timeout_s=120)

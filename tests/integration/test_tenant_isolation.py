@@ -88,3 +88,19 @@ def test_suppressions_are_per_tenant(stack, api):
 
 def test_operator_endpoints_refuse_tenant_keys(stack, api):
     assert httpx.get(f"{stack.s.api_url}/v1/ops/lag", headers=api.headers).status_code == 401
+
+
+def test_quotas_stop_absurd_schedules_and_job_floods(stack):
+    """`* * * * * *` times a million: refused by the tenant's minimum interval, and past its job
+    quota every create is a 403 naming the quota, with nothing written."""
+    with make_client(stack, max_jobs=3, min_interval_s=60) as api:
+        every_second = {"schedule": {"cron": "* * * * * *"}, "target": {
+            "type": "webhook", "url": "http://127.0.0.1:9/x"}}
+        refused = api.post("/v1/jobs", json=every_second)
+        assert refused.status_code == 422 and "minimum interval is 60s" in refused.text
+        hourly = {**every_second, "schedule": {"cron": "0 * * * *"}}
+        made = [api.post("/v1/jobs", json=hourly).status_code for _ in range(3)]
+        over = api.post("/v1/jobs", json=hourly)
+        assert made == [201] * 3 and over.status_code == 403
+        assert "reached its quota of 3 jobs" in over.text
+        assert len(api.get("/v1/jobs").json()["items"]) == 3
