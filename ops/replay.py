@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from streams.emit import Emitter
 from streams.topology import FANOUT, FIRED, LEDGER, TOPICS, TopicSpec
@@ -99,6 +99,9 @@ def plan(consumer: Consumer, spec: TopicSpec, partitions: list[int] | None,
             at = epoch_ms(value, option)
             found = consumer.offsets_for_times([TopicPartition(spec.name, p, at) for p in parts],
                                                timeout=10)
+            failed = [tp for tp in found if tp.error is not None]
+            if failed:
+                raise ReplayError(f"{option}: the broker could not find offsets: {failed[0].error}")
             target.update({tp.partition: tp.offset if tp.offset >= 0 else None for tp in found})
             if option == "--from-time":  # no record at or after the time: nothing to copy there
                 target.update({tp.partition: 1 << 62 for tp in found if tp.offset < 0})
@@ -124,7 +127,9 @@ def copy(bootstrap: str, spec: TopicSpec, ranges: list[Range]) -> int:
                 if msg is None:
                     raise RuntimeError(f"{spec.name}[{r.partition}] stalled at offset {position}")
                 if msg.error():
-                    break  # partition EOF: compaction removed the rest of the range
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        break  # compaction removed the rest of the range
+                    raise RuntimeError(f"{spec.name}[{r.partition}] at {position}: {msg.error()}")
                 position = msg.offset() + 1
                 if msg.offset() >= r.end:
                     break

@@ -108,8 +108,12 @@ def _seed_group_offsets(bootstrap: str, group: str, timeout_s: float = 15.0) -> 
                                 request_timeout=timeout_s)
     offsets = [TopicPartition(tp.topic, tp.partition, f.result().offset) for tp, f in starts.items()]
     try:
-        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)],
-                                           request_timeout=timeout_s)[group].result()
+        done = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)],
+                                                  request_timeout=timeout_s)[group].result()
+        # errors per partition come back on a "successful" result
+        errors = [tp.error for tp in done.topic_partitions if tp.error is not None]
+        if errors:
+            raise KafkaException(errors[0])
     except KafkaException as exc:
         if exc.args[0].code() in RETRIABLE:
             raise

@@ -24,6 +24,7 @@ import asyncio
 import json
 import logging
 import os
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -70,6 +71,10 @@ suppressed = raw_table(SUPPRESSED_TABLE)
 pool_sends = raw_table(POOL_SENDS_TABLE)
 
 
+class ViewBehind(Exception):
+    """A view could not catch up: a missing key is not yet a missing record (retried)."""
+
+
 class Fenced(Exception):
     """This process no longer owns the partition it walks: a zombie must not send."""
 
@@ -84,6 +89,7 @@ class Fanout:
         self._watermarks: Consumer | None = None
         self.walks: dict[tuple[str, int], asyncio.Future[None]] = {}
         self._view_lock = asyncio.Lock()
+        self._watermarks_lock = threading.Lock()
         self.fence = GroupFence(lambda: describe(SETTINGS.bootstrap, APP_ID), CLIENT_ID)
         self.gate = FairGate(ACCOUNT_RATE_PER_S,
                              lambda: max(1, len(HEALTH.partitions)) / partitions())
@@ -123,7 +129,8 @@ class Fanout:
         view = await self._view(CAMPAIGNS)
         found = view.get(campaign_id)
         if found is None:  # the view may lag (a broker restart): catch up before answering
-            await asyncio.get_running_loop().run_in_executor(None, view.wait_caught_up)
+            if not await asyncio.get_running_loop().run_in_executor(None, view.wait_caught_up):
+                raise ViewBehind(f"campaigns view behind; campaign {campaign_id} not decidable")
             found = view.get(campaign_id)
         return found
 
@@ -165,18 +172,22 @@ class Fanout:
 
     def _offsets(self, partition: int) -> tuple[int, int]:
         """(end of the suppressions partition, what this app has committed on it)."""
-        if self._watermarks is None:  # reads the app group's commits; never joins the group
-            self._watermarks = Consumer({"bootstrap.servers": SETTINGS.bootstrap,
-                                         "group.id": APP_ID, "enable.auto.commit": False})
+        with self._watermarks_lock:  # reads the app group's commits; never joins the group
+            if self._watermarks is None:
+                self._watermarks = Consumer({"bootstrap.servers": SETTINGS.bootstrap,
+                                             "group.id": APP_ID, "enable.auto.commit": False})
+            client = self._watermarks
         tp = TopicPartition(SUPPRESSIONS.name, partition)
         try:
-            high = self._watermarks.get_watermark_offsets(tp, timeout=10)[1]
-            committed = self._watermarks.committed([tp], timeout=10)[0].offset
+            high = client.get_watermark_offsets(tp, timeout=10)[1]
+            committed = client.committed([tp], timeout=10)[0].offset
         except KafkaException:
             # after a broker restart this client was seen answering "unknown partition" for
             # good: drop it (threads still using it keep it alive until they return), the
             # walker retries with a new one
-            self._watermarks = None
+            with self._watermarks_lock:
+                if self._watermarks is client:
+                    self._watermarks = None
             raise
         return int(high), int(committed)
 
@@ -375,12 +386,16 @@ class Fanout:
         # the API wrote the campaign's final record just before the job: read up to it (a view
         # that lags once fanned a campaign out to the zero partitions of its pre-upload record)
         view = await self._view(CAMPAIGNS)
-        await asyncio.get_running_loop().run_in_executor(None, view.wait_caught_up)
+        if not await asyncio.get_running_loop().run_in_executor(None, view.wait_caught_up):
+            return False, "the campaigns view could not catch up; retried"
         campaign = await self.campaign(fired["target"]["campaign_id"] or "")
         if campaign is None:
             return False, f"campaign {fired['target']['campaign_id']} not found"
         if campaign["status"] in ("cancelled", "aborted"):
             return False, f"campaign is {campaign['status']}"
+        if campaign["status"] not in ("scheduled", "paused", "sending", "done"):
+            return False, (f"campaign {campaign['campaign_id']} is {campaign['status']} in this "
+                           "worker's view, not scheduled yet")
         if campaign["recipients"] and not campaign["upload_ranges"]:
             return False, (f"campaign {campaign['campaign_id']} has {campaign['recipients']} "
                            "recipients but no upload ranges in this worker's view yet")

@@ -148,15 +148,16 @@ class TopicView:
                     log.warning("view %s: %s", self.topic.name, msg.error())
                     time.sleep(0.5)
                 continue
-            self.positions[msg.partition()] = msg.offset() + 1
             key = msg.key().decode() if msg.key() else ""
             try:
                 value = codec().decode(msg.value()) if msg.value() is not None else None
             except SchemaError as exc:
                 log.error("view %s: partition %d offset %d unreadable: %s", self.topic.name,
                           msg.partition(), msg.offset(), exc)
+                self.positions[msg.partition()] = msg.offset() + 1
                 continue
             self.put(key, value)
+            self.positions[msg.partition()] = msg.offset() + 1  # after put: readable when counted
         self._consumer.close()
 
     def _watchdog(self, parts: list[int], stuck_since: float | None) -> float | None:
