@@ -417,6 +417,11 @@ class Stack:
         say("stack is up")
 
     def down(self) -> None:
+        from streams import admin
+
+        # drop this process's AdminClient while the broker still answers: destroyed after the
+        # broker is gone, librdkafka waited forever at interpreter exit (a hung test run)
+        admin.client.cache_clear()
         for name in self.app_names():
             if processes.stop(self.pidfile(name)):
                 say(f"stopped {name}")
