@@ -56,6 +56,7 @@ from streams.topology import (
     partitions,
 )
 from streams.views import TopicView
+from streams.walkers import Start, Walkers
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class Fanout:
         self._pool = ThreadPoolExecutor(SEND_THREADS, thread_name_prefix="campaign-ses")
         self._ses: Any = None
         self._watermarks: Consumer | None = None
-        self.walks: dict[tuple[str, int], asyncio.Future[None]] = {}
+        self.walkers = Walkers()
         self._view_lock = asyncio.Lock()
         self._watermarks_lock = threading.Lock()
         self.fence = GroupFence(lambda: describe(SETTINGS.bootstrap, APP_ID), CLIENT_ID)
@@ -95,24 +96,23 @@ class Fanout:
                              lambda: max(1, len(HEALTH.partitions)) / partitions())
 
     def start_walk(self, stream: Any, event: Any, order: dict[str, Any]) -> None:
-        """One walker per (campaign, partition) in this process: a redelivered order (after a
-        rebalance) while its walker still runs is acknowledged and dropped, not walked twice."""
+        """Walk an order, after any revoked walker of its (campaign, partition) has wound down
+        (``streams.walkers``); an order a live walker already holds is acknowledged and dropped."""
         key = (order["campaign_id"], order["partition"])
-        running = self.walks.get(key)
-        if running is not None and not running.done():
-            log.info("campaign %s partition %d: order redelivered while walking; ignored",
-                     *key)
+        started = self.walkers.start(key, lambda: self.walk(stream, event, order))
+        if started is Start.DUPLICATE:
+            log.info("campaign %s partition %d: order at offset %d duplicates a live walker; "
+                     "acknowledged", *key, event.message.offset)
             asyncio.ensure_future(stream.ack(event))
-            return
-        self.walks[key] = asyncio.ensure_future(self.walk(stream, event, order))
+        elif started is Start.QUEUED:
+            log.info("campaign %s partition %d: order at offset %d redelivered; walks once the "
+                     "revoked walker has wound down", *key, event.message.offset)
 
     def revoke(self, partition: int) -> None:
-        """Stop the walkers of a partition this worker no longer owns; its new owner resumes
-        from the chunk table (done chunks skipped, a chunk caught mid-send resolved unknown)."""
-        for (campaign_id, part), task in list(self.walks.items()):
-            if part == partition and not task.done():
-                log.warning("campaign %s partition %d revoked: walker stopped", campaign_id, part)
-                task.cancel()
+        """Stop the walkers of a partition this worker no longer owns; its next owner (perhaps this
+        worker again) resumes from the chunk table."""
+        for campaign_id, part in self.walkers.revoke(partition):
+            log.warning("campaign %s partition %d revoked: walker stopped", campaign_id, part)
 
     async def _view(self, topic: TopicSpec) -> TopicView:
         """A view of a small compacted topic, started off the event loop: catching up blocks for

@@ -1,0 +1,67 @@
+"""The fan-out walkers of one process: at most one live walker per (campaign, recipient partition).
+
+Why a registry at all: faust redelivers a fan-out order every time its partition is assigned, and
+with eager rebalancing *every* partition is revoked and re-assigned on each rebalance, usually back
+to the same worker a moment later. The revoked walker has been cancelled but may still be winding
+down (its ``consume()`` call runs on a thread for up to a second before the consumer can close).
+
+Two tempting answers are both wrong:
+
+- acknowledging the redelivered order as a duplicate of the dying walker commits the order while
+  nobody walks it: that partition's recipients are never sent and the campaign stalls;
+- starting a second walker beside the dying one lets two walkers work one chunk table at once.
+
+So a redelivered order *waits* for every predecessor of its key to finish, then walks from the
+chunk table (done chunks skipped, a chunk caught mid-send resolved ``unknown``). Only an order
+arriving while a live, un-revoked walker holds the key is a true duplicate (a controller that
+retried its fan-out), and only that one is acknowledged and dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Awaitable, Callable
+
+Key = tuple[str, int]  # (campaign id, recipient partition)
+
+
+class Start(enum.Enum):
+    STARTED = "started"  # nothing else held the key
+    QUEUED = "queued"  # revoked predecessors still winding down: walks once they finish
+    DUPLICATE = "duplicate"  # a live walker already holds the key: the order is redundant
+
+
+class Walkers:
+    def __init__(self) -> None:
+        self._tasks: dict[Key, list[asyncio.Task[None]]] = {}
+
+    def start(self, key: Key, walk: Callable[[], Awaitable[None]]) -> Start:
+        """Run ``walk`` for ``key`` unless a live walker already does (then DUPLICATE)."""
+        pending = [task for task in self._tasks.get(key, []) if not task.done()]
+        if any(not task.cancelling() for task in pending):
+            return Start.DUPLICATE
+        self._tasks[key] = [*pending, asyncio.ensure_future(self._after(pending, walk))]
+        return Start.QUEUED if pending else Start.STARTED
+
+    @staticmethod
+    async def _after(previous: list[asyncio.Task[None]],
+                     walk: Callable[[], Awaitable[None]]) -> None:
+        if previous:
+            await asyncio.wait(previous)
+        await walk()
+
+    def revoke(self, partition: int) -> list[Key]:
+        """Cancel every walker of ``partition``; the keys whose walkers were still running."""
+        stopped: list[Key] = []
+        for key, tasks in list(self._tasks.items()):
+            live = [task for task in tasks if not task.done()]
+            if not live:
+                del self._tasks[key]
+                continue
+            self._tasks[key] = live
+            if key[1] == partition:
+                for task in live:
+                    task.cancel()
+                stopped.append(key)
+        return stopped

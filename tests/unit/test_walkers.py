@@ -1,0 +1,107 @@
+"""A redelivered fan-out order after a rebalance is walked (never dropped) and never walked beside
+its revoked predecessor; only an order a live walker already holds is a duplicate."""
+
+from __future__ import annotations
+
+import asyncio
+
+from streams.walkers import Start, Walkers
+
+
+class Walk:
+    """A walker that records when it ran and can be held inside a 'thread' after cancellation,
+    like ``_walk_range`` awaiting its in-flight ``consume()`` before closing its consumer."""
+
+    def __init__(self, log: list[str], name: str, release: asyncio.Event | None = None) -> None:
+        self.log, self.name, self.release = log, name, release
+
+    async def __call__(self) -> None:
+        self.log.append(f"{self.name} start")
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            if self.release is not None:  # winding down: the consume() thread is still running
+                await self.release.wait()
+            self.log.append(f"{self.name} stopped")
+            return
+        self.log.append(f"{self.name} done")
+
+
+def run(coro):  # noqa: ANN001, ANN201 - test helper
+    return asyncio.run(coro)
+
+
+def test_order_redelivered_while_revoked_walker_winds_down_is_walked_after_it() -> None:
+    async def scenario() -> list[str]:
+        log: list[str] = []
+        walkers, release = Walkers(), asyncio.Event()
+        assert walkers.start(("c", 3), Walk(log, "old", release)) is Start.STARTED
+        await asyncio.sleep(0)
+        assert walkers.revoke(3) == [("c", 3)]
+        await asyncio.sleep(0)
+        assert walkers.start(("c", 3), Walk(log, "new")) is Start.QUEUED
+        await asyncio.sleep(0.01)
+        assert log == ["old start"], "the new walker must not run beside the dying one"
+        release.set()
+        await asyncio.sleep(0.01)
+        walkers.revoke(3)
+        await asyncio.sleep(0)
+        return log
+
+    assert run(scenario()) == ["old start", "old stopped", "new start", "new stopped"]
+
+
+def test_order_arriving_while_a_live_walker_holds_it_is_a_duplicate() -> None:
+    async def scenario() -> tuple[Start, list[str]]:
+        log: list[str] = []
+        walkers = Walkers()
+        walkers.start(("c", 1), Walk(log, "first"))
+        await asyncio.sleep(0)
+        again = walkers.start(("c", 1), Walk(log, "second"))
+        walkers.revoke(1)
+        await asyncio.sleep(0)
+        return again, log
+
+    again, log = run(scenario())
+    assert again is Start.DUPLICATE
+    assert log == ["first start", "first stopped"]
+
+
+def test_revoking_a_queued_walker_still_keeps_the_next_one_behind_the_oldest() -> None:
+    async def scenario() -> list[str]:
+        log: list[str] = []
+        walkers, release = Walkers(), asyncio.Event()
+        walkers.start(("c", 0), Walk(log, "a", release))
+        await asyncio.sleep(0)
+        walkers.revoke(0)
+        walkers.start(("c", 0), Walk(log, "b"))  # queued behind a
+        walkers.revoke(0)  # b is revoked before it ever ran
+        await asyncio.sleep(0)
+        assert walkers.start(("c", 0), Walk(log, "c")) is Start.QUEUED  # a still winds down
+        await asyncio.sleep(0.01)
+        assert log == ["a start"]
+        release.set()
+        await asyncio.sleep(0.01)
+        walkers.revoke(0)
+        await asyncio.sleep(0)
+        return log
+
+    assert run(scenario()) == ["a start", "a stopped", "c start", "c stopped"]
+
+
+def test_revoke_touches_only_its_partition() -> None:
+    async def scenario() -> tuple[list[tuple[str, int]], list[str]]:
+        log: list[str] = []
+        walkers = Walkers()
+        walkers.start(("c", 0), Walk(log, "p0"))
+        walkers.start(("c", 1), Walk(log, "p1"))
+        await asyncio.sleep(0)
+        stopped = walkers.revoke(1)
+        await asyncio.sleep(0)
+        walkers.revoke(0)
+        await asyncio.sleep(0)
+        return stopped, log
+
+    stopped, log = run(scenario())
+    assert stopped == [("c", 1)]
+    assert log.index("p1 stopped") < log.index("p0 stopped")
