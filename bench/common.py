@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
+from streams.admin import client as admin_client
 from streams.settings import REPO_ROOT
 
 RESULTS = REPO_ROOT / "bench" / "results"
@@ -58,7 +58,7 @@ def percentile(values: list[float], p: float) -> float:
 
 def group_lag(bootstrap: str, group: str, topic: str) -> int:
     """Records of ``topic`` the consumer group has not committed yet (Kafka's own offsets)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = admin_client(bootstrap)
     meta = admin.list_topics(topic, timeout=10).topics[topic]
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                          "enable.auto.commit": False})

@@ -179,11 +179,15 @@ class Stack:
         _wait(name, self.kafka_healthy, 90, log, pidfile)
 
     def kafka_healthy(self) -> bool:
-        from confluent_kafka.admin import AdminClient
+        """The broker lists itself. Asked through the process's one cached AdminClient, and only
+        once the port accepts: a per-call client destroyed with its request still pending (the
+        broker not up yet) is what librdkafka crashes the process on (a test run died of SIGSEGV
+        here)."""
+        from streams import admin
 
-        admin = AdminClient({"bootstrap.servers": self.s.bootstrap, "socket.timeout.ms": 2000,
-                             "log_level": 0})
-        return len(admin.list_topics(timeout=3).brokers) > 0
+        if not _port_busy(self.s.kafka_port):
+            return False
+        return len(admin.client(self.s.bootstrap).list_topics(timeout=3).brokers) > 0
 
     # -- kafka connect -------------------------------------------------------------------------
     def start_connect(self) -> None:

@@ -17,11 +17,12 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from cli.demo import Receiver
 from ops import lag
 from stack import processes
+from streams.admin import client as admin_client
 from streams.topology import APP_ID, FANOUT, FIRED, JOBS, partition_for
 from tests.conftest import free_port
 from tests.integration.helpers import ledger, wait_for
@@ -54,7 +55,7 @@ def lag_group(stack):
     """A topic of 3 partitions × 10 records stamped 90 s ago, and a group that committed 4 on
     partition 0 and 10 on partition 1 (nothing on 2): a lag whose every figure is known."""
     topic, group = f"cronstream-test-lag-{uuid.uuid4().hex[:8]}", f"lagtest-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": stack.s.bootstrap})
+    admin = admin_client(stack.s.bootstrap)
     admin.create_topics([NewTopic(topic, 3, 1)])[topic].result()
     producer = Producer({"bootstrap.servers": stack.s.bootstrap})
     stamp = int(time.time() * 1000) - 90_000
