@@ -84,8 +84,18 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         consumer.close()
 
 
-def rss_peak_mib(pid: int) -> float:
+def _status_mib(pid: int, field: str) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM"):
+        if line.startswith(field):
             return round(int(line.split()[1]) / 1024, 1)
     return float("nan")
+
+
+def rss_peak_mib(pid: int) -> float:
+    """The process's peak resident memory (VmHWM)."""
+    return _status_mib(pid, "VmHWM")
+
+
+def rss_mib(pid: int) -> float:
+    """The process's resident memory now (VmRSS)."""
+    return _status_mib(pid, "VmRSS")

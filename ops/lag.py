@@ -14,9 +14,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient
 
 from streams.admin import client as admin_client
+from streams.admin import end_offsets
 
 # consumers that never commit: the API's and workers' topic views, fan-out walkers
 EPHEMERAL_PREFIXES = ("cronstream-view-", "fanout-", "cronstream-lag-")
@@ -75,7 +76,7 @@ def read(bootstrap: str, only: list[str] | None = None, timeout_s: float = 10.0
     for (name, topic, part) in owners:
         committed.setdefault((name, topic, part), None)
     tps = {(t, p) for (_, t, p) in committed}
-    ends = _end_offsets(admin, tps, timeout_s)
+    ends = end_offsets(bootstrap, tps, timeout_s)
     pending = {(t, p, c) for (_, t, p), c in committed.items()
                if c is not None and ends[(t, p)] > c}
     stamps = _timestamps(bootstrap, pending, timeout_s)
@@ -103,15 +104,6 @@ def _owners(admin: AdminClient, names: list[str], timeout_s: float
             for tp in member.assignment.topic_partitions if member.assignment else []:
                 out[(name, tp.topic, tp.partition)] = (member.member_id, member.host)
     return out
-
-
-def _end_offsets(admin: AdminClient, tps: set[tuple[str, int]], timeout_s: float
-                 ) -> dict[tuple[str, int], int]:
-    if not tps:
-        return {}
-    request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in tps}
-    futures = admin.list_offsets(request, request_timeout=timeout_s)
-    return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
 
 
 def _timestamps(bootstrap: str, pending: set[tuple[str, int, int]], timeout_s: float

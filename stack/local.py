@@ -322,7 +322,7 @@ class Stack:
 
     # -- app processes -------------------------------------------------------------------------
     def start_app(self, name: str, args: list[str], health: Callable[[], bool] | None = None,
-                  env: dict[str, str] | None = None) -> int:
+                  env: dict[str, str] | None = None, ready_timeout_s: float = 60) -> int:
         pidfile, log = self.pidfile(name), self.log(name)
         pid = processes.alive(pidfile)
         if pid:
@@ -332,10 +332,10 @@ class Stack:
         pid = processes.spawn(pidfile, [sys.executable, "-m", "cli.main", *args], log,
                               env={**os.environ, **self.app_env(), **(env or {})}, cwd=REPO_ROOT)
         if health is not None:
-            _wait(name, health, 60, log, pidfile)
+            _wait(name, health, ready_timeout_s, log, pidfile)
         return pid
 
-    def start_worker(self, name: str) -> int:
+    def start_worker(self, name: str, ready_timeout_s: float = 60) -> int:
         """Start a worker and wait until it has recovered its partitions and can fire."""
         ready = self.s.run_dir / f"{name}.ready"
         if processes.alive(self.pidfile(name)) is None:
@@ -344,7 +344,8 @@ class Stack:
         return self.start_app(name, ["worker"], health=ready.exists, env={
             "CRONSTREAM_WORKER_ID": name,
             "CRONSTREAM_WORKER_WEB_PORT": str(self.s.worker_web_port + number),
-            "CRONSTREAM_WORKER_METRICS_PORT": str(self.s.worker_metrics_port + number)})
+            "CRONSTREAM_WORKER_METRICS_PORT": str(self.s.worker_metrics_port + number)},
+            ready_timeout_s=ready_timeout_s)
 
     def start_ses(self) -> None:
         """The local SES-compatible server (``stack/ses_server.py``) that boto3 talks to."""
@@ -423,9 +424,7 @@ class Stack:
     def down(self) -> None:
         from streams import admin
 
-        # drop this process's AdminClient while the broker still answers: destroyed after the
-        # broker is gone, librdkafka waited forever at interpreter exit (a hung test run)
-        admin.client.cache_clear()
+        admin.close_clients()  # while the broker still answers
         for name in self.app_names():
             if processes.stop(self.pidfile(name)):
                 say(f"stopped {name}")

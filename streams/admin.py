@@ -6,8 +6,8 @@ broker auto-creation, so partition counts and compaction are always what the top
 
 from __future__ import annotations
 
-import functools
 import logging
+import threading
 import time
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
@@ -27,13 +27,52 @@ def changelog_topics() -> tuple[TopicSpec, ...]:
 log = logging.getLogger(__name__)
 
 
-@functools.cache
+_CLIENTS: dict[str, AdminClient] = {}
+_RETIRED: list[AdminClient] = []  # replaced clients, kept alive: see replace_client
+_LOCK = threading.Lock()
+
+
 def client(bootstrap: str) -> AdminClient:
     """The process's one AdminClient per cluster. Why not one per call: librdkafka aborts the
     process (``rd_kafka_enq_once_del_source_return: Assertion `eonce->refcnt > 0'``) when an
     AdminClient is destroyed while a request of it is still pending, which a per-call client
     does whenever a broker is down — seen killing a worker during a broker restart."""
-    return AdminClient({"bootstrap.servers": bootstrap})
+    with _LOCK:
+        if bootstrap not in _CLIENTS:
+            _CLIENTS[bootstrap] = AdminClient({"bootstrap.servers": bootstrap})
+        return _CLIENTS[bootstrap]
+
+
+def replace_client(bootstrap: str) -> None:
+    """Start a new AdminClient for the cluster. After a broker restart a worker's client was
+    seen timing out on every request for minutes while a new one answered at once. The old
+    client is kept, never destroyed, for the reason in ``client``: one per outage is a small
+    price."""
+    with _LOCK:
+        old = _CLIENTS.pop(bootstrap, None)
+        if old is not None:
+            _RETIRED.append(old)
+    log.warning("AdminClient for %s replaced after repeated timeouts", bootstrap)
+
+
+def close_clients() -> None:
+    """Destroy every AdminClient of this process, while the broker still answers: destroyed
+    after it is gone, librdkafka waited forever at interpreter exit (a hung test run)."""
+    with _LOCK:
+        _CLIENTS.clear()
+        _RETIRED.clear()
+
+
+def end_offsets(bootstrap: str, tps: set[tuple[str, int]] | list[tuple[str, int]],
+                timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
+    """The end (high watermark) of each (topic, partition), from the process's AdminClient: a
+    consumer's ``get_watermark_offsets`` called from another thread was seen blocking for
+    minutes behind its own poll loop."""
+    if not tps:
+        return {}
+    request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in tps}
+    futures = client(bootstrap).list_offsets(request, request_timeout=timeout_s)
+    return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
 
 
 def ensure_topics(bootstrap: str, topics: tuple[TopicSpec, ...] | None = None,

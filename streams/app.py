@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import faust
 
 from ops.metrics import WorkerHealth
 from streams import settings
+from streams.state import GuardedTable
 from streams.topology import APP_ID, TableSpec, TopicSpec
 
 SETTINGS = settings.load()
@@ -56,10 +58,13 @@ def raw_topic(spec: TopicSpec) -> Any:
                      partitions=spec.partitions)
 
 
-def raw_table(spec: TableSpec) -> Any:
-    """A RocksDB table of ``streams.topology``, partitioned like its source topic."""
-    return app.Table(spec.name, key_type=bytes, value_type=bytes,
-                     partitions=spec.source.partitions, help=spec.doc)
+def raw_table(spec: TableSpec, rank: Mapping[bytes, int] | None = None) -> Any:
+    """A RocksDB table of ``streams.topology``, partitioned like its source topic, whose
+    recovery a zombie's late writes cannot fool (``streams.state``); ``rank`` orders the values
+    of a table that is a state machine, so recovery never moves a key backwards."""
+    return app.tables.add(GuardedTable(app, name=spec.name, key_type=bytes, value_type=bytes,
+                                       beacon=app.tables.beacon, partitions=spec.source.partitions,
+                                       help=spec.doc, rank=rank))
 
 
 def main() -> None:

@@ -74,16 +74,13 @@ class TopicView:
         missing from a view that lags is not yet a key that does not exist. Called from other
         threads, so the ends come from the shared AdminClient: the view's own consumer, polled
         by its thread, was seen blocking such a call for minutes."""
-        from confluent_kafka.admin import OffsetSpec
-
-        from streams.admin import client
+        from streams.admin import end_offsets
 
         parts = list(self.positions) or [0]
-        futures = client(self._config["bootstrap.servers"]).list_offsets(
-            {TopicPartition(self.topic.name, p): OffsetSpec.latest() for p in parts},
-            request_timeout=min(timeout_s, 10))
         try:
-            highs = {tp.partition: f.result().offset for tp, f in futures.items()}
+            highs = {p: high for (_, p), high in end_offsets(
+                self._config["bootstrap.servers"], [(self.topic.name, p) for p in parts],
+                min(timeout_s, 10)).items()}
         except Exception:  # noqa: BLE001 - cannot tell: the caller answers from what it has
             return False
         deadline = time.monotonic() + timeout_s

@@ -76,10 +76,6 @@ def with_workers(stack, names: list[str], scenario: Callable[[], None]) -> None:
             processes.stop(stack.pidfile(name))
 
 
-@pytest.mark.skipif(not SOAK, reason="known open bug (see README, Fault injection): after a "
-                    "SIGSTOP past the session timeout some fan-out partitions are not walked "
-                    "again (campaign stalls); letting a redelivered order start a new walker "
-                    "instead sent 65 chunks twice. Run with CRONSTREAM_SOAK=1 to reproduce.")
 def test_zombie_worker_paused_past_its_session_sends_nothing_twice(stack, api):
     """SIGSTOP a worker mid-campaign for longer than its session timeout, then SIGCONT it: its
     partitions have moved, and its walkers must not send a chunk the new owner sends."""

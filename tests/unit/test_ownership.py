@@ -66,3 +66,20 @@ def test_a_failing_coordinator_is_retried_not_treated_as_ownership():
 
     assert asyncio.run(GroupFence(fetch, "me", retry_s=0.01).check(T, 4)) is Ownership.OWNED
     assert len(attempts) == 3
+
+
+def test_a_client_failing_round_after_round_is_replaced():
+    """After a broker restart a worker's AdminClient timed out on every describe for minutes:
+    after ``stuck_after`` failed rounds in a row the fence asks for a new client."""
+    attempts, replaced = [], []
+
+    def fetch() -> Assignment:
+        attempts.append(1)
+        if not replaced:
+            raise RuntimeError("Local: Timed out")
+        return Assignment("STABLE", {"me": frozenset({(T, 4)})})
+
+    fence = GroupFence(fetch, "me", retry_s=0.01, on_stuck=lambda: replaced.append(1),
+                       stuck_after=3)
+    assert asyncio.run(fence.check(T, 4)) is Ownership.OWNED
+    assert replaced == [1] and len(attempts) == 4

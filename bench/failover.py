@@ -1,0 +1,139 @@
+"""Failover: SIGKILL a worker while jobs fire every second; time until its partitions fire again.
+
+    .venv/bin/python -m bench.failover [--jobs 2000] [--workers 2] [--after-s 60]
+
+Runs on the real local stack (started if needed). N jobs due every second (``* * * * * *``,
+misfire policy ``fire_all`` so nothing may be skipped) are written straight to the jobs topic and
+fire on ``--workers`` workers. After a warm-up the last worker is SIGKILLed; for each partition it
+held, the gap is the time from the kill to the first fired record (its CreateTime) produced for
+that partition afterwards. Slots missed: every (job, second) between the kill minus 10 s and the
+kill plus ``--after-s`` must end up with a decision in ``cronstream.ledger`` once the reconciler
+has had its turn; the count of those without one must be 0. The killed worker is restarted at the
+end. Target: its partitions fire again within 15 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import time
+import uuid
+
+from confluent_kafka import Consumer, TopicPartition
+
+from bench.common import end_offsets, report
+from stack import processes
+from stack.local import Stack
+from streams import schedule, settings
+from streams.codec import codec
+from streams.emit import Emitter
+from streams.topology import FIRED, JOBS, LEDGER, partition_for, partitions
+
+WARM_UP_S = 20
+SETTLE_S = 40  # reconciler and executor catching up before the ledger is read
+
+
+def held_partitions(stack: Stack, worker: str) -> set[int]:
+    """The partitions a worker reported at its last recovery (its ready file)."""
+    text = (stack.s.run_dir / f"{worker}.ready").read_text()
+    return {int(p) for p in text.split(" ", 1)[1].strip(" []\n").split(",") if p.strip()}
+
+
+def read(bootstrap: str, topic: str, start: dict[int, int], prefix: str,
+         until: dict[int, int]) -> list[tuple[str, int, int]]:
+    """(key, partition, CreateTime) of every record of ``topic`` between two offset maps whose
+    key starts with ``prefix``."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4()}",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, o) for p, o in start.items()])
+    left = {p for p in start if until[p] > start[p]}
+    found: list[tuple[str, int, int]] = []
+    while left:
+        for msg in consumer.consume(10_000, 1.0):
+            if msg.error():
+                continue
+            if msg.offset() >= until[msg.partition()] - 1:
+                left.discard(msg.partition())
+            if msg.offset() < until[msg.partition()] and msg.key().decode().startswith(prefix):
+                found.append((msg.key().decode(), msg.partition(), msg.timestamp()[1]))
+    consumer.close()
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--after-s", type=int, default=60)
+    args = parser.parse_args()
+
+    conf = settings.load()
+    stack = Stack(conf)
+    stack.up(with_app=False)
+    workers = [f"worker-{i}" for i in range(1, args.workers + 1)]
+    for name in workers:
+        stack.start_worker(name)
+    victim = workers[-1]
+    emitter = Emitter(conf.bootstrap, "bench-failover", **{"linger.ms": 50})
+    run = uuid.uuid4().hex[:6]
+    prefix = f"failover-{run}"
+    now = schedule.now_ms()
+    ids = [f"{prefix}-{i:06d}" for i in range(args.jobs)]
+    for job_id in ids:
+        emitter.produce(JOBS, job_id, codec().encode("Job", {
+            "job_id": job_id, "tenant": "bench", "revision": 1,
+            "schedule": {"cron": "* * * * * *", "timezone": "UTC"},
+            "target": {"type": "kafka", "topic": "bench.fires", "value": "tick"},
+            "misfire_policy": "fire_all", "max_lateness_s": 600, "retry_max_attempts": 1,
+            "created_ms": now, "updated_ms": now}))
+    emitter.flush(60)
+    fired_start, ledger_start = end_offsets(conf.bootstrap, FIRED.name), end_offsets(
+        conf.bootstrap, LEDGER.name)
+    time.sleep(WARM_UP_S)
+
+    victim_parts = held_partitions(stack, victim)
+    pid = processes.alive(stack.pidfile(victim))
+    assert pid is not None
+    killed_ms = schedule.now_ms()
+    os.kill(pid, signal.SIGKILL)
+    print(f"SIGKILLed {victim} (partitions {sorted(victim_parts)}) at {killed_ms}", flush=True)
+    time.sleep(args.after_s)
+    window = (killed_ms // 1000 * 1000 - 10_000, killed_ms + args.after_s * 1000)
+
+    for job_id in ids:  # stop firing, then let the reconciler settle what is pending
+        emitter.produce(JOBS, job_id, None)
+    emitter.flush(60)
+    time.sleep(SETTLE_S)
+    fired = read(conf.bootstrap, FIRED.name, fired_start, prefix,
+                 end_offsets(conf.bootstrap, FIRED.name))
+    decided = {key for key, _, _ in read(conf.bootstrap, LEDGER.name, ledger_start, prefix,
+                                         end_offsets(conf.bootstrap, LEDGER.name))}
+    stack.start_worker(victim)
+
+    count = partitions()
+    gaps = {}
+    for part in sorted(victim_parts):
+        after = [ts for key, p, ts in fired if p == part and ts > killed_ms]
+        gaps[part] = round((min(after) - killed_ms) / 1000, 1) if after else None
+    expected = {schedule.fire_id(job_id, second) for job_id in ids
+                for second in range(window[0], window[1] - 5_000, 1000)}
+    missed = expected - decided
+    per_part = {p: sum(1 for j in ids if partition_for(j, count) == p) for p in victim_parts}
+    report("failover", {
+        "jobs firing every second": args.jobs,
+        "killed worker's partitions": sorted(victim_parts),
+        "jobs on them": sum(per_part.values()),
+        "time to fire again per partition s": gaps,
+        "time to fire again (worst partition) s":
+            max((g for g in gaps.values() if g is not None), default=None),
+        "partitions never fired again": [p for p, g in gaps.items() if g is None],
+        "slots in the window": len(expected),
+        "slots without a decision (missed)": len(missed),
+    }, {"jobs": args.jobs, "workers": args.workers, "after_s": args.after_s})
+    if missed:
+        print(f"  e.g. missed: {sorted(missed)[:5]}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""Schedule scale: N schedules on one worker — load time, memory, and restart-to-ready.
+
+    .venv/bin/python -m bench.scale [--schedules 1000000] [--cold]
+
+Runs on the real local stack (started if needed) with one worker. N jobs are written straight to
+the jobs topic (yearly ``0 0 1 1 *`` schedules, so nothing fires while measuring); "loaded" is
+when the worker has consumed them all (the app group's lag on the jobs topic is 0) and indexed
+them. Then the worker is stopped and started again and timed until it reports ready (its table
+restored from RocksDB plus the changelog's tail, every job indexed): the restart-to-ready
+figure. ``--cold`` also wipes the worker's data directory before the restart, so the whole table
+comes back from the changelog, as on a machine that takes the partitions over. The benchmark's
+jobs are deleted afterwards (tombstones). Target: 1M ready in <= 60 s with RSS <= 2 GiB; the
+10M extrapolation assumes the measured per-schedule costs stay linear.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import time
+import uuid
+
+from bench.common import group_lag, report, rss_mib, rss_peak_mib
+from bench.spike import load
+from stack import processes
+from stack.local import Stack
+from streams import settings
+from streams.emit import Emitter
+from streams.topology import APP_ID, JOBS, partitions
+
+WORKER = "worker-1"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--schedules", type=int, default=1_000_000)
+    parser.add_argument("--cold", action="store_true",
+                        help="wipe the worker's RocksDB before the restart (changelog recovery)")
+    args = parser.parse_args()
+
+    conf = settings.load()
+    stack = Stack(conf)
+    stack.up(with_app=False)
+    for name in stack.app_names():  # one worker owns every partition
+        if name.startswith("worker-") and name != WORKER:
+            processes.stop(stack.pidfile(name))
+    stack.start_worker(WORKER)
+    pid = processes.alive(stack.pidfile(WORKER))
+    assert pid is not None
+    rss_before = rss_mib(pid)
+    emitter = Emitter(conf.bootstrap, "bench-scale", **{"linger.ms": 50})
+    run = uuid.uuid4().hex[:6]
+    started = time.monotonic()
+    ids = load(emitter, f"scale-{run}", args.schedules, "0 0 1 1 *")
+    produced_s = time.monotonic() - started
+    while group_lag(conf.bootstrap, APP_ID, JOBS.name) > 0:
+        time.sleep(1)
+    loaded_s = time.monotonic() - started
+    print(f"loaded {len(ids)} schedules: produced in {produced_s:.1f}s, consumed and indexed in "
+          f"{loaded_s:.1f}s", flush=True)
+    rss_loaded, rss_peak = rss_mib(pid), rss_peak_mib(pid)
+
+    processes.stop(stack.pidfile(WORKER))
+    if args.cold:
+        shutil.rmtree(conf.home / "workers" / WORKER, ignore_errors=True)
+    restart = time.monotonic()
+    stack.start_worker(WORKER, ready_timeout_s=1800)
+    ready_s = time.monotonic() - restart
+    pid = processes.alive(stack.pidfile(WORKER))
+    assert pid is not None
+    rss_ready = rss_mib(pid)
+    print(f"restart to ready: {ready_s:.1f}s", flush=True)
+
+    for job_id in ids:
+        emitter.produce(JOBS, job_id, None)
+    emitter.close()
+
+    per_job_kib = max(0.0, (rss_loaded - rss_before) * 1024 / len(ids))
+    rate = len(ids) / loaded_s
+    ten_m = 10_000_000
+    report("scale", {
+        "schedules": len(ids),
+        "load: produced s": round(produced_s, 1),
+        "load: consumed and indexed s": round(loaded_s, 1),
+        "load: schedules/s": round(rate),
+        "restart-to-ready s" + (" (cold: changelog)" if args.cold else " (warm: RocksDB)"):
+            round(ready_s, 1),
+        "worker RSS MiB: idle / loaded / after restart": [rss_before, rss_loaded, rss_ready],
+        "worker peak RSS MiB": rss_peak,
+        "memory per schedule KiB": round(per_job_kib, 2),
+        "10M extrapolated: one worker's RSS GiB": round(
+            (rss_before + per_job_kib * ten_m / 1024) / 1024, 1),
+        "10M extrapolated: restart-to-ready s": round(ready_s * ten_m / len(ids)),
+        "10M extrapolated: load at this rate s": round(ten_m / rate),
+        "10M plan: workers for ready <= 60 s": max(1, -(-round(ready_s * ten_m / len(ids)) // 60)),
+        "partitions now": partitions(),
+    }, {"schedules": args.schedules, "cold": args.cold})
+
+
+if __name__ == "__main__":
+    main()

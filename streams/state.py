@@ -1,0 +1,102 @@
+"""State stores that stay right when a worker was paused past its session timeout (a zombie).
+
+faust keeps, per table partition, a *persisted offset*: recovery after a rebalance reads the
+changelog only after it and trusts the local RocksDB for everything before. faust advances it on
+every acknowledged changelog write of this process, which is sound while this process is the
+partition's only writer. A zombie is not: paused (SIGSTOP, a long GC, a frozen VM) past its
+session timeout, it wakes up and writes once or twice (a chunk's intent, a done mark) *after* the
+partition's new owner has written many records. Its persisted offset jumps past the new owner's
+records, and when the partition comes back to it, recovery skips them. The fault suite caught
+exactly that: a zombie re-sent 92 chunks the other worker had already sent, because its table
+never learned they were done.
+
+``GuardedTable`` therefore advances the persisted offset only over an unbroken run of this
+process's own writes; a foreign record in the run stops it, so the next recovery reads from there.
+A table whose values form a monotonic state machine (``rank``: the send-chunk table's
+``intent`` → ``done``) also refuses, while recovering, to move a key backwards: a zombie's late
+``intent`` after the owner's ``done`` leaves the chunk done. Such keys are remembered in
+``regressions`` so the owner re-asserts them in the changelog (compaction could otherwise keep
+only the zombie's record).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import faust
+
+log = logging.getLogger(__name__)
+
+MAX_PENDING = 100_000  # own acked offsets waiting behind a gap; past this, give up (re-read)
+
+
+def contiguous_advance(persisted: int | None, acked: int, pending: set[int]) -> int | None:
+    """The new persisted offset after this process's write at ``acked`` was acknowledged, or None
+    to leave it. ``pending`` holds own acknowledged offsets not yet joined to the run (acks
+    may arrive out of order); a gap that is someone else's record never closes."""
+    start = -1 if persisted is None else persisted
+    if acked <= start:
+        return None
+    pending.add(acked)
+    through = start
+    while through + 1 in pending:
+        through += 1
+        pending.discard(through)
+    if len(pending) > MAX_PENDING:
+        pending.clear()
+    return through if through != start else None
+
+
+def regresses(rank: Mapping[bytes, int], before: bytes | None, after: bytes | None) -> bool:
+    """Would writing ``after`` over ``before`` move a key backwards in its state machine?"""
+    if before is None or after is None or before not in rank or after not in rank:
+        return False
+    return rank[after] < rank[before]
+
+
+class GuardedTable(faust.Table):
+    def __init__(self, app: Any, *, rank: Mapping[bytes, int] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        self.rank = dict(rank or {})
+        self.regressions: set[bytes] = set()
+        self._own_acked: dict[Any, set[int]] = {}
+
+    def _on_changelog_sent(self, fut: Any) -> None:
+        res = fut.result()
+        tp, offset = res.topic_partition, res.offset
+        advanced = contiguous_advance(self.data.persisted_offset(tp), offset,
+                                      self._own_acked.setdefault(tp, set()))
+        if advanced is not None:
+            self.data.set_persisted_offset(tp, advanced)
+
+    def apply_changelog_batch(self, batch: Iterable[Any]) -> None:
+        events = list(batch)
+        if not self.rank:
+            super().apply_changelog_batch(events)
+            return
+        kept: list[Any] = []
+        latest: dict[tuple[int, bytes], bytes | None] = {}
+        ends: dict[Any, int] = {}
+        for event in events:
+            msg = event.message
+            ends[msg.tp] = max(msg.offset, ends.get(msg.tp, -1))
+            slot = (msg.partition, msg.key)
+            before = latest[slot] if slot in latest else self._stored(msg.partition, msg.key)
+            if regresses(self.rank, before, msg.value):
+                log.warning("table %s partition %d offset %d: %r over %r ignored (a late write "
+                            "of a worker that had lost the partition)", self.name, msg.partition,
+                            msg.offset, msg.value, before)
+                self.regressions.add(msg.key)
+                continue
+            latest[slot] = msg.value
+            kept.append(event)
+        super().apply_changelog_batch(kept)
+        for tp, offset in ends.items():  # skipped records are read: do not read them again
+            self.data.set_persisted_offset(tp, offset)
+
+    def _stored(self, partition: int, key: bytes) -> bytes | None:
+        value: bytes | None = self.data._db_for_partition(partition).get(key)  # noqa: SLF001
+        return value
