@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -23,6 +24,20 @@ from streams.codec import codec
 from streams.topology import LEDGER
 
 TERMINAL = {"sent", "suppressed", "expired_stale", "failed", "unknown", "cancelled"}
+
+
+@dataclass
+class Tally:
+    """What a run of the suite checked: the figures the README quotes for the last soak run."""
+
+    scenarios: int = 0
+    seconds: float = 0.0
+    events: int = 0  # recipients and slots whose history the checker judged
+    faults: int = 0  # faults injected (a kill, a pause, a restart, an outage, a storm)
+    violations: int = 0
+
+
+TALLY = Tally()
 
 
 def kafka_ledger(bootstrap: str, key_prefix: str) -> dict[str, dict[str, Any]]:
@@ -64,7 +79,7 @@ def ses_sends(stack, subject: str) -> Counter[str]:
 
 def campaign_violations(stack, campaign_id: str, subject: str, emails: list[str]) -> list[str]:
     """Everything wrong with one finished campaign; empty when both promises held."""
-    problems = []
+    problems: list[str] = []
     pg = pg_campaign(stack, campaign_id)
     for email in emails:
         outcome = pg.get(email)

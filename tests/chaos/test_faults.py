@@ -19,7 +19,13 @@ import pytest
 
 from cli.demo import Receiver
 from stack import processes
-from tests.chaos.checker import campaign_violations, every_second, pg_campaign, slot_violations
+from tests.chaos.checker import (
+    TALLY,
+    campaign_violations,
+    every_second,
+    pg_campaign,
+    slot_violations,
+)
 from tests.conftest import free_port
 from tests.integration.helpers import ses_faults, wait_for, worker_trouble
 from tests.integration.test_campaigns import campaign_body, upload
@@ -56,6 +62,8 @@ def finish(stack, campaign_id: str, subject: str, emails: list[str]) -> None:
     while (problems := campaign_violations(stack, campaign_id, subject, emails)) and \
             time.monotonic() < deadline:
         time.sleep(5)
+    TALLY.events += len(emails)
+    TALLY.violations += len(problems)
     assert problems == [], "\n".join(problems)
 
 
@@ -76,6 +84,20 @@ def with_workers(stack, names: list[str], scenario: Callable[[], None]) -> None:
             processes.stop(stack.pidfile(name))
 
 
+def test_worker_sigkilled_mid_campaign_and_restarted(stack, api):
+    """SIGKILL one of two workers mid-fan-out, restart it: intents in flight resolve ``unknown``,
+    every other recipient is sent exactly once."""
+    def scenario() -> None:
+        campaign_id, subject, emails = start_campaign(api, "sigkill", max_rate_per_s=1500)
+        at_fraction(stack, campaign_id, N, 0.2)
+        os.kill(processes.alive(stack.pidfile("worker-2")), signal.SIGKILL)
+        TALLY.faults += 1
+        time.sleep(3)
+        stack.start_worker("worker-2")
+        finish(stack, campaign_id, subject, emails)
+    with_workers(stack, ["worker-2"], scenario)
+
+
 def test_zombie_worker_paused_past_its_session_sends_nothing_twice(stack, api):
     """SIGSTOP a worker mid-campaign for longer than its session timeout, then SIGCONT it: its
     partitions have moved, and its walkers must not send a chunk the new owner sends."""
@@ -84,6 +106,7 @@ def test_zombie_worker_paused_past_its_session_sends_nothing_twice(stack, api):
         at_fraction(stack, campaign_id, N, 0.2)
         pid = processes.alive(stack.pidfile("worker-2"))
         os.kill(pid, signal.SIGSTOP)
+        TALLY.faults += 1
         time.sleep(OUTAGE_S)  # session timeout is 10 s: the group moves on without it
         os.kill(pid, signal.SIGCONT)
         finish(stack, campaign_id, subject, emails)
@@ -97,6 +120,7 @@ def test_workers_join_and_leave_mid_campaign(stack, api):
         stack.start_worker("worker-3")
         at_fraction(stack, campaign_id, N, 0.5)
         processes.stop(stack.pidfile("worker-2"))
+        TALLY.faults += 2
         finish(stack, campaign_id, subject, emails)
     with_workers(stack, ["worker-2"], lambda: with_workers(stack, ["worker-3"], scenario))
 
@@ -105,6 +129,7 @@ def test_kafka_broker_restarted_mid_campaign(stack, api):
     campaign_id, subject, emails = start_campaign(api, "broker", max_rate_per_s=1500)
     at_fraction(stack, campaign_id, N, 0.2)
     assert processes.stop(stack.pidfile("kafka"), timeout_s=60)
+    TALLY.faults += 1
     time.sleep(5)
     stack.start_kafka()
     finish(stack, campaign_id, subject, emails)
@@ -118,6 +143,7 @@ def test_connect_and_postgres_down_the_sink_catches_up(stack, api):
     at_fraction(stack, campaign_id, N, 0.2)
     processes.stop(stack.pidfile("connect"), timeout_s=60)
     stack.stop_postgres()
+    TALLY.faults += 2
     time.sleep(OUTAGE_S)
     stack.start_postgres()
     stack.start_connect()
@@ -132,6 +158,7 @@ def test_ses_throttling_storm_and_timeouts_after_accepting(stack, api):
     with ses_faults(stack, throttle_ratio=0.9, timeout_after_accept_ratio=0.05, timeout_s=12,
                     seconds=OUTAGE_S + 40):
         campaign_id, subject, emails = start_campaign(api, "storm")
+        TALLY.faults += 1
         finish(stack, campaign_id, subject, emails)
     after = httpx.get(stats).json()
     assert after["throttled"] - before["throttled"] > 100, "the storm did not happen"
@@ -156,6 +183,7 @@ def test_workers_down_then_back_apply_misfire_policies(stack, api):
                 "misfire": {"policy": policy, "max_lateness_s": lateness}}).json()["id"]
         time.sleep((start - datetime.now(UTC)).total_seconds() + 5)
         processes.stop(stack.pidfile("worker-1"))
+        TALLY.faults += 1
         down_at = datetime.now(UTC)
         time.sleep(OUTAGE_S)
         stack.start_worker("worker-1")
@@ -163,6 +191,8 @@ def test_workers_down_then_back_apply_misfire_policies(stack, api):
         wait_for(lambda: all(len(_decisions(stack, j)) >= len(slots) for j in jobs.values()),
                  timeout_s=180, every_s=2)
     problems = [p for j in jobs.values() for p in slot_violations(stack, j, slots, receiver.fires)]
+    TALLY.events += len(slots) * len(jobs)
+    TALLY.violations += len(problems)
     assert problems == [], problems
     outage = {s for s in slots if down_at.timestamp() * 1000 + 2000 < s
               < (down_at.timestamp() + OUTAGE_S) * 1000 - 6000}
@@ -198,6 +228,7 @@ def test_deadline_passing_during_an_outage_expires_the_rest_with_reason(stack, a
     api.post(f"/v1/campaigns/{created['id']}/schedule")
     at_fraction(stack, created["id"], 3000, 0.05)
     processes.stop(stack.pidfile("worker-1"))
+    TALLY.faults += 1
     time.sleep(65)  # past send_at + 60 s
     stack.start_worker("worker-1")
     finish(stack, created["id"], body["subject"], emails)
