@@ -61,9 +61,12 @@ class Emitter:
             except BufferError:  # local queue full: wait for deliveries, never drop
                 self._producer.poll(0.05)
 
-    async def send(self, topic: TopicSpec, key: str, value: bytes | None,
-                   partition: int | None = None, headers: dict[str, str] | None = None) -> None:
-        """Produce one record and wait until the broker has acknowledged it."""
+    def acked(self, topic: TopicSpec, key: str, value: bytes | None,
+              partition: int | None = None,
+              headers: dict[str, str | bytes] | None = None) -> asyncio.Future[None]:
+        """Produce one record; the future resolves when the broker has acknowledged it. Why not
+        ``flush()``: a flush waits for every record of every caller sharing this producer, so
+        sixteen fan-out walkers each waiting for the others' ledger records ran in convoy."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
 
@@ -74,7 +77,13 @@ class Emitter:
                 loop.call_soon_threadsafe(_resolve, done, KafkaException(err))
 
         self.produce(topic, key, value, partition, delivered, headers)
-        await done
+        return done
+
+    async def send(self, topic: TopicSpec, key: str, value: bytes | None,
+                   partition: int | None = None,
+                   headers: dict[str, str | bytes] | None = None) -> None:
+        """Produce one record and wait until the broker has acknowledged it."""
+        await self.acked(topic, key, value, partition, headers)
 
     def flush(self, timeout_s: float = 30.0) -> int:
         """Block until queued records are acknowledged; returns how many are still in flight."""

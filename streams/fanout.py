@@ -171,8 +171,8 @@ class Fanout:
             self._ses = ses.client()
         return self._ses
 
-    def _offsets(self, partition: int) -> tuple[int, int]:
-        """(end of the suppressions partition, what this app has committed on it)."""
+    def _offsets(self, partition: int, committed: bool) -> tuple[int, int | None]:
+        """(end of the suppressions partition, what this app has committed on it if asked)."""
         with self._watermarks_lock:  # reads the app group's commits; never joins the group
             if self._watermarks is None:
                 self._watermarks = Consumer({"bootstrap.servers": SETTINGS.bootstrap,
@@ -181,7 +181,7 @@ class Fanout:
         tp = TopicPartition(SUPPRESSIONS.name, partition)
         try:
             high = client.get_watermark_offsets(tp, timeout=10)[1]
-            committed = client.committed([tp], timeout=10)[0].offset
+            done = client.committed([tp], timeout=10)[0].offset if committed else None
         except KafkaException:
             # after a broker restart this client was seen answering "unknown partition" for
             # good: drop it (threads still using it keep it alive until they return), the
@@ -190,23 +190,26 @@ class Fanout:
                 if self._watermarks is client:
                     self._watermarks = None
             raise
-        return int(high), int(committed)
+        return int(high), None if done is None else int(done)
 
     async def suppressions_caught_up(self, partition: int) -> None:
-        """Wait until every suppression written to ``partition`` so far is in the table."""
-        high, committed = await asyncio.get_running_loop().run_in_executor(
-            self._pool, self._offsets, partition)
+        """Wait until every suppression written to ``partition`` so far is in the table. The
+        partition's end is read every time (that is the linearization point: what the API has
+        acknowledged); the group's commit only when the table is behind it."""
+        loop = asyncio.get_running_loop()
+        high, _ = await loop.run_in_executor(self._pool, self._offsets, partition, False)
         waited = 0
-        while True:
-            # committed offsets were applied before a restart (the table's changelog has them)
-            self.applied[partition] = max(self.applied.get(partition, -1), committed - 1)
-            if self.applied[partition] >= high - 1:
-                return
+        while self.applied.get(partition, -1) < high - 1:
+            if waited % 100 == 0:  # at once, then each second: another process may have
+                _, committed = await loop.run_in_executor(  # applied them before a restart
+                    self._pool, self._offsets, partition, True)
+                # committed offsets were applied before a restart (the table's changelog has them)
+                self.applied[partition] = max(self.applied.get(partition, -1),
+                                              (committed or 0) - 1)
+                if self.applied[partition] >= high - 1:
+                    return
             await asyncio.sleep(0.01)
             waited += 1
-            if waited % 100 == 0:  # each second, in case another process applied them
-                _, committed = await asyncio.get_running_loop().run_in_executor(
-                    self._pool, self._offsets, partition)
 
     async def walk(self, stream: Any, event: Any, order: dict[str, Any]) -> None:
         """Walk the order's offset range, then acknowledge it. A failure (a broker hiccup, an SES
@@ -271,17 +274,21 @@ class Fanout:
         log.info("campaign %s partition %d: walked offsets %d..%d", order["campaign_id"],
                  part, order["start"], order["end"])
 
-    def _record(self, campaign: dict[str, Any], order: dict[str, Any], part: int, email: str,
-                outcome: str, reason: str | None, attempts: int = 0,
-                message_id: str | None = None) -> None:
+    def _record(self, acks: list[asyncio.Future[None]], campaign: dict[str, Any],
+                order: dict[str, Any], part: int, email: str, outcome: str, reason: str | None,
+                attempts: int = 0, message_id: str | None = None) -> None:
+        """One recipient's outcome onto the ledger; its acknowledgement joins the chunk's."""
         entry = recipient_entry(campaign=campaign, fire_id=order["fire_id"], email=email,
                                 outcome=outcome, reason=reason, partition_epoch=order["epoch"],
                                 attempts=attempts, message_id=message_id, completed_ms=now_ms())
-        self.emitter.produce(LEDGER, entry["record_id"], codec().encode("LedgerEntry", entry), part)
+        acks.append(self.emitter.acked(LEDGER, entry["record_id"],
+                                       codec().encode("LedgerEntry", entry), part))
         metrics.CAMPAIGN_SENDS.labels(outcome).inc()
 
-    async def _finish(self, key: bytes) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self.emitter.flush)
+    async def _finish(self, key: bytes, acks: list[asyncio.Future[None]]) -> None:
+        """``done`` only once the chunk's outcomes are on the ledger: a crash in between leaves
+        the chunk at ``intent``, resolved ``unknown`` by whoever walks it next."""
+        await asyncio.gather(*acks)
         send_chunks[key] = DONE
 
     async def send_chunk(self, order: dict[str, Any], chunk: dict[str, Any], part: int,
@@ -289,6 +296,7 @@ class Fanout:
         key = f"{chunk['campaign_id']}:{chunk['upload_id']}:{chunk['seq']}".encode()
         state = send_chunks.get(key)
         emails: list[str] = chunk["emails"]
+        acks: list[asyncio.Future[None]] = []
         if state == DONE:
             if key in send_chunks.regressions:  # a zombie's late intent is the changelog's last
                 send_chunks.regressions.discard(key)  # word: say done again before compaction
@@ -301,9 +309,9 @@ class Fanout:
                         "restart; %d recipients resolved as unknown, not re-sent",
                         campaign["campaign_id"], key.decode(), part, len(emails))
             for email in emails:
-                self._record(campaign, order, part, email, "unknown", "at-most-once: the send "
+                self._record(acks, campaign, order, part, email, "unknown", "at-most-once: the send "
                              "began before a crash and its outcome is unknown; not re-sent")
-            await self._finish(key)
+            await self._finish(key, acks)
             return
         deadline = campaign["send_at_ms"] + campaign["send_deadline_s"] * 1000
         while campaign["status"] == "paused" and now_ms() < deadline:
@@ -311,27 +319,27 @@ class Fanout:
             campaign = await self.campaign(order["campaign_id"]) or campaign
         if campaign["status"] in ("cancelled", "aborted"):
             for email in emails:
-                self._record(campaign, order, part, email, "cancelled",
+                self._record(acks, campaign, order, part, email, "cancelled",
                              f"campaign {campaign['status']}")
-            await self._finish(key)
+            await self._finish(key, acks)
             return
         if now_ms() > deadline:
             for email in emails:
-                self._record(campaign, order, part, email, "expired_stale",
+                self._record(acks, campaign, order, part, email, "expired_stale",
                              f"not sent by the deadline send_at + {campaign['send_deadline_s']}s")
-            await self._finish(key)
+            await self._finish(key, acks)
             return
         await self.suppressions_caught_up(part)
         tenant = campaign["tenant"]
         allowed: list[tuple[str, dict[str, str]]] = []
         for email, variables in zip(emails, chunk["vars"], strict=True):
             if suppressed.get(f"{tenant}:{email}".encode()) is not None:
-                self._record(campaign, order, part, email, "suppressed", "address is suppressed")
+                self._record(acks, campaign, order, part, email, "suppressed", "address is suppressed")
             else:
                 allowed.append((email, variables))
         if allowed and (reason := await self.pool_quota(campaign, part, len(allowed), deadline)):
             for email, _ in allowed:
-                self._record(campaign, order, part, email, "expired_stale", reason)
+                self._record(acks, campaign, order, part, email, "expired_stale", reason)
             allowed = []
         if allowed:
             while not bucket.take(asyncio.get_running_loop().time(), len(allowed)):
@@ -344,10 +352,11 @@ class Fanout:
                 raise Fenced(f"campaign {campaign['campaign_id']} chunk {key.decode()} partition "
                              f"{part}: the coordinator gave the partition to another worker; "
                              "not sent (its new owner resolves the chunk)")
-            await self._send(campaign, order, part, allowed, deadline)
-        await self._finish(key)
+            await self._send(acks, campaign, order, part, allowed, deadline)
+        await self._finish(key, acks)
 
-    async def _send(self, campaign: dict[str, Any], order: dict[str, Any], part: int,
+    async def _send(self, acks: list[asyncio.Future[None]], campaign: dict[str, Any],
+                    order: dict[str, Any], part: int,
                     allowed: list[tuple[str, dict[str, str]]], deadline: int) -> None:
         base = SETTINGS.api_url
         entries = [ses.BulkEntry(email, unsubscribe.headers(base, campaign["tenant"], email,
@@ -364,7 +373,7 @@ class Fanout:
             if call.outcome is ses.Outcome.SENT:
                 for (email, _), result in zip(allowed, results, strict=True):
                     sent = result.outcome is ses.Outcome.SENT
-                    self._record(campaign, order, part, email,
+                    self._record(acks, campaign, order, part, email,
                                  "sent" if sent else "unknown" if result.outcome is
                                  ses.Outcome.UNKNOWN else "failed",
                                  None if sent else result.error, attempt, result.message_id)
@@ -381,7 +390,7 @@ class Fanout:
             log.warning("campaign %s partition %d: bulk send %s after %d attempts: %s",
                         campaign["campaign_id"], part, outcome, attempt, call.error)
             for email, _ in allowed:
-                self._record(campaign, order, part, email, outcome, call.error, attempt)
+                self._record(acks, campaign, order, part, email, outcome, call.error, attempt)
             return
 
 
