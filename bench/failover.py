@@ -22,13 +22,13 @@ import uuid
 
 from confluent_kafka import Consumer, TopicPartition
 
-from bench.common import end_offsets, report
+from bench.common import end_offsets, group_lag, report
 from stack import processes
 from stack.local import Stack
 from streams import schedule, settings
 from streams.codec import codec
 from streams.emit import Emitter
-from streams.topology import FIRED, JOBS, LEDGER, partition_for, partitions
+from streams.topology import APP_ID, FIRED, JOBS, LEDGER, partition_for, partitions
 
 WARM_UP_S = 20
 SETTLE_S = 40  # reconciler and executor catching up before the ledger is read
@@ -72,8 +72,8 @@ def main() -> None:
     stack = Stack(conf)
     stack.up(with_app=False)
     workers = [f"worker-{i}" for i in range(1, args.workers + 1)]
-    for name in workers:
-        stack.start_worker(name)
+    for name in workers:  # an earlier run's tombstones may take minutes to apply
+        stack.start_worker(name, ready_timeout_s=900)
     victim = workers[-1]
     emitter = Emitter(conf.bootstrap, "bench-failover", **{"linger.ms": 50})
     run = uuid.uuid4().hex[:6]
@@ -88,6 +88,8 @@ def main() -> None:
             "misfire_policy": "fire_all", "max_lateness_s": 600, "retry_max_attempts": 1,
             "created_ms": now, "updated_ms": now}))
     emitter.flush(60)
+    while group_lag(conf.bootstrap, APP_ID, JOBS.name) > 0:  # e.g. an earlier run's tombstones
+        time.sleep(1)
     fired_start, ledger_start = end_offsets(conf.bootstrap, FIRED.name), end_offsets(
         conf.bootstrap, LEDGER.name)
     time.sleep(WARM_UP_S)

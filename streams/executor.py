@@ -236,3 +236,10 @@ async def execute_fired(stream: Any) -> Any:
     acking = stream.noack()
     async for event in acking.events():
         await executor.accept(acking, event)
+
+
+@app.on_partitions_revoked.connect
+async def _on_revoked(app: Any, revoked: set[Any], **kwargs: Any) -> None:
+    for tp in revoked:
+        if tp.topic == FIRED.name:
+            executor.fence.forget(tp.partition)
