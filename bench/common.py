@@ -14,8 +14,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from stack.local import Stack
+from streams import settings
 from streams.admin import client as admin_client
-from streams.settings import REPO_ROOT
+from streams.settings import REPO_ROOT, Settings
+from streams.topology import APP_ID, TopicSpec
 
 RESULTS = REPO_ROOT / "bench" / "results"
 
@@ -99,3 +102,23 @@ def rss_peak_mib(pid: int) -> float:
 def rss_mib(pid: int) -> float:
     """The process's resident memory now (VmRSS)."""
     return _status_mib(pid, "VmRSS")
+
+
+def stack_with_workers(count: int, ready_timeout_s: float = 900) -> tuple[Settings, Stack, list[str]]:
+    """The local stack (started if needed; no API) with workers 1..``count`` running. A worker
+    may take minutes to be ready when an earlier run's tombstones are still being applied."""
+    conf = settings.load()
+    stack = Stack(conf)
+    stack.up(with_app=False)
+    workers = [f"worker-{i}" for i in range(1, count + 1)]
+    for name in workers:
+        stack.start_worker(name, ready_timeout_s=ready_timeout_s)
+    return conf, stack, workers
+
+
+def wait_consumed(bootstrap: str, topic: TopicSpec, every_s: float = 1.0) -> float:
+    """Seconds until the workers' group has consumed everything written to ``topic`` so far."""
+    started = time.monotonic()
+    while group_lag(bootstrap, APP_ID, topic.name) > 0:
+        time.sleep(every_s)
+    return time.monotonic() - started

@@ -20,13 +20,13 @@ import shutil
 import time
 import uuid
 
-from bench.common import group_lag, report, rss_mib, rss_peak_mib
+from bench.common import report, rss_mib, rss_peak_mib, wait_consumed
 from bench.spike import load
 from stack import processes
 from stack.local import Stack
 from streams import settings
 from streams.emit import Emitter
-from streams.topology import APP_ID, JOBS, partitions
+from streams.topology import JOBS, partitions
 
 WORKER = "worker-1"
 
@@ -53,8 +53,7 @@ def main() -> None:
     started = time.monotonic()
     ids = load(emitter, f"scale-{run}", args.schedules, "0 0 1 1 *")
     produced_s = time.monotonic() - started
-    while group_lag(conf.bootstrap, APP_ID, JOBS.name) > 0:
-        time.sleep(1)
+    wait_consumed(conf.bootstrap, JOBS)
     loaded_s = time.monotonic() - started
     print(f"loaded {len(ids)} schedules: produced in {produced_s:.1f}s, consumed and indexed in "
           f"{loaded_s:.1f}s", flush=True)

@@ -19,23 +19,30 @@ import uuid
 
 from confluent_kafka import Consumer, TopicPartition
 
-from bench.common import end_offsets, group_lag, percentile, report, rss_peak_mib
+from bench.common import (
+    end_offsets,
+    percentile,
+    report,
+    rss_peak_mib,
+    stack_with_workers,
+    wait_consumed,
+)
 from stack import processes
-from stack.local import Stack
-from streams import settings
 from streams.codec import codec
 from streams.emit import Emitter
 from streams.schedule import now_ms
-from streams.topology import APP_ID, FIRED, JOBS
+from streams.topology import FIRED, JOBS
 
 
-def job(job_id: str, cron: str, now: int) -> bytes:
+def job(job_id: str, cron: str, now: int, misfire_policy: str = "skip",
+        max_lateness_s: int = 60) -> bytes:
+    """A benchmark job as the API would have written it, firing into a Kafka topic."""
     return codec().encode("Job", {
         "job_id": job_id, "tenant": "bench", "revision": 1,
         "schedule": {"cron": cron, "timezone": "UTC"},
         "target": {"type": "kafka", "topic": "bench.fires", "value": "tick"},
-        "misfire_policy": "skip", "max_lateness_s": 60, "retry_max_attempts": 1,
-        "created_ms": now, "updated_ms": now,
+        "misfire_policy": misfire_policy, "max_lateness_s": max_lateness_s,
+        "retry_max_attempts": 1, "created_ms": now, "updated_ms": now,
     })
 
 
@@ -55,20 +62,14 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
 
-    conf = settings.load()
-    stack = Stack(conf)
-    stack.up(with_app=False)
-    workers = [f"worker-{i}" for i in range(1, args.workers + 1)]
-    for name in workers:
-        stack.start_worker(name)
+    conf, stack, workers = stack_with_workers(args.workers)
     emitter = Emitter(conf.bootstrap, "bench-spike", **{"linger.ms": 50})
     run = uuid.uuid4().hex[:6]
     started = time.monotonic()
     idle = load(emitter, f"idle-{run}", args.idle, "0 0 1 1 *")
     spike = load(emitter, f"spike-{run}", args.jobs, "0 * * * * *")
     produced_s = time.monotonic() - started
-    while group_lag(conf.bootstrap, APP_ID, JOBS.name) > 0:
-        time.sleep(2)
+    wait_consumed(conf.bootstrap, JOBS, every_s=2)
     loaded_s = time.monotonic() - started
     print(f"loaded {len(idle) + len(spike)} jobs: produced in {produced_s:.1f}s, indexed by the "
           f"workers in {loaded_s:.1f}s", flush=True)

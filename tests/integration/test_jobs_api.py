@@ -171,6 +171,9 @@ def test_bad_input_names_the_field(stack, api):
     huge = api.post("/v1/jobs", content=b'{"x":"' + b"a" * 600_000 + b'"}',
                     headers={"content-type": "application/json"})
     assert huge.status_code == 413 and "larger than" in huge.text
+    for raw in (b'{"schedule": {"cron": "* * * * *"}, "target": ', b'{"name": "\xff\xfe"}'):
+        broken = api.post("/v1/jobs", content=raw, headers={"content-type": "application/json"})
+        assert 400 <= broken.status_code < 500 and "body" in broken.text, broken.text
 
 
 def test_ssrf_guard_refuses_private_targets_unless_allowed(stack):
