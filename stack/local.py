@@ -42,6 +42,16 @@ class StackError(RuntimeError):
         super().__init__(f"{component}: {reason}{where}")
 
 
+def kafka_cluster_id() -> str:
+    """A random KRaft cluster id, as Kafka's ``Uuid.randomUuid`` makes them: never starting with
+    "-", which kafka-storage's argument parser takes for an option (a fresh-clone run failed to
+    format storage that way, 1 time in 64)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def say(message: str) -> None:
     print(f"[stack] {message}", flush=True)
 
@@ -166,7 +176,7 @@ class Stack:
             "",
         ]))
         if not (data / "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster_id = kafka_cluster_id()
             with open(log, "ab") as out:
                 rc = subprocess.call(
                     self._java("kafka-storage", "kafka.tools.StorageTool", "256m",

@@ -25,3 +25,16 @@ def test_a_recycled_pid_is_never_ours(tmp_path):
     finally:
         other.kill()
         other.wait()
+
+
+def test_kafka_cluster_ids_never_look_like_an_option(monkeypatch):
+    """kafka-storage format -t <id> fails on an id starting with "-" (1 in 64 of random ids)."""
+    import uuid
+
+    from stack import local
+
+    dash_first = uuid.UUID(bytes=b"\xfb" + bytes(15))  # base64url of 0xfb... starts with "-"
+    ids = iter([dash_first, uuid.UUID(int=1)])
+    monkeypatch.setattr(local.uuid, "uuid4", lambda: next(ids))
+    cluster_id = local.kafka_cluster_id()
+    assert not cluster_id.startswith("-") and len(cluster_id) == 22
