@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
@@ -25,6 +27,7 @@ def changelog_topics() -> tuple[TopicSpec, ...]:
         for t in TABLES)
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 _CLIENTS: dict[str, AdminClient] = {}
@@ -55,6 +58,30 @@ def replace_client(bootstrap: str) -> None:
     log.warning("AdminClient for %s replaced after repeated timeouts", bootstrap)
 
 
+STUCK_AFTER = 3  # failed requests in a row before a client is taken for stuck
+_FAILURES: dict[str, int] = {}
+
+
+def call(bootstrap: str, request: Callable[[AdminClient], T]) -> T:
+    """Run ``request`` on the process's AdminClient. After ``STUCK_AFTER`` failures in a row the
+    client is replaced (``replace_client``): after a broker restart a stuck client held every
+    send at the fence and kept a worker's topic views from ever catching up."""
+    try:
+        result = request(client(bootstrap))
+    except Exception:
+        with _LOCK:
+            failures = _FAILURES[bootstrap] = _FAILURES.get(bootstrap, 0) + 1
+            stuck = failures >= STUCK_AFTER
+            if stuck:
+                _FAILURES[bootstrap] = 0
+        if stuck:
+            replace_client(bootstrap)
+        raise
+    with _LOCK:
+        _FAILURES[bootstrap] = 0
+    return result
+
+
 def close_clients() -> None:
     """Destroy every AdminClient of this process, while the broker still answers: destroyed
     after it is gone, librdkafka waited forever at interpreter exit (a hung test run)."""
@@ -71,8 +98,12 @@ def end_offsets(bootstrap: str, tps: set[tuple[str, int]] | list[tuple[str, int]
     if not tps:
         return {}
     request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in tps}
-    futures = client(bootstrap).list_offsets(request, request_timeout=timeout_s)
-    return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+    def ask(admin: AdminClient) -> dict[tuple[str, int], int]:
+        futures = admin.list_offsets(request, request_timeout=timeout_s)
+        return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+    return call(bootstrap, ask)
 
 
 def ensure_topics(bootstrap: str, topics: tuple[TopicSpec, ...] | None = None,

@@ -32,7 +32,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ops import metrics
-from streams import admin, retry, ses, unsubscribe, warmup
+from streams import retry, ses, unsubscribe, warmup
 from streams.app import CLIENT_ID, HEALTH, SETTINGS, WORKER_ID, app, raw_table, raw_topic
 from streams.codec import codec
 from streams.emit import Emitter
@@ -91,8 +91,7 @@ class Fanout:
         self.walkers = Walkers()
         self._view_lock = asyncio.Lock()
         self._watermarks_lock = threading.Lock()
-        self.fence = GroupFence(lambda: describe(SETTINGS.bootstrap, APP_ID), CLIENT_ID,
-                                on_stuck=lambda: admin.replace_client(SETTINGS.bootstrap))
+        self.fence = GroupFence(lambda: describe(SETTINGS.bootstrap, APP_ID), CLIENT_ID)
         self.gate = FairGate(ACCOUNT_RATE_PER_S,
                              lambda: max(1, len(HEALTH.partitions)) / partitions())
 

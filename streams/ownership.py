@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from streams.admin import client as admin_client
+from streams import admin
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +52,8 @@ def ownership(assignment: Assignment, client_id: str, topic: str, partition: int
 
 
 def describe(bootstrap: str, group: str, timeout_s: float = 10.0) -> Assignment:
-    admin = admin_client(bootstrap)
-    described = admin.describe_consumer_groups([group], request_timeout=timeout_s)[group].result()
+    described = admin.call(bootstrap, lambda client: client.describe_consumer_groups(
+        [group], request_timeout=timeout_s)[group].result())
     held: dict[str, set[tuple[str, int]]] = {}
     for member in described.members:
         tps = member.assignment.topic_partitions if member.assignment else []
@@ -67,12 +67,9 @@ class GroupFence:
     (nothing has been sent while it waits, so waiting is always safe)."""
 
     def __init__(self, fetch: Callable[[], Assignment], client_id: str, retry_s: float = 0.5,
-                 warn_every_s: float = 60.0, on_stuck: Callable[[], None] | None = None,
-                 stuck_after: int = 3) -> None:
+                 warn_every_s: float = 60.0) -> None:
         self.fetch, self.client_id = fetch, client_id
         self.retry_s, self.warn_every_s = retry_s, warn_every_s
-        # after ``stuck_after`` failed rounds in a row: a client stuck since a broker restart
-        self.on_stuck, self.stuck_after, self.failures = on_stuck, stuck_after, 0
         self._round: asyncio.Future[Assignment] | None = None
         self._round_started = -1.0
 
@@ -97,14 +94,9 @@ class GroupFence:
         while True:
             try:
                 verdict = ownership(await self._fresh(), self.client_id, topic, partition)
-                self.failures = 0
             except Exception as exc:  # noqa: BLE001 - a failed describe fences nothing: retry
-                self.failures += 1
-                log.warning("ownership of %s[%d]: coordinator not answering (%s); failure %d",
-                            topic, partition, exc, self.failures)
-                if self.on_stuck is not None and self.failures >= self.stuck_after:
-                    self.failures = 0
-                    self.on_stuck()
+                log.warning("ownership of %s[%d]: coordinator not answering (%s)", topic,
+                            partition, exc)
                 verdict = Ownership.UNSETTLED
             if verdict is not Ownership.UNSETTLED:
                 return verdict
