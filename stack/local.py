@@ -434,7 +434,7 @@ class Stack:
     def down(self) -> None:
         from streams import admin
 
-        admin.close_clients()  # while the broker still answers
+        admin.forget_clients()  # none destroyed: a stuck client once blocked this for minutes
         for name in self.app_names():
             if processes.stop(self.pidfile(name)):
                 say(f"stopped {name}")

@@ -6,6 +6,7 @@ broker auto-creation, so partition counts and compaction are always what the top
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import threading
 import time
@@ -31,7 +32,6 @@ T = TypeVar("T")
 
 
 _CLIENTS: dict[str, AdminClient] = {}
-_RETIRED: list[AdminClient] = []  # replaced clients, kept alive: see replace_client
 _LOCK = threading.Lock()
 
 
@@ -46,15 +46,22 @@ def client(bootstrap: str) -> AdminClient:
         return _CLIENTS[bootstrap]
 
 
+def _keep_forever(old: AdminClient) -> None:
+    """Never destroy an AdminClient: destroying one with a request pending aborts the process
+    (above), destroying a stuck one blocked ``stack down`` for minutes, and one destroyed at
+    interpreter exit after the broker was gone made librdkafka wait forever. The extra reference
+    keeps it alive through interpreter shutdown; the process's exit ends its threads."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(old))
+
+
 def replace_client(bootstrap: str) -> None:
     """Start a new AdminClient for the cluster. After a broker restart a worker's client was
     seen timing out on every request for minutes while a new one answered at once. The old
-    client is kept, never destroyed, for the reason in ``client``: one per outage is a small
-    price."""
+    client is kept, never destroyed (``_keep_forever``): one per outage is a small price."""
     with _LOCK:
         old = _CLIENTS.pop(bootstrap, None)
         if old is not None:
-            _RETIRED.append(old)
+            _keep_forever(old)
     log.warning("AdminClient for %s replaced after repeated timeouts", bootstrap)
 
 
@@ -82,12 +89,13 @@ def call(bootstrap: str, request: Callable[[AdminClient], T]) -> T:
     return result
 
 
-def close_clients() -> None:
-    """Destroy every AdminClient of this process, while the broker still answers: destroyed
-    after it is gone, librdkafka waited forever at interpreter exit (a hung test run)."""
+def forget_clients() -> None:
+    """Forget every AdminClient of this process (the next use makes a new one), destroying none
+    (``_keep_forever``): ``stack down`` calls it before it stops the broker."""
     with _LOCK:
+        for old in _CLIENTS.values():
+            _keep_forever(old)
         _CLIENTS.clear()
-        _RETIRED.clear()
 
 
 def end_offsets(bootstrap: str, tps: set[tuple[str, int]] | list[tuple[str, int]],

@@ -93,4 +93,4 @@ def test_an_admin_client_failing_request_after_request_is_replaced():
             admin.call(bootstrap, failing)
         assert admin.call(bootstrap, lambda client: client) is seen[-1], "a success resets"
     finally:
-        admin.close_clients()
+        admin.forget_clients()
