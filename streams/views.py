@@ -163,15 +163,15 @@ class TopicView:
         Seen after a broker restart: the consumer of an assigned (group-less) partition polled
         nothing for minutes while records arrived, so a worker did not see a new campaign.
         Returns since when the view has been stuck (None when it is not)."""
-        behind = []
-        for p in parts:
-            try:
-                high = self._consumer.get_watermark_offsets(TopicPartition(self.topic.name, p),
-                                                            timeout=5, cached=False)[1]
-            except Exception:  # noqa: BLE001 - a broker away: nothing to judge yet
-                return stuck_since
-            if self.positions.get(p, 0) < high:
-                behind.append(p)
+        from streams.admin import end_offsets
+
+        try:  # from the AdminClient: the view's own consumer is the suspect (it answered
+            # nothing either after a broker restart, so the view was never judged stuck)
+            ends = end_offsets(self._config["bootstrap.servers"],
+                               [(self.topic.name, p) for p in parts], timeout_s=5)
+        except Exception:  # noqa: BLE001 - a broker away: nothing to judge yet
+            return stuck_since
+        behind = [p for p in parts if self.positions.get(p, 0) < ends[(self.topic.name, p)]]
         if not behind:
             return None
         now = time.monotonic()
