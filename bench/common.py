@@ -7,16 +7,14 @@ import os
 import platform
 import subprocess
 import time
-import uuid
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
-
 from stack.local import Stack
 from streams import settings
 from streams.admin import client as admin_client
+from streams.admin import committed_offsets, end_offsets
 from streams.settings import REPO_ROOT, Settings
 from streams.topology import APP_ID, TopicSpec
 
@@ -59,32 +57,17 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
+def topic_ends(bootstrap: str, topic: str) -> dict[int, int]:
+    """The end offset of every partition of ``topic``."""
+    partitions = admin_client(bootstrap).list_topics(topic, timeout=10).topics[topic].partitions
+    ends = end_offsets(bootstrap, [(topic, p) for p in partitions])
+    return {p: end for (_, p), end in ends.items()}
+
+
 def group_lag(bootstrap: str, group: str, topic: str) -> int:
     """Records of ``topic`` the consumer group has not committed yet (Kafka's own offsets)."""
-    admin = admin_client(bootstrap)
-    meta = admin.list_topics(topic, timeout=10).topics[topic]
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                         "enable.auto.commit": False})
-    try:
-        tps = [TopicPartition(topic, p) for p in meta.partitions]
-        committed = consumer.committed(tps, timeout=10)
-        lag = 0
-        for tp in committed:
-            _, high = consumer.get_watermark_offsets(tp, timeout=10)
-            lag += high - max(tp.offset, 0)
-        return lag
-    finally:
-        consumer.close()
-
-
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": str(uuid.uuid4())})
-    try:
-        meta = consumer.list_topics(topic, timeout=10).topics[topic]
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in meta.partitions}
-    finally:
-        consumer.close()
+    committed = committed_offsets(bootstrap, group)
+    return sum(end - committed.get((topic, p), 0) for p, end in topic_ends(bootstrap, topic).items())
 
 
 def _status_mib(pid: int, field: str) -> float:

@@ -24,7 +24,7 @@ import uuid
 
 from confluent_kafka import Consumer, TopicPartition
 
-from bench.common import end_offsets, report, stack_with_workers, wait_consumed
+from bench.common import report, stack_with_workers, topic_ends, wait_consumed
 from bench.spike import job
 from stack import processes
 from stack.local import Stack
@@ -81,7 +81,7 @@ def main() -> None:
         emitter.produce(JOBS, job_id, job(job_id, "* * * * * *", now, "fire_all", 600))
     emitter.flush(60)
     wait_consumed(conf.bootstrap, JOBS)  # an earlier run's tombstones come first
-    fired_start, ledger_start = end_offsets(conf.bootstrap, FIRED.name), end_offsets(
+    fired_start, ledger_start = topic_ends(conf.bootstrap, FIRED.name), topic_ends(
         conf.bootstrap, LEDGER.name)
     time.sleep(WARM_UP_S)
 
@@ -100,9 +100,9 @@ def main() -> None:
     backlog_s = wait_consumed(conf.bootstrap, FIRED, every_s=2)  # executors working it off
     time.sleep(SETTLE_S)
     fired = read(conf.bootstrap, FIRED.name, fired_start, prefix,
-                 end_offsets(conf.bootstrap, FIRED.name))
+                 topic_ends(conf.bootstrap, FIRED.name))
     decided = {key for key, _, _ in read(conf.bootstrap, LEDGER.name, ledger_start, prefix,
-                                         end_offsets(conf.bootstrap, LEDGER.name))}
+                                         topic_ends(conf.bootstrap, LEDGER.name))}
     stack.start_worker(victim)
 
     count = partitions()

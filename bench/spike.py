@@ -20,11 +20,11 @@ import uuid
 from confluent_kafka import Consumer, TopicPartition
 
 from bench.common import (
-    end_offsets,
     percentile,
     report,
     rss_peak_mib,
     stack_with_workers,
+    topic_ends,
     wait_consumed,
 )
 from stack import processes
@@ -74,7 +74,7 @@ def main() -> None:
     print(f"loaded {len(idle) + len(spike)} jobs: produced in {produced_s:.1f}s, indexed by the "
           f"workers in {loaded_s:.1f}s", flush=True)
 
-    offsets = end_offsets(conf.bootstrap, FIRED.name)
+    offsets = topic_ends(conf.bootstrap, FIRED.name)
     spike_ms = (now_ms() // 60_000 + 1) * 60_000
     if spike_ms - now_ms() < 5_000:
         spike_ms += 60_000

@@ -13,11 +13,11 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from streams.admin import client as admin_client
-from streams.admin import end_offsets
+from streams.admin import committed_offsets, end_offsets
 
 # consumers that never commit: the API's and workers' topic views, fan-out walkers
 EPHEMERAL_PREFIXES = ("cronstream-view-", "fanout-", "cronstream-lag-")
@@ -69,10 +69,8 @@ def read(bootstrap: str, only: list[str] | None = None, timeout_s: float = 10.0
     owners = _owners(admin, names, timeout_s)
     committed: dict[tuple[str, str, int], int | None] = {}
     for name in names:
-        request = [ConsumerGroupTopicPartitions(name)]
-        result = admin.list_consumer_group_offsets(request, request_timeout=timeout_s)[name].result()
-        for tp in result.topic_partitions:
-            committed[(name, tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
+        for (topic, part), offset in committed_offsets(bootstrap, name, timeout_s).items():
+            committed[(name, topic, part)] = offset
     for (name, topic, part) in owners:
         committed.setdefault((name, topic, part), None)
     tps = {(t, p) for (_, t, p) in committed}

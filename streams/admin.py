@@ -114,6 +114,20 @@ def end_offsets(bootstrap: str, tps: set[tuple[str, int]] | list[tuple[str, int]
     return call(bootstrap, ask)
 
 
+def committed_offsets(bootstrap: str, group: str, timeout_s: float = 10.0
+                      ) -> dict[tuple[str, int], int]:
+    """What ``group`` has committed, per (topic, partition) it ever committed; partitions
+    without a commit are absent. Read through the AdminClient, so it never joins the group."""
+
+    def ask(admin: AdminClient) -> dict[tuple[str, int], int]:
+        listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                   request_timeout=timeout_s)[group].result()
+        return {(tp.topic, tp.partition): tp.offset for tp in listed.topic_partitions
+                if tp.offset >= 0}
+
+    return call(bootstrap, ask)
+
+
 def ensure_topics(bootstrap: str, topics: tuple[TopicSpec, ...] | None = None,
                   timeout_s: float = 30.0) -> list[str]:
     """Create the missing topics; returns the names created. Raises if the broker refuses."""
@@ -173,10 +187,8 @@ def _seed_group_offsets(bootstrap: str, group: str, timeout_s: float = 15.0) -> 
     to move an active group's offsets), so ``stack up`` and each worker try it before joining;
     returns the partitions seeded.
     """
+    committed = committed_offsets(bootstrap, group, timeout_s)
     admin = client(bootstrap)
-    listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                               request_timeout=timeout_s)[group].result()
-    committed = {(tp.topic, tp.partition) for tp in listed.topic_partitions if tp.offset >= 0}
     metadata = admin.list_topics(timeout=timeout_s).topics
     missing = [TopicPartition(name, p) for name in agent_topics() if name in metadata
                for p in metadata[name].partitions if (name, p) not in committed]

@@ -27,6 +27,7 @@ from streams import overlap, retry, ses, targets
 from streams.app import SETTINGS, WORKER_ID, app, raw_table, raw_topic
 from streams.codec import codec
 from streams.emit import Emitter
+from streams.event_context import event_task
 from streams.fanout import fanout
 from streams.fencing import EpochFence
 from streams.ledger import job_entry
@@ -134,7 +135,7 @@ class Executor:
         await self.slots.acquire()
         self.running[fired["job_id"]] = self.running.get(fired["job_id"], 0) + 1
         self.in_flight.add(fired["fire_id"])
-        asyncio.ensure_future(self.run(stream, event, fired))  # inherits the event's context
+        event_task(event, self.run(stream, event, fired))  # table writes need its partition
 
     async def run(self, stream: Any, event: Any, fired: dict[str, Any]) -> None:
         fid, job_id, part = fired["fire_id"], fired["job_id"], event.message.partition

@@ -24,15 +24,15 @@ import asyncio
 import json
 import logging
 import os
-import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from ops import metrics
 from streams import retry, ses, unsubscribe, warmup
+from streams.admin import committed_offsets, end_offsets
 from streams.app import CLIENT_ID, HEALTH, SETTINGS, WORKER_ID, app, raw_table, raw_topic
 from streams.codec import codec
 from streams.emit import Emitter
@@ -87,10 +87,8 @@ class Fanout:
         self._emitter: Emitter | None = None
         self._pool = ThreadPoolExecutor(SEND_THREADS, thread_name_prefix="campaign-ses")
         self._ses: Any = None
-        self._watermarks: Consumer | None = None
         self.walkers = Walkers()
         self._view_lock = asyncio.Lock()
-        self._watermarks_lock = threading.Lock()
         self.fence = GroupFence(lambda: describe(SETTINGS.bootstrap, APP_ID), CLIENT_ID)
         self.gate = FairGate(ACCOUNT_RATE_PER_S,
                              lambda: max(1, len(HEALTH.partitions)) / partitions())
@@ -171,25 +169,11 @@ class Fanout:
         return self._ses
 
     def _offsets(self, partition: int, committed: bool) -> tuple[int, int | None]:
-        """(end of the suppressions partition, what this app has committed on it if asked)."""
-        with self._watermarks_lock:  # reads the app group's commits; never joins the group
-            if self._watermarks is None:
-                self._watermarks = Consumer({"bootstrap.servers": SETTINGS.bootstrap,
-                                             "group.id": APP_ID, "enable.auto.commit": False})
-            client = self._watermarks
-        tp = TopicPartition(SUPPRESSIONS.name, partition)
-        try:
-            high = client.get_watermark_offsets(tp, timeout=10)[1]
-            done = client.committed([tp], timeout=10)[0].offset if committed else None
-        except KafkaException:
-            # after a broker restart this client was seen answering "unknown partition" for
-            # good: drop it (threads still using it keep it alive until they return), the
-            # walker retries with a new one
-            with self._watermarks_lock:
-                if self._watermarks is client:
-                    self._watermarks = None
-            raise
-        return int(high), None if done is None else int(done)
+        """(end of the suppressions partition, what this app has committed on it if asked),
+        from the self-healing AdminClient (``streams.admin``)."""
+        tp = (SUPPRESSIONS.name, partition)
+        high = end_offsets(SETTINGS.bootstrap, [tp])[tp]
+        return high, committed_offsets(SETTINGS.bootstrap, APP_ID).get(tp) if committed else None
 
     async def suppressions_caught_up(self, partition: int) -> None:
         """Wait until every suppression written to ``partition`` so far is in the table. The
