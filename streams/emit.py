@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -61,29 +61,31 @@ class Emitter:
             except BufferError:  # local queue full: wait for deliveries, never drop
                 self._producer.poll(0.05)
 
-    def acked(self, topic: TopicSpec, key: str, value: bytes | None,
+    def acked(self, topic: TopicSpec, records: Sequence[tuple[str, bytes | None]],
               partition: int | None = None,
               headers: dict[str, str | bytes] | None = None) -> asyncio.Future[None]:
-        """Produce one record; the future resolves when the broker has acknowledged it. Why not
-        ``flush()``: a flush waits for every record of every caller sharing this producer, so
-        sixteen fan-out walkers each waiting for the others' ledger records ran in convoy."""
+        """Produce ``records`` (key, value); the future resolves once the broker has acknowledged
+        all of them, or fails with the first error. Why not ``flush()``: a flush waits for every
+        record of every caller sharing this producer, so sixteen fan-out walkers each waiting for
+        the others' ledger records ran in convoy. Why one future per batch: waking the event loop
+        from the delivery thread is a syscall, and one per recipient was a real share of a
+        saturated fan-out's CPU."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
-
-        def delivered(err: KafkaError | None, msg: Message) -> None:
-            if err is None:
-                loop.call_soon_threadsafe(_resolve, done, None)
-            else:
-                loop.call_soon_threadsafe(_resolve, done, KafkaException(err))
-
-        self.produce(topic, key, value, partition, delivered, headers)
+        if not records:
+            done.set_result(None)
+            return done
+        countdown = _Countdown(len(records), lambda error: loop.call_soon_threadsafe(
+            _resolve, done, error))
+        for key, value in records:
+            self.produce(topic, key, value, partition, countdown.delivered, headers)
         return done
 
     async def send(self, topic: TopicSpec, key: str, value: bytes | None,
                    partition: int | None = None,
                    headers: dict[str, str | bytes] | None = None) -> None:
         """Produce one record and wait until the broker has acknowledged it."""
-        await self.acked(topic, key, value, partition, headers)
+        await self.acked(topic, [(key, value)], partition, headers)
 
     def flush(self, timeout_s: float = 30.0) -> int:
         """Block until queued records are acknowledged; returns how many are still in flight."""
@@ -96,6 +98,25 @@ class Emitter:
             log.error("producer closed with %d undelivered records", remaining)
         self._closed.set()
         self._poller.join(timeout=1)
+
+
+class _Countdown:
+    """Counts a batch's deliveries down; reports once: at the first error, or when all are in.
+    Delivery callbacks run on whichever thread polls or flushes the producer, hence the lock."""
+
+    def __init__(self, count: int, report: Callable[[Exception | None], None]) -> None:
+        self._left = count
+        self._report: Callable[[Exception | None], None] | None = report
+        self._lock = threading.Lock()
+
+    def delivered(self, err: KafkaError | None, _msg: Message) -> None:
+        with self._lock:
+            self._left -= 1
+            report = self._report
+            if report is None or (err is None and self._left):
+                return
+            self._report = None
+        report(None if err is None else KafkaException(err))
 
 
 def _resolve(future: asyncio.Future[None], error: Exception | None) -> None:

@@ -257,21 +257,20 @@ class Fanout:
         log.info("campaign %s partition %d: walked offsets %d..%d", order["campaign_id"],
                  part, order["start"], order["end"])
 
-    def _record(self, acks: list[asyncio.Future[None]], campaign: dict[str, Any],
+    def _record(self, outcomes: list[tuple[str, bytes]], campaign: dict[str, Any],
                 order: dict[str, Any], part: int, email: str, outcome: str, reason: str | None,
                 attempts: int = 0, message_id: str | None = None) -> None:
-        """One recipient's outcome onto the ledger; its acknowledgement joins the chunk's."""
+        """One recipient's outcome, for the chunk's ledger records (``_finish`` writes them)."""
         entry = recipient_entry(campaign=campaign, fire_id=order["fire_id"], email=email,
                                 outcome=outcome, reason=reason, partition_epoch=order["epoch"],
                                 attempts=attempts, message_id=message_id, completed_ms=now_ms())
-        acks.append(self.emitter.acked(LEDGER, entry["record_id"],
-                                       codec().encode("LedgerEntry", entry), part))
+        outcomes.append((entry["record_id"], codec().encode("LedgerEntry", entry)))
         metrics.CAMPAIGN_SENDS.labels(outcome).inc()
 
-    async def _finish(self, key: bytes, acks: list[asyncio.Future[None]]) -> None:
+    async def _finish(self, key: bytes, outcomes: list[tuple[str, bytes]], part: int) -> None:
         """``done`` only once the chunk's outcomes are on the ledger: a crash in between leaves
         the chunk at ``intent``, resolved ``unknown`` by whoever walks it next."""
-        await asyncio.gather(*acks)
+        await self.emitter.acked(LEDGER, outcomes, part)
         send_chunks[key] = DONE
 
     async def send_chunk(self, order: dict[str, Any], chunk: dict[str, Any], part: int,
@@ -279,7 +278,7 @@ class Fanout:
         key = f"{chunk['campaign_id']}:{chunk['upload_id']}:{chunk['seq']}".encode()
         state = send_chunks.get(key)
         emails: list[str] = chunk["emails"]
-        acks: list[asyncio.Future[None]] = []
+        outcomes: list[tuple[str, bytes]] = []
         if state == DONE:
             if key in send_chunks.regressions:  # a zombie's late intent is the changelog's last
                 send_chunks.regressions.discard(key)  # word: say done again before compaction
@@ -292,9 +291,9 @@ class Fanout:
                         "restart; %d recipients resolved as unknown, not re-sent",
                         campaign["campaign_id"], key.decode(), part, len(emails))
             for email in emails:
-                self._record(acks, campaign, order, part, email, "unknown", "at-most-once: the send "
+                self._record(outcomes, campaign, order, part, email, "unknown", "at-most-once: the send "
                              "began before a crash and its outcome is unknown; not re-sent")
-            await self._finish(key, acks)
+            await self._finish(key, outcomes, part)
             return
         deadline = campaign["send_at_ms"] + campaign["send_deadline_s"] * 1000
         while campaign["status"] == "paused" and now_ms() < deadline:
@@ -302,27 +301,27 @@ class Fanout:
             campaign = await self.campaign(order["campaign_id"]) or campaign
         if campaign["status"] in ("cancelled", "aborted"):
             for email in emails:
-                self._record(acks, campaign, order, part, email, "cancelled",
+                self._record(outcomes, campaign, order, part, email, "cancelled",
                              f"campaign {campaign['status']}")
-            await self._finish(key, acks)
+            await self._finish(key, outcomes, part)
             return
         if now_ms() > deadline:
             for email in emails:
-                self._record(acks, campaign, order, part, email, "expired_stale",
+                self._record(outcomes, campaign, order, part, email, "expired_stale",
                              f"not sent by the deadline send_at + {campaign['send_deadline_s']}s")
-            await self._finish(key, acks)
+            await self._finish(key, outcomes, part)
             return
         await self.suppressions_caught_up(part)
         tenant = campaign["tenant"]
         allowed: list[tuple[str, dict[str, str]]] = []
         for email, variables in zip(emails, chunk["vars"], strict=True):
             if suppressed.get(f"{tenant}:{email}".encode()) is not None:
-                self._record(acks, campaign, order, part, email, "suppressed", "address is suppressed")
+                self._record(outcomes, campaign, order, part, email, "suppressed", "address is suppressed")
             else:
                 allowed.append((email, variables))
         if allowed and (reason := await self.pool_quota(campaign, part, len(allowed), deadline)):
             for email, _ in allowed:
-                self._record(acks, campaign, order, part, email, "expired_stale", reason)
+                self._record(outcomes, campaign, order, part, email, "expired_stale", reason)
             allowed = []
         if allowed:
             while not bucket.take(asyncio.get_running_loop().time(), len(allowed)):
@@ -335,10 +334,10 @@ class Fanout:
                 raise Fenced(f"campaign {campaign['campaign_id']} chunk {key.decode()} partition "
                              f"{part}: the coordinator gave the partition to another worker; "
                              "not sent (its new owner resolves the chunk)")
-            await self._send(acks, campaign, order, part, allowed, deadline)
-        await self._finish(key, acks)
+            await self._send(outcomes, campaign, order, part, allowed, deadline)
+        await self._finish(key, outcomes, part)
 
-    async def _send(self, acks: list[asyncio.Future[None]], campaign: dict[str, Any],
+    async def _send(self, outcomes: list[tuple[str, bytes]], campaign: dict[str, Any],
                     order: dict[str, Any], part: int,
                     allowed: list[tuple[str, dict[str, str]]], deadline: int) -> None:
         base = SETTINGS.api_url
@@ -356,7 +355,7 @@ class Fanout:
             if call.outcome is ses.Outcome.SENT:
                 for (email, _), result in zip(allowed, results, strict=True):
                     sent = result.outcome is ses.Outcome.SENT
-                    self._record(acks, campaign, order, part, email,
+                    self._record(outcomes, campaign, order, part, email,
                                  "sent" if sent else "unknown" if result.outcome is
                                  ses.Outcome.UNKNOWN else "failed",
                                  None if sent else result.error, attempt, result.message_id)
@@ -373,7 +372,7 @@ class Fanout:
             log.warning("campaign %s partition %d: bulk send %s after %d attempts: %s",
                         campaign["campaign_id"], part, outcome, attempt, call.error)
             for email, _ in allowed:
-                self._record(acks, campaign, order, part, email, outcome, call.error, attempt)
+                self._record(outcomes, campaign, order, part, email, outcome, call.error, attempt)
             return
 
 
