@@ -56,13 +56,16 @@ from streams.topology import (
     partitions,
 )
 from streams.views import TopicView
-from streams.walkers import Start, Walkers
+from streams.walkers import Fenced, Start, Walkers, first_failure
 
 log = logging.getLogger(__name__)
 
 INTENT, DONE = b"intent", b"done"
 ACCOUNT_RATE_PER_S = float(os.environ.get("CRONSTREAM_SES_MAX_RATE", "20000"))
-SEND_THREADS = 16
+# chunks a walker has in flight at once: a chunk spends most of its time waiting on the broker
+# (the barrier, the intent's flush, the fence, the ledger's acknowledgement) and on SES
+CHUNKS_IN_FLIGHT = 4
+SEND_THREADS = 24  # SES calls and the walkers' consume() calls
 MAX_THROTTLE_RETRIES = 1000
 
 fanout_topic = raw_topic(FANOUT)
@@ -74,10 +77,6 @@ pool_sends = raw_table(POOL_SENDS_TABLE)
 
 class ViewBehind(Exception):
     """A view could not catch up: a missing key is not yet a missing record (retried)."""
-
-
-class Fenced(Exception):
-    """This process no longer owns the partition it walks: a zombie must not send."""
 
 
 class Fanout:
@@ -234,20 +233,26 @@ class Fanout:
         position = order["start"]
         loop = asyncio.get_running_loop()
         fetch: asyncio.Future[Any] | None = None
+        window = asyncio.Semaphore(CHUNKS_IN_FLIGHT)
         try:
-            while position < order["end"]:
-                fetch = loop.run_in_executor(self._pool, consumer.consume, 200, 1.0)
-                batch = await asyncio.shield(fetch)
-                for msg in batch:
-                    if msg.error() or msg.offset() >= order["end"]:
-                        continue
-                    position = msg.offset() + 1
-                    chunk = codec().decode(msg.value())
-                    if chunk["upload_id"] == campaign["upload_id"]:
-                        await self.send_chunk(order, chunk, part, bucket)
-                    campaign = await self.campaign(order["campaign_id"]) or campaign
-                if batch:
-                    position = max(position, max(m.offset() for m in batch) + 1)
+            async with asyncio.TaskGroup() as chunks:
+                while position < order["end"]:
+                    fetch = loop.run_in_executor(self._pool, consumer.consume, 200, 1.0)
+                    batch = await asyncio.shield(fetch)
+                    for msg in batch:
+                        if msg.error() or msg.offset() >= order["end"]:
+                            continue
+                        position = msg.offset() + 1
+                        chunk = codec().decode(msg.value())
+                        if chunk["upload_id"] == campaign["upload_id"]:
+                            await window.acquire()
+                            chunks.create_task(self.send_chunk(order, chunk, part, bucket)
+                                               ).add_done_callback(lambda _: window.release())
+                        campaign = await self.campaign(order["campaign_id"]) or campaign
+                    if batch:
+                        position = max(position, max(m.offset() for m in batch) + 1)
+        except ExceptionGroup as failed:  # a chunk failed and its siblings were cancelled
+            raise first_failure(failed) from None
         finally:
             # a cancelled walker's consume() may still run on the pool: close after it returns
             if fetch is not None and not fetch.done():

@@ -26,6 +26,24 @@ from collections.abc import Awaitable, Callable
 Key = tuple[str, int]  # (campaign id, recipient partition)
 
 
+class Fenced(Exception):
+    """This process no longer owns the partition it walks: a zombie must not send."""
+
+
+def first_failure(group: BaseExceptionGroup[Exception]) -> Exception:
+    """The exception a walker acts on when several of its chunks in flight failed together: a
+    ``Fenced`` one first (a zombie must stop, not walk again), else the first."""
+    leaves = _leaves(group)
+    return next((exc for exc in leaves if isinstance(exc, Fenced)), leaves[0])
+
+
+def _leaves(group: BaseExceptionGroup[Exception]) -> list[Exception]:
+    out: list[Exception] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
+
+
 class Start(enum.Enum):
     STARTED = "started"  # nothing else held the key
     QUEUED = "queued"  # revoked predecessors still winding down: walks once they finish

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from streams.walkers import Start, Walkers
+from streams.walkers import Fenced, Start, Walkers, first_failure
 
 
 class Walk:
@@ -105,3 +105,13 @@ def test_revoke_touches_only_its_partition() -> None:
     stopped, log = run(scenario())
     assert stopped == [("c", 1)]
     assert log.index("p1 stopped") < log.index("p0 stopped")
+
+
+def test_a_fenced_chunk_decides_for_the_whole_walker() -> None:
+    """Chunks in flight fail together: if one of them was fenced the walker must stop (not walk
+    again from the chunk table, which a zombie must not do)."""
+    broker = ConnectionError("broker hiccup")
+    fenced = Fenced("partition 3 belongs to another worker")
+    group = ExceptionGroup("chunks", [broker, ExceptionGroup("nested", [fenced])])
+    assert first_failure(group) is fenced
+    assert first_failure(ExceptionGroup("chunks", [broker])) is broker
