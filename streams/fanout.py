@@ -97,7 +97,10 @@ class Fanout:
         (``streams.walkers``); an order a live walker already holds is acknowledged and dropped."""
         key = (order["campaign_id"], order["partition"])
         started = self.walkers.start(key, lambda: self.walk(stream, event, order))
-        if started is Start.DUPLICATE:
+        if started is Start.STARTED:
+            log.info("campaign %s partition %d: walking the order at offset %d (recipient offsets "
+                     "%d..%d)", *key, event.message.offset, order["start"], order["end"])
+        elif started is Start.DUPLICATE:
             log.info("campaign %s partition %d: order at offset %d duplicates a live walker; "
                      "acknowledged", *key, event.message.offset)
             asyncio.ensure_future(stream.ack(event))
@@ -192,6 +195,10 @@ class Fanout:
                     return
             await asyncio.sleep(0.01)
             waited += 1
+            if waited % 3000 == 0:  # every 30 s: a barrier that never lifts stalls the campaign
+                log.warning("suppressions partition %d: applied through %d, end %d; walkers of "
+                            "this partition have waited %d s", partition,
+                            self.applied.get(partition, -1), high, waited // 100)
 
     async def walk(self, stream: Any, event: Any, order: dict[str, Any]) -> None:
         """Walk the order's offset range, then acknowledge it. A failure (a broker hiccup, an SES

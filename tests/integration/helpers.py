@@ -63,7 +63,24 @@ def worker_trouble(stack, lines: int = 40) -> str:
             dump = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True,
                                   text=True, timeout=30)
             out.append(f"--- {log.stem} threads now:\n{dump.stdout[-6000:]}")
+    out.append(group_positions(stack))
     return "\n".join(out)
+
+
+def group_positions(stack) -> str:
+    """The workers' group position on every partition of the topics that hold work orders
+    (committed offset / end): a partition whose commit sits below its end is waiting on a worker."""
+    from streams.admin import committed_offsets, end_offsets
+    from streams.topology import APP_ID, FANOUT, FIRED
+
+    tps = [(t.name, p) for t in (FANOUT, FIRED) for p in range(t.partitions)]
+    try:
+        ends = end_offsets(stack.s.bootstrap, tps)
+        committed = committed_offsets(stack.s.bootstrap, APP_ID)
+    except Exception as exc:  # noqa: BLE001 - a diagnostic: say why it is missing
+        return f"--- group positions unavailable: {exc!r}"
+    return "--- group positions (committed/end): " + ", ".join(
+        f"{t}[{p}] {committed.get((t, p))}/{ends[(t, p)]}" for t, p in tps)
 
 
 @contextmanager
