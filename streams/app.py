@@ -18,10 +18,11 @@ from typing import Any
 import faust
 
 from ops.metrics import WorkerHealth
-from streams import settings
+from streams import committed_seek, settings
 from streams.state import GuardedTable
 from streams.topology import APP_ID, TableSpec, TopicSpec
 
+committed_seek.install()
 SETTINGS = settings.load()
 WORKER_ID = os.environ.get("CRONSTREAM_WORKER_ID") or f"{socket.gethostname()}-{os.getpid()}"
 # the consumer's client id, unique per process: the coordinator's answer to "who holds partition
