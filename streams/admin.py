@@ -117,9 +117,16 @@ def end_offsets(bootstrap: str, tps: set[tuple[str, int]] | list[tuple[str, int]
 def committed_offsets(bootstrap: str, group: str, timeout_s: float = 10.0
                       ) -> dict[tuple[str, int], int]:
     """What ``group`` has committed, per (topic, partition) it ever committed; partitions
-    without a commit are absent. Read through the AdminClient, so it never joins the group."""
+    without a commit are absent. Read through the AdminClient, so it never joins the group.
+
+    The group is described first: librdkafka (2.16) crashes the process (SIGSEGV in
+    ``rd_kafka_cgrp_op`` from ``rd_kafka_handle_OffsetFetch``) when a ListConsumerGroupOffsets
+    answer carries an error such as a coordinator still loading ``__consumer_offsets`` — every
+    ``stack up`` of a broker with data did. A describe reports that state as an ordinary error
+    (raised here, retried by the callers), and once it answers the coordinator has loaded."""
 
     def ask(admin: AdminClient) -> dict[tuple[str, int], int]:
+        admin.describe_consumer_groups([group], request_timeout=timeout_s)[group].result()
         listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
                                                    request_timeout=timeout_s)[group].result()
         return {(tp.topic, tp.partition): tp.offset for tp in listed.topic_partitions
