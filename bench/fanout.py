@@ -29,6 +29,8 @@ from stack import processes
 from stack.local import Stack
 from streams import ses, settings, tenants
 
+QUIET_S = 60.0  # no mail accepted for this long after the first: the campaign is over
+
 
 def ses_ceiling(seconds: float = 5.0, threads: int = 8) -> float:
     """Recipients/s the local SES server accepts from boto3 bulk calls of 50, all cores busy."""
@@ -96,6 +98,7 @@ def main() -> None:
     accepted: list[int] = []
     per_address: Counter[str] = Counter()
     deadline = time.monotonic() + 3600
+    quiet_since = time.monotonic()
     with open(stack.ses_log) as log:
         log.seek(log_start)
         while len(accepted) < uploaded["recipients"] and time.monotonic() < deadline:
@@ -103,12 +106,15 @@ def main() -> None:
             line = log.readline()
             if not line.endswith("\n"):  # not written whole yet
                 log.seek(at)
+                if accepted and time.monotonic() - quiet_since > QUIET_S:
+                    break  # the rest have other outcomes (unknown, failed): see the counts
                 time.sleep(0.2)
                 continue
             mail = json.loads(line)
             if mail["subject"] == subject:
                 accepted.append(mail["at_ms"])
                 per_address[mail["to"]] += 1
+                quiet_since = time.monotonic()
     pids = [processes.alive(stack.pidfile(f"worker-{i}")) for i in range(1, args.workers + 1)]
     span_s = (max(accepted) - min(accepted)) / 1000 if accepted else float("nan")
     after_fire = [at - fire_ms for at in accepted]

@@ -367,6 +367,10 @@ class Stack:
             f"(log of sent mail: {self.ses_log})")
         processes.spawn(pidfile, [sys.executable, "-m", "uvicorn", "stack.ses_server:create_app",
                                   "--factory", "--host", "127.0.0.1", "--port", str(self.s.ses_port),
+                                  # uvicorn closes idle connections after 5 s; boto3 reusing one
+                                  # the server is closing gets ConnectionClosedError, which the
+                                  # campaign must record unknown (it may have been sent)
+                                  "--timeout-keep-alive", "300",
                                   "--log-level", "warning"], log,
                         env={**os.environ, "CRONSTREAM_SES_LOG": str(self.ses_log)}, cwd=REPO_ROOT)
         _wait(name, lambda: httpx.get(f"{self.s.ses_endpoint}/_local/stats", timeout=2)
