@@ -34,6 +34,7 @@ from ops import metrics
 from streams import retry, ses, unsubscribe, warmup
 from streams.admin import committed_offsets, end_offsets
 from streams.app import CLIENT_ID, HEALTH, SETTINGS, WORKER_ID, app, raw_table, raw_topic
+from streams.chunk_verdict import stop_reason
 from streams.codec import codec
 from streams.emit import Emitter
 from streams.fair_share import FairGate
@@ -285,6 +286,18 @@ class Fanout:
         await self.emitter.acked(LEDGER, outcomes, part)
         send_chunks[key] = DONE
 
+    async def _pace(self, bucket: TokenBucket, tenant: str, n: int, deadline: int) -> bool:
+        """Wait for ``n`` sends of the walker's rate, then of the account's (tenants in turn).
+        False at once when the walker's rate cannot make room for them before the deadline."""
+        loop = asyncio.get_running_loop()
+        while not bucket.take(loop.time(), n):
+            wait = bucket.wait_s(loop.time(), n)
+            if wait > (deadline - now_ms()) / 1000:
+                return False
+            await asyncio.sleep(wait)
+        await self.gate.acquire(tenant, n)
+        return True
+
     async def send_chunk(self, order: dict[str, Any], chunk: dict[str, Any], part: int,
                          bucket: TokenBucket) -> None:
         key = f"{chunk['campaign_id']}:{chunk['upload_id']}:{chunk['seq']}".encode()
@@ -311,16 +324,18 @@ class Fanout:
         while campaign["status"] == "paused" and now_ms() < deadline:
             await asyncio.sleep(0.5)
             campaign = await self.campaign(order["campaign_id"]) or campaign
-        if campaign["status"] in ("cancelled", "aborted"):
+        stop = stop_reason(campaign, deadline, now_ms())
+        if stop is None:
+            # pace first, decide after: with chunks in flight a chunk may wait here for many
+            # seconds, and the deadline, a cancel and the suppressions must hold when it sends
+            paced = await self._pace(bucket, campaign["tenant"], len(emails), deadline)
+            campaign = await self.campaign(order["campaign_id"]) or campaign
+            stop = stop_reason(campaign, deadline, now_ms()) or (None if paced else (
+                "expired_stale", f"its rate leaves no room to send it by the deadline send_at + "
+                                 f"{campaign['send_deadline_s']}s"))
+        if stop is not None:
             for email in emails:
-                self._record(outcomes, campaign, order, part, email, "cancelled",
-                             f"campaign {campaign['status']}")
-            await self._finish(key, outcomes, part)
-            return
-        if now_ms() > deadline:
-            for email in emails:
-                self._record(outcomes, campaign, order, part, email, "expired_stale",
-                             f"not sent by the deadline send_at + {campaign['send_deadline_s']}s")
+                self._record(outcomes, campaign, order, part, email, *stop)
             await self._finish(key, outcomes, part)
             return
         await self.suppressions_caught_up(part)
@@ -336,9 +351,6 @@ class Fanout:
                 self._record(outcomes, campaign, order, part, email, "expired_stale", reason)
             allowed = []
         if allowed:
-            while not bucket.take(asyncio.get_running_loop().time(), len(allowed)):
-                await asyncio.sleep(bucket.wait_s(asyncio.get_running_loop().time(), len(allowed)))
-            await self.gate.acquire(tenant, len(allowed))  # the account's rate, tenants in turn
             send_chunks[key] = INTENT
             await app.producer.flush()  # the intent is durable before anything can leave
             if await self.fence.check(FANOUT.name, part) is Ownership.NOT_OWNED:
