@@ -97,10 +97,14 @@ class Fanout:
         """Walk an order, after any revoked walker of its (campaign, partition) has wound down
         (``streams.walkers``); an order a live walker already holds is acknowledged and dropped."""
         key = (order["campaign_id"], order["partition"])
-        started = self.walkers.start(key, lambda: self.walk(stream, event, order))
+        started = self.walkers.start(key, lambda: self.walk(stream, event, order),
+                                     event.message.offset)
         if started is Start.STARTED:
             log.info("campaign %s partition %d: walking the order at offset %d (recipient offsets "
                      "%d..%d)", *key, event.message.offset, order["start"], order["end"])
+        elif started is Start.REDELIVERED:
+            log.info("campaign %s partition %d: order at offset %d delivered again while its "
+                     "walker runs; left to that walker to acknowledge", *key, event.message.offset)
         elif started is Start.DUPLICATE:
             log.info("campaign %s partition %d: order at offset %d duplicates a live walker; "
                      "acknowledged", *key, event.message.offset)

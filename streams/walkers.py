@@ -47,19 +47,32 @@ def _leaves(group: BaseExceptionGroup[Exception]) -> list[Exception]:
 class Start(enum.Enum):
     STARTED = "started"  # nothing else held the key
     QUEUED = "queued"  # revoked predecessors still winding down: walks once they finish
-    DUPLICATE = "duplicate"  # a live walker already holds the key: the order is redundant
+    DUPLICATE = "duplicate"  # a live walker holds the key for another order: this one is redundant
+    REDELIVERED = "redelivered"  # the very order a live walker holds, delivered again
 
 
 class Walkers:
     def __init__(self) -> None:
         self._tasks: dict[Key, list[asyncio.Task[None]]] = {}
+        self._offsets: dict[asyncio.Task[None], int] = {}  # walker -> offset of its order
 
-    def start(self, key: Key, walk: Callable[[], Awaitable[None]]) -> Start:
-        """Run ``walk`` for ``key`` unless a live walker already does (then DUPLICATE)."""
+    def start(self, key: Key, walk: Callable[[], Awaitable[None]], offset: int) -> Start:
+        """Run ``walk`` for the order at ``offset`` unless a live walker already holds ``key``.
+
+        A live walker's own order delivered again (faust re-seeks to the committed offset after
+        a rebalance, so an order fetched just before can arrive twice) is REDELIVERED: it must
+        not be acknowledged, because acknowledging it commits the order while its walker is
+        still walking, and a revocation before the walker ends then loses the rest of the
+        partition (seen in the fault suite's zombie scenario: a campaign stalled)."""
         pending = [task for task in self._tasks.get(key, []) if not task.done()]
-        if any(not task.cancelling() for task in pending):
-            return Start.DUPLICATE
-        self._tasks[key] = [*pending, asyncio.ensure_future(self._after(pending, walk))]
+        live = [task for task in pending if not task.cancelling()]
+        if live:
+            held = {self._offsets.get(task) for task in live}
+            return Start.REDELIVERED if offset in held else Start.DUPLICATE
+        task = asyncio.ensure_future(self._after(pending, walk))
+        self._offsets[task] = offset
+        task.add_done_callback(lambda done: self._offsets.pop(done, None))
+        self._tasks[key] = [*pending, task]
         return Start.QUEUED if pending else Start.STARTED
 
     @staticmethod

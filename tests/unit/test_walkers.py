@@ -35,11 +35,11 @@ def test_order_redelivered_while_revoked_walker_winds_down_is_walked_after_it() 
     async def scenario() -> list[str]:
         log: list[str] = []
         walkers, release = Walkers(), asyncio.Event()
-        assert walkers.start(("c", 3), Walk(log, "old", release)) is Start.STARTED
+        assert walkers.start(("c", 3), Walk(log, "old", release), 1) is Start.STARTED
         await asyncio.sleep(0)
         assert walkers.revoke(3) == [("c", 3)]
         await asyncio.sleep(0)
-        assert walkers.start(("c", 3), Walk(log, "new")) is Start.QUEUED
+        assert walkers.start(("c", 3), Walk(log, "new"), 2) is Start.QUEUED
         await asyncio.sleep(0.01)
         assert log == ["old start"], "the new walker must not run beside the dying one"
         release.set()
@@ -55,9 +55,9 @@ def test_order_arriving_while_a_live_walker_holds_it_is_a_duplicate() -> None:
     async def scenario() -> tuple[Start, list[str]]:
         log: list[str] = []
         walkers = Walkers()
-        walkers.start(("c", 1), Walk(log, "first"))
+        walkers.start(("c", 1), Walk(log, "first"), 3)
         await asyncio.sleep(0)
-        again = walkers.start(("c", 1), Walk(log, "second"))
+        again = walkers.start(("c", 1), Walk(log, "second"), 4)
         walkers.revoke(1)
         await asyncio.sleep(0)
         return again, log
@@ -67,17 +67,34 @@ def test_order_arriving_while_a_live_walker_holds_it_is_a_duplicate() -> None:
     assert log == ["first start", "first stopped"]
 
 
+def test_the_live_walkers_own_order_delivered_again_is_left_to_it() -> None:
+    """faust's re-seek after a rebalance can deliver the same order record twice; acknowledging
+    the second copy would commit the order while its walker still walks."""
+    async def scenario() -> tuple[Start, Start]:
+        log: list[str] = []
+        walkers = Walkers()
+        walkers.start(("c", 1), Walk(log, "first"), 7)
+        await asyncio.sleep(0)
+        again = walkers.start(("c", 1), Walk(log, "copy"), 7)
+        other = walkers.start(("c", 1), Walk(log, "retry"), 8)
+        walkers.revoke(1)
+        await asyncio.sleep(0)
+        return again, other
+
+    assert run(scenario()) == (Start.REDELIVERED, Start.DUPLICATE)
+
+
 def test_revoking_a_queued_walker_still_keeps_the_next_one_behind_the_oldest() -> None:
     async def scenario() -> list[str]:
         log: list[str] = []
         walkers, release = Walkers(), asyncio.Event()
-        walkers.start(("c", 0), Walk(log, "a", release))
+        walkers.start(("c", 0), Walk(log, "a", release), 5)
         await asyncio.sleep(0)
         walkers.revoke(0)
-        walkers.start(("c", 0), Walk(log, "b"))  # queued behind a
+        walkers.start(("c", 0), Walk(log, "b"), 6)  # queued behind a
         walkers.revoke(0)  # b is revoked before it ever ran
         await asyncio.sleep(0)
-        assert walkers.start(("c", 0), Walk(log, "c")) is Start.QUEUED  # a still winds down
+        assert walkers.start(("c", 0), Walk(log, "c"), 7) is Start.QUEUED  # a still winds down
         await asyncio.sleep(0.01)
         assert log == ["a start"]
         release.set()
@@ -93,8 +110,8 @@ def test_revoke_touches_only_its_partition() -> None:
     async def scenario() -> tuple[list[tuple[str, int]], list[str]]:
         log: list[str] = []
         walkers = Walkers()
-        walkers.start(("c", 0), Walk(log, "p0"))
-        walkers.start(("c", 1), Walk(log, "p1"))
+        walkers.start(("c", 0), Walk(log, "p0"), 8)
+        walkers.start(("c", 1), Walk(log, "p1"), 9)
         await asyncio.sleep(0)
         stopped = walkers.revoke(1)
         await asyncio.sleep(0)
