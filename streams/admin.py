@@ -117,16 +117,9 @@ def end_offsets(bootstrap: str, tps: set[tuple[str, int]] | list[tuple[str, int]
 def committed_offsets(bootstrap: str, group: str, timeout_s: float = 10.0
                       ) -> dict[tuple[str, int], int]:
     """What ``group`` has committed, per (topic, partition) it ever committed; partitions
-    without a commit are absent. Read through the AdminClient, so it never joins the group.
-
-    The group is described first: librdkafka (2.16) crashes the process (SIGSEGV in
-    ``rd_kafka_cgrp_op`` from ``rd_kafka_handle_OffsetFetch``) when a ListConsumerGroupOffsets
-    answer carries an error such as a coordinator still loading ``__consumer_offsets`` — every
-    ``stack up`` of a broker with data did. A describe reports that state as an ordinary error
-    (raised here, retried by the callers), and once it answers the coordinator has loaded."""
+    without a commit are absent. Read through the AdminClient, so it never joins the group."""
 
     def ask(admin: AdminClient) -> dict[tuple[str, int], int]:
-        admin.describe_consumer_groups([group], request_timeout=timeout_s)[group].result()
         listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
                                                    request_timeout=timeout_s)[group].result()
         return {(tp.topic, tp.partition): tp.offset for tp in listed.topic_partitions
@@ -194,6 +187,12 @@ def _seed_group_offsets(bootstrap: str, group: str, timeout_s: float = 15.0) -> 
     to move an active group's offsets), so ``stack up`` and each worker try it before joining;
     returns the partitions seeded.
     """
+    # described first: librdkafka (2.16) crashes the process (SIGSEGV in rd_kafka_cgrp_op from
+    # rd_kafka_handle_OffsetFetch) when a ListConsumerGroupOffsets answer carries an error from
+    # a coordinator still loading __consumer_offsets, which every `stack up` of a broker with
+    # data met; a describe reports that state as an ordinary error (retried by the caller)
+    call(bootstrap, lambda admin: admin.describe_consumer_groups(
+        [group], request_timeout=timeout_s)[group].result())
     committed = committed_offsets(bootstrap, group, timeout_s)
     admin = client(bootstrap)
     metadata = admin.list_topics(timeout=timeout_s).topics
