@@ -316,11 +316,16 @@ class Stack:
                 conn.execute("CREATE DATABASE cronstream")
 
     def postgres_healthy(self) -> bool:
+        """False when nothing answers: after a machine restart ``postmaster.pid`` is left behind
+        with no server, and ``up`` must start one (pg_ctl clears the stale file), not crash."""
         import psycopg
 
         dsn = self.s.pg_dsn.replace("dbname=cronstream", "dbname=postgres")
-        with psycopg.connect(dsn, connect_timeout=2) as conn:
-            return conn.execute("SELECT 1").fetchone() == (1,)
+        try:
+            with psycopg.connect(dsn, connect_timeout=2) as conn:
+                return conn.execute("SELECT 1").fetchone() == (1,)
+        except psycopg.OperationalError:
+            return False
 
     def stop_postgres(self) -> bool:
         data = self.s.home / "postgres" / "data"
@@ -453,10 +458,7 @@ class Stack:
         for name in ("kafka", "connect", "ses", *self.app_names()):
             pid = processes.alive(self.pidfile(name))
             out[name] = f"running (pid {pid})" if pid else "stopped"
-        try:
-            out["postgres"] = "running" if self.postgres_healthy() else "stopped"
-        except Exception:  # noqa: BLE001
-            out["postgres"] = "stopped"
+        out["postgres"] = "running" if self.postgres_healthy() else "stopped"
         return out
 
 

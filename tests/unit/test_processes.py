@@ -38,3 +38,20 @@ def test_kafka_cluster_ids_never_look_like_an_option(monkeypatch):
     monkeypatch.setattr(local.uuid, "uuid4", lambda: next(ids))
     cluster_id = local.kafka_cluster_id()
     assert not cluster_id.startswith("-") and len(cluster_id) == 22
+
+
+def test_postgres_that_does_not_answer_is_not_healthy(monkeypatch):
+    """After a machine restart ``postmaster.pid`` outlived its server and ``stack up`` crashed
+    on the refused connection instead of starting PostgreSQL."""
+    import socket
+
+    from stack.local import Stack
+    from streams import settings
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again below: nothing listens there
+    monkeypatch.setenv("CRONSTREAM_PG_PORT", str(port))
+    stack = Stack(settings.load())
+    assert stack.postgres_healthy() is False
+    assert stack.status()["postgres"] == "stopped"
