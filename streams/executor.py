@@ -10,7 +10,8 @@ only after its slot's outcome is on the ledger: a crash re-runs at most what was
 
 - fencing: a record whose epoch is older than one already seen on its partition was written by
   a zombie scheduler after a newer owner took over, and is dropped (counted, logged);
-- dedupe: a fire id in the done table, or in flight, is not run again;
+- dedupe: a fire id in the done table, or in flight, is not run again; a running slot's own
+  record delivered again is left unacknowledged to that slot (``streams.replays``);
 - overlap: the job's policy decides about a slot whose previous run is still in flight.
 """
 
@@ -31,6 +32,7 @@ from streams.event_context import event_task
 from streams.fanout import fanout
 from streams.fencing import EpochFence
 from streams.ledger import job_entry
+from streams.replays import INTENT, Arrival, Position, classify
 from streams.schedule import now_ms
 from streams.topology import DLQ, DONE_TABLE, FIRED, LEDGER, TENANTS
 from streams.views import TopicView
@@ -38,7 +40,6 @@ from streams.views import TopicView
 log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 256
-INTENT = b"intent"
 
 fired_topic = raw_topic(FIRED)
 done_table = raw_table(DONE_TABLE)
@@ -48,7 +49,7 @@ class Executor:
     def __init__(self) -> None:
         self.running: dict[str, int] = {}  # job id -> runs in flight
         self.buffered: dict[str, tuple[Any, Any, dict[str, Any]]] = {}  # job -> (stream, event, fired)
-        self.in_flight: set[str] = set()
+        self.in_flight: dict[str, Position] = {}  # fire id -> where its running record was read
         self.fence = EpochFence()
         self.replays = 0
         self._slots: asyncio.Semaphore | None = None
@@ -102,15 +103,21 @@ class Executor:
                         part, event.message.offset)
             await stream.ack(event)
             return
-        done = done_table.get(fid.encode())
-        if done == INTENT and fid not in self.in_flight:
+        arrival = classify(done_table.get(fid.encode()), self.in_flight.get(fid),
+                           (part, event.message.offset))
+        if arrival is Arrival.UNKNOWN_SEND:
             # an email whose send began before a crash: it may have left. Never send it twice
             # (Borgcron: prefer a skip to a double); resolve it as unknown and say so.
             await self.record(fired, fired["decision"], "at-most-once: the send began before a "
                               "crash and its outcome is unknown; not re-sent", "unknown", part)
             await stream.ack(event)
             return
-        if done is not None or fid in self.in_flight:
+        if arrival is Arrival.REDELIVERED:
+            log.info("fire %s of job %s: its running record (partition %d offset %d) delivered "
+                     "again; left to the running slot to acknowledge", fid, job_id, part,
+                     event.message.offset)
+            return
+        if arrival is not Arrival.NEW:
             self.replays += 1
             log.info("fire %s already done or running; not run again (partition %d offset %d)",
                      fid, part, event.message.offset)
@@ -134,7 +141,7 @@ class Executor:
     async def start(self, stream: Any, event: Any, fired: dict[str, Any]) -> None:
         await self.slots.acquire()
         self.running[fired["job_id"]] = self.running.get(fired["job_id"], 0) + 1
-        self.in_flight.add(fired["fire_id"])
+        self.in_flight[fired["fire_id"]] = (event.message.partition, event.message.offset)
         event_task(event, self.run(stream, event, fired))  # table writes need its partition
 
     async def run(self, stream: Any, event: Any, fired: dict[str, Any]) -> None:
@@ -155,7 +162,7 @@ class Executor:
                           "recorded; left unacked for redelivery", fid, job_id, fired["tenant"],
                           part, event.message.offset)
         finally:
-            self.in_flight.discard(fid)
+            self.in_flight.pop(fid, None)
             self.running[job_id] -= 1
             if not self.running[job_id]:
                 del self.running[job_id]
@@ -229,7 +236,7 @@ executor = Executor()
 
 
 def in_flight() -> set[str]:
-    return executor.in_flight
+    return set(executor.in_flight)
 
 
 @app.agent(fired_topic)
