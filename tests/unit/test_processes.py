@@ -55,3 +55,16 @@ def test_postgres_that_does_not_answer_is_not_healthy(monkeypatch):
     stack = Stack(settings.load())
     assert stack.postgres_healthy() is False
     assert stack.status()["postgres"] == "stopped"
+
+
+def test_kafka_probe_says_no_for_a_port_that_is_not_kafka():
+    """The broker probe runs in a child process (librdkafka aborted the test process inside
+    it during a broker restart); something that is not Kafka on the port is not healthy."""
+    import socket
+
+    from stack.local import kafka_lists_a_broker
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        assert kafka_lists_a_broker(f"127.0.0.1:{server.getsockname()[1]}", timeout_s=1) is False
