@@ -25,8 +25,7 @@ from streams.topology import APP_ID, TableSpec, TopicSpec
 committed_seek.install()
 SETTINGS = settings.load()
 WORKER_ID = os.environ.get("CRONSTREAM_WORKER_ID") or f"{socket.gethostname()}-{os.getpid()}"
-# the consumer's client id, unique per process: the coordinator's answer to "who holds partition
-# p" names it, which is how a fan-out walker tells whether it is a zombie (streams.ownership)
+# the consumer's client id, unique per process (the fan-out fence goes by member id, member_id())
 CLIENT_ID = f"cronstream-{WORKER_ID}-{uuid.uuid4().hex[:8]}"
 HEALTH = WorkerHealth()  # /healthz and /readyz of this worker (ops.metrics)
 
@@ -80,6 +79,15 @@ def main() -> None:
     ready_file(WORKER_ID).unlink(missing_ok=True)
     (SETTINGS.home / "workers").mkdir(parents=True, exist_ok=True)
     app.main()
+
+
+def member_id() -> str:
+    """This process's member id in the workers' group now. A fan-out walker keeps the one it was
+    started under: the coordinator's answer to "who holds partition p" names members, and a
+    worker that rejoins after its session expired (a zombie) is a new member, so its old walkers
+    are told they own nothing (``streams.ownership``)."""
+    member: str = app.consumer._thread._ensure_consumer()._coordinator.member_id  # noqa: SLF001
+    return member
 
 
 def ready_file(worker_id: str) -> Path:

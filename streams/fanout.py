@@ -33,7 +33,7 @@ from confluent_kafka import Consumer, TopicPartition
 from ops import metrics
 from streams import retry, ses, unsubscribe, warmup
 from streams.admin import committed_offsets, end_offsets
-from streams.app import CLIENT_ID, HEALTH, SETTINGS, WORKER_ID, app, raw_table, raw_topic
+from streams.app import HEALTH, SETTINGS, WORKER_ID, app, member_id, raw_table, raw_topic
 from streams.chunk_verdict import stop_reason
 from streams.codec import codec
 from streams.emit import Emitter
@@ -89,7 +89,7 @@ class Fanout:
         self._ses: Any = None
         self.walkers = Walkers()
         self._view_lock = asyncio.Lock()
-        self.fence = GroupFence(lambda: describe(SETTINGS.bootstrap, APP_ID), CLIENT_ID)
+        self.fence = GroupFence(lambda: describe(SETTINGS.bootstrap, APP_ID))
         self.gate = FairGate(ACCOUNT_RATE_PER_S,
                              lambda: max(1, len(HEALTH.partitions)) / partitions())
 
@@ -211,10 +211,11 @@ class Fanout:
         skipped and a chunk caught mid-send is resolved unknown: a failed walker never leaves its
         partition stalled until the next rebalance. Only a revocation stops it unacknowledged."""
         part = order["partition"]
+        member = member_id()  # the fence asks for this member, never a later one of this process
         failures = 0
         while True:
             try:
-                await self._walk_range(order, event.message.offset)
+                await self._walk_range(order, event.message.offset, member)
                 break
             except asyncio.CancelledError:
                 return
@@ -230,7 +231,7 @@ class Fanout:
                                                     f"{order['campaign_id']}:{part}"))
         await stream.ack(event)
 
-    async def _walk_range(self, order: dict[str, Any], order_offset: int) -> None:
+    async def _walk_range(self, order: dict[str, Any], order_offset: int, member: str) -> None:
         part = order["partition"]
         campaign = await self.campaign(order["campaign_id"])
         if campaign is None:
@@ -258,8 +259,9 @@ class Fanout:
                         chunk = codec().decode(msg.value())
                         if chunk["upload_id"] == campaign["upload_id"]:
                             await window.acquire()
-                            chunks.create_task(self.send_chunk(order, chunk, part, bucket)
-                                               ).add_done_callback(lambda _: window.release())
+                            sending = self.send_chunk(order, chunk, part, bucket, member)
+                            chunks.create_task(sending).add_done_callback(
+                                lambda _: window.release())
                         campaign = await self.campaign(order["campaign_id"]) or campaign
                     if batch:
                         position = max(position, max(m.offset() for m in batch) + 1)
@@ -303,7 +305,7 @@ class Fanout:
         return True
 
     async def send_chunk(self, order: dict[str, Any], chunk: dict[str, Any], part: int,
-                         bucket: TokenBucket) -> None:
+                         bucket: TokenBucket, member: str) -> None:
         key = f"{chunk['campaign_id']}:{chunk['upload_id']}:{chunk['seq']}".encode()
         state = send_chunks.get(key)
         emails: list[str] = chunk["emails"]
@@ -357,7 +359,7 @@ class Fanout:
         if allowed:
             send_chunks[key] = INTENT
             await app.producer.flush()  # the intent is durable before anything can leave
-            if await self.fence.check(FANOUT.name, part) is Ownership.NOT_OWNED:
+            if await self.fence.check(FANOUT.name, part, member) is Ownership.NOT_OWNED:
                 metrics.FANOUT_FENCED.inc()
                 raise Fenced(f"campaign {campaign['campaign_id']} chunk {key.decode()} partition "
                              f"{part}: the coordinator gave the partition to another worker; "

@@ -4,8 +4,13 @@ A worker paused past its session timeout (SIGSTOP, a long GC, a frozen VM) wakes
 still owns its partitions; until its next heartbeat tells it otherwise, its walkers would go on
 sending chunks the new owner may already have sent. So a walker, after its chunk's intent is
 durable and before SES is called, asks the coordinator (``DescribeConsumerGroups``) for the
-group's current assignment. Only a stable group that assigns the partition to this process's
-client id lets the send go. Order matters: intent → flush → fence → send. A zombie stopped
+group's current assignment. Only a stable group that assigns the partition to the walker's own
+group *member id* (the one it was started under) lets the send go. Why the member id and not
+the client id: a zombie that wakes up rejoins under the same client id, gets its partitions
+back, and an old walker of its that asked then was told "yours" and sent a chunk the other
+worker had sent meanwhile (fault suite, zombie scenario, fresh clone: 50 addresses mailed
+twice). A rejoin after an expired session gets a new member id, so old walkers stay fenced.
+Order matters: intent → flush → fence → send. A zombie stopped
 anywhere before the fence finds itself fenced; one stopped after it finds its intent resolved
 ``unknown`` by the new owner, which then never re-sends that chunk.
 
@@ -34,17 +39,17 @@ class Ownership(enum.Enum):
 
 @dataclass(frozen=True)
 class Assignment:
-    """What the coordinator answered: group state and, per client id, the (topic, partition)s."""
+    """What the coordinator answered: group state and, per member id, the (topic, partition)s."""
 
     state: str
     held: dict[str, frozenset[tuple[str, int]]]
 
 
-def ownership(assignment: Assignment, client_id: str, topic: str, partition: int) -> Ownership:
+def ownership(assignment: Assignment, member_id: str, topic: str, partition: int) -> Ownership:
     """Pure decision on one coordinator answer."""
     if assignment.state != "STABLE":
         return Ownership.UNSETTLED
-    if (topic, partition) in assignment.held.get(client_id, frozenset()):
+    if (topic, partition) in assignment.held.get(member_id, frozenset()):
         return Ownership.OWNED
     if any((topic, partition) in tps for tps in assignment.held.values()):
         return Ownership.NOT_OWNED
@@ -57,7 +62,7 @@ def describe(bootstrap: str, group: str, timeout_s: float = 10.0) -> Assignment:
     held: dict[str, set[tuple[str, int]]] = {}
     for member in described.members:
         tps = member.assignment.topic_partitions if member.assignment else []
-        held.setdefault(member.client_id, set()).update((tp.topic, tp.partition) for tp in tps)
+        held.setdefault(member.member_id, set()).update((tp.topic, tp.partition) for tp in tps)
     return Assignment(str(described.state).rsplit(".", 1)[-1],
                       {k: frozenset(v) for k, v in held.items()})
 
@@ -66,9 +71,9 @@ class GroupFence:
     """Shared rounds of ``describe``; ``check`` waits out rebalances and coordinator outages
     (nothing has been sent while it waits, so waiting is always safe)."""
 
-    def __init__(self, fetch: Callable[[], Assignment], client_id: str, retry_s: float = 0.5,
+    def __init__(self, fetch: Callable[[], Assignment], retry_s: float = 0.5,
                  warn_every_s: float = 60.0) -> None:
-        self.fetch, self.client_id = fetch, client_id
+        self.fetch = fetch
         self.retry_s, self.warn_every_s = retry_s, warn_every_s
         self._round: asyncio.Future[Assignment] | None = None
         self._round_started = -1.0
@@ -87,13 +92,13 @@ class GroupFence:
             self._round_started = loop.time()
             self._round = loop.run_in_executor(None, self.fetch)
 
-    async def check(self, topic: str, partition: int) -> Ownership:
-        """OWNED or NOT_OWNED, once the group is settled."""
+    async def check(self, topic: str, partition: int, member_id: str) -> Ownership:
+        """OWNED or NOT_OWNED for the group member ``member_id``, once the group is settled."""
         loop = asyncio.get_running_loop()
         started = warned = loop.time()
         while True:
             try:
-                verdict = ownership(await self._fresh(), self.client_id, topic, partition)
+                verdict = ownership(await self._fresh(), member_id, topic, partition)
             except Exception as exc:  # noqa: BLE001 - a failed describe fences nothing: retry
                 log.warning("ownership of %s[%d]: coordinator not answering (%s)", topic,
                             partition, exc)

@@ -168,8 +168,8 @@ def test_worker_and_api_health_and_metrics(stack, api):
 def polled_lag(stack) -> list[lag.PartitionLag]:
     """The workers' lag, or [] ("not yet") when the read fails: in CI, right after the fault
     suite's broker restart, this process's AdminClient timed out on group requests until
-    ``streams.admin.call`` replaced it (after ``STUCK_AFTER`` failures in a row); a poll that
-    gave up at the first failure failed three tests."""
+    ``streams.admin.call`` replaced it (after ``STUCK_AFTER`` failures in a row, 10 s each; the
+    polls wait long enough for that); a poll that gave up at the first failure failed three tests."""
     from confluent_kafka import KafkaException
 
     try:
@@ -196,7 +196,7 @@ def test_cronstream_replay_of_fired_runs_nothing_twice(stack, api):
         done = json.loads(cli("replay", "--topic", "fired", "--partition", str(part),
                               "--from-time", since, "--json").stdout)
         assert done["copied"] == dry["ranges"][0]["records"]
-        wait_for(lambda: fired_lag_zero(stack, part), timeout_s=60)
+        wait_for(lambda: fired_lag_zero(stack, part), timeout_s=180)
         time.sleep(2)
         assert receiver.fires == calls, "a replayed fired record called the webhook again"
     assert executed(stack, job["id"]) == runs
@@ -250,7 +250,7 @@ def test_console_tools_recipe_replays_fired_without_resending(stack, api):
             assert JOBS.name in jobs_reset.stdout
         finally:
             stack.start_worker("worker-1")
-        wait_for(lambda: fired_lag_zero(stack, part), timeout_s=120)
+        wait_for(lambda: fired_lag_zero(stack, part), timeout_s=180)
         time.sleep(2)
         assert receiver.fires == calls, "a rewound fired record called the webhook again"
     assert executed(stack, job["id"]) == runs
@@ -278,7 +278,7 @@ def test_replay_of_fanout_sends_nothing_again_and_watch_shows_it_done(stack, api
     parts = [r["partition"] for r in done["ranges"]]
     wait_for(lambda: (rows := [r for r in polled_lag(stack) if r.topic == FANOUT.name
                                and r.partition in parts]) and all(r.lag == 0 for r in rows),
-             timeout_s=60)
+             timeout_s=180)
     time.sleep(3)
     assert stack.ses_log.read_text().count(subject) == lines == 300
     assert metric(worker_metrics(stack), "cronstream_campaign_sends_total") == sends

@@ -29,8 +29,8 @@ def test_fence_waits_out_a_rebalance_and_shares_rounds():
         return answers[min(len(calls), len(answers)) - 1]
 
     async def scenario() -> list[Ownership]:
-        fence = GroupFence(fetch, "me", retry_s=0.01)
-        return list(await asyncio.gather(*(fence.check(T, p % 2) for p in range(20))))
+        fence = GroupFence(fetch, retry_s=0.01)
+        return list(await asyncio.gather(*(fence.check(T, p % 2, "me") for p in range(20))))
 
     verdicts = asyncio.run(scenario())
     assert verdicts == [Ownership.OWNED] * 20
@@ -45,12 +45,12 @@ def test_fence_answers_from_a_round_begun_after_the_question():
         return Assignment("STABLE", {"me": state["held"], "other": frozenset({(T, 5)})})
 
     async def scenario() -> tuple[Ownership, Ownership]:
-        fence = GroupFence(fetch, "me", retry_s=0.01)
-        first = await fence.check(T, 0)
+        fence = GroupFence(fetch, retry_s=0.01)
+        first = await fence.check(T, 0, "me")
         state["held"] = frozenset()  # the coordinator gave partition 0 away meanwhile
         state_other = Assignment("STABLE", {"other": frozenset({(T, 0)})})
         fence.fetch = lambda: state_other
-        return first, await fence.check(T, 0)
+        return first, await fence.check(T, 0, "me")
 
     assert asyncio.run(scenario()) == (Ownership.OWNED, Ownership.NOT_OWNED)
 
@@ -64,7 +64,7 @@ def test_a_failing_coordinator_is_retried_not_treated_as_ownership():
             raise RuntimeError("coordinator not available")
         return Assignment("STABLE", {"me": frozenset({(T, 4)})})
 
-    assert asyncio.run(GroupFence(fetch, "me", retry_s=0.01).check(T, 4)) is Ownership.OWNED
+    assert asyncio.run(GroupFence(fetch, retry_s=0.01).check(T, 4, "me")) is Ownership.OWNED
     assert len(attempts) == 3
 
 
@@ -94,3 +94,12 @@ def test_an_admin_client_failing_request_after_request_is_replaced():
         assert admin.call(bootstrap, lambda client: client) is seen[-1], "a success resets"
     finally:
         admin.forget_clients()
+
+
+def test_a_zombie_that_rejoined_is_not_its_old_walkers_owner():
+    """Fault suite, zombie scenario: the woken worker rejoined under the same client id, got its
+    partitions back, and an old walker told "yours" sent a chunk already sent by the other
+    worker. A rejoin after an expired session is a new member; old walkers ask for the old one."""
+    rejoined = Assignment("STABLE", {"member-7": frozenset({(T, 2)}), "other": frozenset({(T, 5)})})
+    assert ownership(rejoined, "member-5", T, 2) is Ownership.NOT_OWNED
+    assert ownership(rejoined, "member-7", T, 2) is Ownership.OWNED
