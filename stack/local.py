@@ -27,7 +27,7 @@ from string import Template
 
 import httpx
 
-from stack import processes
+from stack import isolated, processes
 from streams.settings import REPO_ROOT, Settings
 
 JAVA_POMS = (REPO_ROOT / "stack" / "pom.xml", REPO_ROOT / "connectors" / "avro-converter" / "pom.xml")
@@ -62,31 +62,15 @@ def _port_busy(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-_KAFKA_PROBE = """
-import os, sys
-from confluent_kafka.admin import AdminClient
-try:
-    brokers = AdminClient({"bootstrap.servers": sys.argv[1]}).list_topics(
-        timeout=float(sys.argv[2])).brokers
-except Exception:
-    os._exit(1)
-os._exit(0 if brokers else 1)
-"""
-
-
 def kafka_lists_a_broker(bootstrap: str, timeout_s: float = 3.0) -> bool:
-    """Ask the broker for its metadata from a short-lived child process. Why a child: librdkafka
-    aborts the whole process on some requests that time out across a broker restart (an open
-    librdkafka issue, #4605); a test run's pytest process died of it inside this probe while the
-    fault suite restarted the broker, a per-call client in the probe once did the same, and a
-    cached client can be stuck after the restart. The child exits with ``os._exit`` so a client
-    with nothing left to say is never destroyed (destroying one can wait forever)."""
+    """Ask the broker for its metadata from a short-lived child process (``stack.isolated``):
+    a test run's pytest process died (librdkafka abort) inside this probe while the fault suite
+    restarted the broker, and a cached client can be stuck after a restart."""
     try:
-        probe = subprocess.run([sys.executable, "-c", _KAFKA_PROBE, bootstrap, str(timeout_s)],
-                               capture_output=True, timeout=timeout_s + 10)
-    except subprocess.TimeoutExpired:
+        return isolated.call("streams.admin:broker_count", bootstrap, timeout_s,
+                             timeout_s=timeout_s + 20) > 0
+    except isolated.ChildCallFailed:
         return False
-    return probe.returncode == 0
 
 
 def _running_or_free(component: str, pidfile: Path, ports: tuple[int, ...], env_hint: str,
@@ -440,16 +424,21 @@ class Stack:
 
     # -- whole stack ---------------------------------------------------------------------------
     def up(self, with_app: bool = True, workers: int = 1) -> None:
-        from streams.admin import ensure_topics, seed_group_offsets
-
         self.s.home.mkdir(parents=True, exist_ok=True)
         self.ensure_java_parts()
         self.start_postgres()
         self.start_kafka()
-        created = ensure_topics(self.s.bootstrap)
-        if created:
-            say(f"created topics {', '.join(created)}")
-        if seed_group_offsets(self.s.bootstrap):
+        # in a child: a client created here would live as long as the caller (a test run) and
+        # through every broker restart it sees, where librdkafka aborted one (stack.isolated)
+        try:
+            prepared = isolated.call("streams.admin:prepare_cluster", self.s.bootstrap,
+                                     timeout_s=300)
+        except isolated.ChildCallFailed as exc:
+            raise StackError("kafka", f"could not create the topics or seed the workers' group: "
+                             f"{exc}", self.log("kafka")) from exc
+        if prepared["created"]:
+            say(f"created topics {', '.join(prepared['created'])}")
+        if prepared["seeded"]:
             say("committed the log start of the workers' partitions (a new owner resumes there)")
         self.start_connect()
         self.register_sink()

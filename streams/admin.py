@@ -156,6 +156,18 @@ def ensure_topics(bootstrap: str, topics: tuple[TopicSpec, ...] | None = None,
     return created
 
 
+def broker_count(bootstrap: str, timeout_s: float = 3.0) -> int:
+    """How many brokers the cluster's metadata lists: the stack's health probe (asked from a
+    child process, ``stack.isolated``)."""
+    return len(client(bootstrap).list_topics(timeout=timeout_s).brokers)
+
+
+def prepare_cluster(bootstrap: str) -> dict[str, object]:
+    """What ``stack up`` asks of a running broker: the topology's topics and the workers'
+    group seeded (``ensure_topics``, ``seed_group_offsets``); returns what each did."""
+    return {"created": ensure_topics(bootstrap), "seeded": seed_group_offsets(bootstrap)}
+
+
 RETRIABLE = (KafkaError._TIMED_OUT, KafkaError.COORDINATOR_NOT_AVAILABLE,
              KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NOT_COORDINATOR,
              KafkaError._TRANSPORT)

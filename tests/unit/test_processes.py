@@ -68,3 +68,18 @@ def test_kafka_probe_says_no_for_a_port_that_is_not_kafka():
         server.bind(("127.0.0.1", 0))
         server.listen()
         assert kafka_lists_a_broker(f"127.0.0.1:{server.getsockname()[1]}", timeout_s=1) is False
+
+
+def test_a_call_in_a_child_returns_its_result_and_survives_its_abort():
+    """``stack.isolated`` is how the stack talks to Kafka from a long-lived process: the
+    result comes back as JSON, and a child that aborts (as librdkafka does) is an error of the
+    call, not the death of the caller."""
+    import pytest
+
+    from stack import isolated
+
+    assert isolated.call("os.path:join", "a", "b", timeout_s=60) == "a/b"
+    with pytest.raises(isolated.ChildCallFailed, match=r"os:abort failed \(exit code -6\)"):
+        isolated.call("os:abort", timeout_s=60)
+    with pytest.raises(isolated.ChildCallFailed, match="ZeroDivisionError"):
+        isolated.call("operator:truediv", 1, 0, timeout_s=60)
