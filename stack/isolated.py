@@ -22,7 +22,8 @@ _CHILD = """
 import importlib, json, os, sys, traceback
 module, _, name = sys.argv[1].partition(":")
 try:
-    result = getattr(importlib.import_module(module), name)(*json.loads(sys.argv[2]))
+    args, kwargs = json.loads(sys.argv[2])
+    result = getattr(importlib.import_module(module), name)(*args, **kwargs)
     sys.stdout.write(json.dumps(result))
     sys.stdout.flush()
 except BaseException:
@@ -37,11 +38,11 @@ class ChildCallFailed(RuntimeError):
     """The child raised, aborted or ran out of time; the message ends with its stderr's tail."""
 
 
-def call(target: str, *args: Any, timeout_s: float) -> Any:
-    """``module:function(*args)`` run in a child Python started in the repository; returns its
-    JSON result. Arguments and the result must be JSON values."""
+def call(target: str, *args: Any, timeout_s: float, **kwargs: Any) -> Any:
+    """``module:function(*args, **kwargs)`` run in a child Python started in the repository;
+    returns its JSON result. Arguments and the result must be JSON values."""
     try:
-        child = subprocess.run([sys.executable, "-c", _CHILD, target, json.dumps(args)],
+        child = subprocess.run([sys.executable, "-c", _CHILD, target, json.dumps([args, kwargs])],
                                capture_output=True, text=True, timeout=timeout_s, cwd=REPO_ROOT)
     except subprocess.TimeoutExpired as exc:
         raise ChildCallFailed(f"{target} did not answer within {timeout_s:.0f}s") from exc

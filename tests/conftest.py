@@ -11,8 +11,9 @@ import httpx
 import pytest
 
 from cli.demo import wait_for_key
+from stack import isolated
 from stack.local import Stack
-from streams import settings, tenants
+from streams import settings
 
 
 def free_port() -> int:
@@ -36,7 +37,10 @@ def stack() -> Iterator[Stack]:
 def make_client(stack: Stack, **options) -> httpx.Client:
     name = f"t{uuid.uuid4().hex[:10]}"
     options.setdefault("allowed_targets", ["127.0.0.1"])
-    key = tenants.create(stack.s.bootstrap, name, **options)
+    # from a child process: the test run lives through the fault suite's broker restart, and a
+    # librdkafka client it kept (tenants.create makes an AdminClient) can abort it there
+    key = isolated.call("streams.tenants:create", stack.s.bootstrap, name, timeout_s=120,
+                        **options)
     auth = {"Authorization": f"Bearer {key}"}
     wait_for_key(stack.s.api_url, auth)
     client = httpx.Client(base_url=stack.s.api_url, headers=auth, timeout=30)
