@@ -40,7 +40,8 @@ from streams.emit import Emitter
 from streams.fair_share import FairGate
 from streams.ledger import recipient_entry
 from streams.ownership import GroupFence, Ownership, describe
-from streams.pacing import TokenBucket
+from streams.pacing import TokenBucket, walker_bucket
+from streams.recipients import CHUNK
 from streams.schedule import now_ms
 from streams.topology import (
     APP_ID,
@@ -57,7 +58,7 @@ from streams.topology import (
     partitions,
 )
 from streams.views import TopicView
-from streams.walkers import Fenced, Start, Walkers, first_failure
+from streams.walkers import Fenced, Start, Walkers, cancel_requested, first_failure, stop_if_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -223,6 +224,8 @@ class Fanout:
                 log.error("%s; walker stopped, order left unacknowledged", exc)
                 return
             except Exception:
+                if cancel_requested():
+                    return  # revoked as a chunk failed: the TaskGroup raised the chunk's error
                 failures += 1
                 log.exception("fanout of campaign %s partition %d (order offset %d) failed; "
                               "walking again from the chunk table (failure %d)",
@@ -242,7 +245,7 @@ class Fanout:
                              "group.id": f"fanout-{uuid.uuid4()}", "enable.auto.commit": False})
         consumer.assign([TopicPartition(RECIPIENTS.name, part, order["start"])])
         rate = min(campaign["max_rate_per_s"] or ACCOUNT_RATE_PER_S, ACCOUNT_RATE_PER_S)
-        bucket = TokenBucket(rate / partitions(), max(50.0, rate / partitions()))
+        bucket = walker_bucket(rate, part, partitions(), CHUNK)
         position = order["start"]
         loop = asyncio.get_running_loop()
         fetch: asyncio.Future[Any] | None = None
@@ -359,6 +362,7 @@ class Fanout:
         if allowed:
             send_chunks[key] = INTENT
             await app.producer.flush()  # the intent is durable before anything can leave
+            stop_if_cancelled()  # the flush can swallow the walker's cancellation
             if await self.fence.check(FANOUT.name, part, member) is Ownership.NOT_OWNED:
                 metrics.FANOUT_FENCED.inc()
                 raise Fenced(f"campaign {campaign['campaign_id']} chunk {key.decode()} partition "

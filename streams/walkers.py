@@ -30,6 +30,22 @@ class Fenced(Exception):
     """This process no longer owns the partition it walks: a zombie must not send."""
 
 
+def stop_if_cancelled() -> None:
+    """Raise ``CancelledError`` if this task was asked to stop. Why: Python 3.11's
+    ``asyncio.wait_for`` can swallow a cancellation that arrives as the awaited future completes
+    (CPython gh-86296), and faust's producer flush awaits through it, so a chunk cancelled with
+    its walker went on towards the send (the ownership fence caught it). The request stays
+    counted on the task (``Task.cancelling``), so the steps that matter can honour it."""
+    if cancel_requested():
+        raise asyncio.CancelledError
+
+
+def cancel_requested() -> bool:
+    """Whether the current task was asked to stop, even if an await swallowed the request."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 def first_failure(group: BaseExceptionGroup[Exception]) -> Exception:
     """The exception a walker acts on when several of its chunks in flight failed together: a
     ``Fenced`` one first (a zombie must stop, not walk again), else the first."""

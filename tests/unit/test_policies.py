@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from streams import overlap, retry, tenants
 from streams.fencing import EpochFence
-from streams.pacing import TokenBucket
+from streams.pacing import TokenBucket, walker_bucket
 from streams.reconciler import Pending, Reconciler
 from streams.schedule import fire_id, jitter_ms
 
@@ -69,6 +69,31 @@ def test_token_bucket():
     assert bucket.wait_s(0.0) == pytest.approx(0.1)
     assert bucket.take(0.1) and not bucket.take(0.1)
     assert bucket.take(100.0, 5) and not bucket.take(100.0), "refill is capped at the burst"
+
+
+def sends_per_second(rate: float, partitions: int, seconds: int, chunk: int = 50) -> list[int]:
+    """Every walker of a campaign takes a chunk whenever its bucket has one (1 ms steps)."""
+    buckets = [walker_bucket(rate, p, partitions, chunk) for p in range(partitions)]
+    sent = [0] * seconds
+    for step in range(seconds * 1000):
+        for bucket in buckets:
+            if bucket.take(step / 1000, chunk):
+                sent[step // 1000] += chunk
+    return sent
+
+
+def test_walkers_keep_a_low_rate_campaign_under_its_rate_from_the_first_second():
+    """50/s over 8 partitions is one 50-recipient chunk per walker every 8 s: with full buckets
+    at the start all 8 walkers sent at once (400 in the first second)."""
+    sent = sends_per_second(50, 8, 40)
+    assert max(sent) <= 50 and sum(sent) >= 50 * 39
+    assert sends_per_second(8, 8, 60)[0] <= 50, "one chunk is the least a walker can send"
+
+
+def test_walkers_reach_a_high_rate_at_once():
+    """Full buckets at 8,000/s sent 16,000 in the first second."""
+    sent = sends_per_second(8000, 8, 5)
+    assert all(8000 - 50 <= s <= 8000 + 50 for s in sent), sent
 
 
 def pending(fid="j@1", nominal=0, emitted=0, lateness=3600_000):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from streams.walkers import Fenced, Start, Walkers, first_failure
+from streams.walkers import Fenced, Start, Walkers, first_failure, stop_if_cancelled
 
 
 class Walk:
@@ -132,3 +132,30 @@ def test_a_fenced_chunk_decides_for_the_whole_walker() -> None:
     group = ExceptionGroup("chunks", [broker, ExceptionGroup("nested", [fenced])])
     assert first_failure(group) is fenced
     assert first_failure(ExceptionGroup("chunks", [broker])) is broker
+
+
+def test_a_chunk_whose_cancellation_was_swallowed_stops_before_the_send() -> None:
+    """An await that swallows the cancellation (as 3.11's ``wait_for`` can, inside faust's
+    producer flush) returns normally; the chunk must still not go on to send."""
+    sent: list[str] = []
+
+    async def flush_that_swallows() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            return
+
+    async def chunk(name: str) -> None:
+        await flush_that_swallows()
+        stop_if_cancelled()
+        sent.append(name)
+
+    async def scenario() -> asyncio.Task[None]:
+        cancelled = asyncio.create_task(chunk("cancelled"))
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        await asyncio.gather(cancelled, return_exceptions=True)
+        stop_if_cancelled()  # a task nobody cancelled goes on
+        return cancelled
+
+    assert run(scenario()).cancelled() and sent == []
