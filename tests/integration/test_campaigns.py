@@ -4,6 +4,7 @@ the local SES server, suppressions, deadlines, and the Postgres ledger agreeing 
 from __future__ import annotations
 
 import json
+import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -119,6 +120,16 @@ def test_only_a_ready_campaign_can_be_scheduled(api):
     created = api.post("/v1/campaigns", json=campaign_body()).json()
     response = api.post(f"/v1/campaigns/{created['id']}/schedule")
     assert response.status_code == 409 and "ready" in response.text
+
+
+def test_a_rate_the_walkers_cannot_pace_is_refused_naming_the_field(api):
+    """Pacing divides the rate among the partitions' walkers: zero, negative or not a number is
+    a 422 that names ``max_rate_per_s``, and nothing is created."""
+    for rate in (0, -5, "fast", 100_001):
+        campaign_id = f"bad-rate-{uuid.uuid4().hex[:8]}"
+        response = api.post("/v1/campaigns", json=campaign_body(id=campaign_id, max_rate_per_s=rate))
+        assert response.status_code == 422 and "max_rate_per_s" in response.text, response.text
+        assert api.get(f"/v1/campaigns/{campaign_id}").status_code == 404
 
 
 def test_suppression_acknowledged_mid_campaign_stops_sends(stack, api):
