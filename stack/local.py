@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
+from typing import Any
 
 import httpx
 
@@ -31,7 +32,10 @@ from stack import isolated, processes
 from streams.settings import REPO_ROOT, Settings
 
 JAVA_POMS = (REPO_ROOT / "stack" / "pom.xml", REPO_ROOT / "connectors" / "avro-converter" / "pom.xml")
-SINK_TEMPLATE = REPO_ROOT / "connectors" / "ledger-sink.json"
+# the ledger's sinks (connectors/*.json) and the Postgres tables and trigger they write into
+SINK_TEMPLATES = (REPO_ROOT / "connectors" / "ledger-sink.json",
+                  REPO_ROOT / "connectors" / "recipient-outcomes-sink.json")
+LEDGER_SQL = REPO_ROOT / "connectors" / "ledger.sql"
 
 
 class StackError(RuntimeError):
@@ -471,14 +475,32 @@ class Stack:
         return out
 
 
+def apply_ledger_sql(*, pg_host: str, pg_port: int, password: str | None = None) -> None:
+    """Create the ledger tables and the trigger that explodes chunk outcomes into ledger rows
+    (connectors/ledger.sql, idempotent) before any sink writes."""
+    import psycopg
+
+    with psycopg.connect(host=pg_host, port=pg_port, dbname="cronstream", user="cronstream",
+                         password=password, autocommit=True) as conn:
+        conn.execute(LEDGER_SQL.read_text())
+
+
 def register_sink(connect_url: str, *, pg_host: str, pg_port: int, schemas_dir: Path,
                   log: Path | None = None, timeout_s: float = 60) -> None:
-    """Create or update the ledger → Postgres sink (PUT config is idempotent) and wait for RUNNING."""
-    spec = json.loads(Template(SINK_TEMPLATE.read_text()).substitute(
-        PG_HOST=pg_host, PG_PORT=pg_port,
-        # the local cluster uses trust auth on loopback; Debezium insists on some password
-        PG_PASSWORD=os.environ.get("CRONSTREAM_PG_PASSWORD", "local-trust-auth"),
-        SCHEMAS_DIR=str(schemas_dir)))
+    """Create the ledger's Postgres tables, then create or update each sink (PUT config is
+    idempotent) and wait for it to be RUNNING."""
+    # the local cluster uses trust auth on loopback; Debezium insists on some password
+    password = os.environ.get("CRONSTREAM_PG_PASSWORD", "local-trust-auth")
+    apply_ledger_sql(pg_host=pg_host, pg_port=pg_port, password=password)
+    for template in SINK_TEMPLATES:
+        spec = json.loads(Template(template.read_text()).substitute(
+            PG_HOST=pg_host, PG_PORT=pg_port, PG_PASSWORD=password,
+            SCHEMAS_DIR=str(schemas_dir)))
+        _register_one(connect_url, spec, log, timeout_s)
+
+
+def _register_one(connect_url: str, spec: dict[str, Any], log: Path | None,
+                  timeout_s: float) -> None:
     url = f"{connect_url}/connectors/{spec['name']}"
     response = httpx.put(f"{url}/config", json=spec["config"], timeout=30)
     if response.status_code >= 300:
@@ -500,7 +522,8 @@ def register_sink(connect_url: str, *, pg_host: str, pg_port: int, schemas_dir: 
     while time.monotonic() < deadline:
         try:
             if running():
-                say(f"sink {spec['name']} running (ledger topic → postgres table ledger)")
+                say(f"sink {spec['name']} running ({spec['config']['topics']} → postgres table "
+                    f"{spec['config']['collection.name.format']})")
                 return
         except (httpx.HTTPError, KeyError):
             pass

@@ -2,12 +2,13 @@
 
     cronstream.fanout ───────▶ [walk_recipients]  one walker per (campaign, recipient partition)
         reads cronstream.recipients[p] in the upload's offset range, chunk by chunk (<= 50)
-        └─▶ SES SendBulkEmail ──▶ cronstream.ledger (one outcome per recipient, key campaign:email)
+        └─▶ SES SendBulkEmail ──▶ cronstream.recipient-outcomes (one record per chunk, key
+                                   campaign:upload:seq; Postgres makes one ledger row per recipient)
     cronstream.suppressions ─▶ [apply_suppressions] ──▶ table suppressed (co-partitioned)
     table send-chunks: chunk → intent | done
 
 At-most-once per (campaign, recipient): a chunk's ``intent`` is on the changelog (flushed)
-before SES is called, ``done`` after its outcomes are on the ledger. After a crash or a
+before SES is called, ``done`` after its outcomes are on the topic. After a crash or a
 rebalance, a chunk found ``done`` is skipped and a chunk found at ``intent`` is resolved as
 ``unknown`` — reported, never re-sent (Borgcron: prefer a skip to a double). Throttling and
 connection errors happen before anything leaves, so those are retried with backoff, never dropped.
@@ -38,7 +39,7 @@ from streams.chunk_verdict import stop_reason
 from streams.codec import codec
 from streams.emit import Emitter
 from streams.fair_share import FairGate
-from streams.ledger import recipient_entry
+from streams.ledger import ChunkOutcomes
 from streams.ownership import GroupFence, Ownership, describe
 from streams.pacing import TokenBucket, walker_bucket
 from streams.recipients import CHUNK
@@ -47,8 +48,8 @@ from streams.topology import (
     APP_ID,
     CAMPAIGNS,
     FANOUT,
-    LEDGER,
     POOL_SENDS_TABLE,
+    RECIPIENT_OUTCOMES,
     RECIPIENTS,
     SEND_CHUNKS_TABLE,
     SUPPRESSED_TABLE,
@@ -279,20 +280,13 @@ class Fanout:
         log.info("campaign %s partition %d: walked offsets %d..%d", order["campaign_id"],
                  part, order["start"], order["end"])
 
-    def _record(self, outcomes: list[tuple[str, bytes]], campaign: dict[str, Any],
-                order: dict[str, Any], part: int, email: str, outcome: str, reason: str | None,
-                attempts: int = 0, message_id: str | None = None) -> None:
-        """One recipient's outcome, for the chunk's ledger records (``_finish`` writes them)."""
-        entry = recipient_entry(campaign=campaign, fire_id=order["fire_id"], email=email,
-                                outcome=outcome, reason=reason, partition_epoch=order["epoch"],
-                                attempts=attempts, message_id=message_id, completed_ms=now_ms())
-        outcomes.append((entry["record_id"], codec().encode("LedgerEntry", entry)))
-        metrics.CAMPAIGN_SENDS.labels(outcome).inc()
-
-    async def _finish(self, key: bytes, outcomes: list[tuple[str, bytes]], part: int) -> None:
-        """``done`` only once the chunk's outcomes are on the ledger: a crash in between leaves
+    async def _finish(self, key: bytes, outcomes: ChunkOutcomes, part: int) -> None:
+        """``done`` only once the chunk's outcomes are on the topic: a crash in between leaves
         the chunk at ``intent``, resolved ``unknown`` by whoever walks it next."""
-        await self.emitter.acked(LEDGER, outcomes, part)
+        record = codec().encode("RecipientOutcomes", outcomes.record(now_ms()))
+        await self.emitter.acked(RECIPIENT_OUTCOMES, [(outcomes.chunk_id, record)], part)
+        for outcome, n in outcomes.counts().items():
+            metrics.CAMPAIGN_SENDS.labels(outcome).inc(n)
         send_chunks[key] = DONE
 
     async def _pace(self, bucket: TokenBucket, tenant: str, n: int, deadline: int) -> bool:
@@ -312,7 +306,6 @@ class Fanout:
         key = f"{chunk['campaign_id']}:{chunk['upload_id']}:{chunk['seq']}".encode()
         state = send_chunks.get(key)
         emails: list[str] = chunk["emails"]
-        outcomes: list[tuple[str, bytes]] = []
         if state == DONE:
             if key in send_chunks.regressions:  # a zombie's late intent is the changelog's last
                 send_chunks.regressions.discard(key)  # word: say done again before compaction
@@ -320,13 +313,13 @@ class Fanout:
             return
         campaign = await self.campaign(order["campaign_id"])
         assert campaign is not None
+        outcomes = ChunkOutcomes(key.decode(), campaign, order["fire_id"], order["epoch"])
         if state == INTENT:
             log.warning("campaign %s chunk %s partition %d: intent without outcome after a "
                         "restart; %d recipients resolved as unknown, not re-sent",
                         campaign["campaign_id"], key.decode(), part, len(emails))
-            for email in emails:
-                self._record(outcomes, campaign, order, part, email, "unknown", "at-most-once: the send "
-                             "began before a crash and its outcome is unknown; not re-sent")
+            outcomes.add_all(emails, "unknown", "at-most-once: the send began before a crash "
+                             "and its outcome is unknown; not re-sent")
             await self._finish(key, outcomes, part)
             return
         deadline = campaign["send_at_ms"] + campaign["send_deadline_s"] * 1000
@@ -343,8 +336,7 @@ class Fanout:
                 "expired_stale", f"its rate leaves no room to send it by the deadline send_at + "
                                  f"{campaign['send_deadline_s']}s"))
         if stop is not None:
-            for email in emails:
-                self._record(outcomes, campaign, order, part, email, *stop)
+            outcomes.add_all(emails, *stop)
             await self._finish(key, outcomes, part)
             return
         await self.suppressions_caught_up(part)
@@ -352,12 +344,11 @@ class Fanout:
         allowed: list[tuple[str, dict[str, str]]] = []
         for email, variables in zip(emails, chunk["vars"], strict=True):
             if suppressed.get(f"{tenant}:{email}".encode()) is not None:
-                self._record(outcomes, campaign, order, part, email, "suppressed", "address is suppressed")
+                outcomes.add(email, "suppressed", "address is suppressed")
             else:
                 allowed.append((email, variables))
         if allowed and (reason := await self.pool_quota(campaign, part, len(allowed), deadline)):
-            for email, _ in allowed:
-                self._record(outcomes, campaign, order, part, email, "expired_stale", reason)
+            outcomes.add_all([email for email, _ in allowed], "expired_stale", reason)
             allowed = []
         if allowed:
             send_chunks[key] = INTENT
@@ -371,7 +362,7 @@ class Fanout:
             await self._send(outcomes, campaign, order, part, allowed, deadline)
         await self._finish(key, outcomes, part)
 
-    async def _send(self, outcomes: list[tuple[str, bytes]], campaign: dict[str, Any],
+    async def _send(self, outcomes: ChunkOutcomes, campaign: dict[str, Any],
                     order: dict[str, Any], part: int,
                     allowed: list[tuple[str, dict[str, str]]], deadline: int) -> None:
         base = SETTINGS.api_url
@@ -389,8 +380,7 @@ class Fanout:
             if call.outcome is ses.Outcome.SENT:
                 for (email, _), result in zip(allowed, results, strict=True):
                     sent = result.outcome is ses.Outcome.SENT
-                    self._record(outcomes, campaign, order, part, email,
-                                 "sent" if sent else "unknown" if result.outcome is
+                    outcomes.add(email, "sent" if sent else "unknown" if result.outcome is
                                  ses.Outcome.UNKNOWN else "failed",
                                  None if sent else result.error, attempt, result.message_id)
                 return
@@ -405,8 +395,7 @@ class Fanout:
                 call.outcome, "expired_stale" if now_ms() >= deadline else "failed")
             log.warning("campaign %s partition %d: bulk send %s after %d attempts: %s",
                         campaign["campaign_id"], part, outcome, attempt, call.error)
-            for email, _ in allowed:
-                self._record(outcomes, campaign, order, part, email, outcome, call.error, attempt)
+            outcomes.add_all([email for email, _ in allowed], outcome, call.error, attempt)
             return
 
 

@@ -60,6 +60,12 @@ LEDGER = TopicSpec(
     name="cronstream.ledger", key="record_id", schema="LedgerEntry", compacted=True,
     doc="One decision/outcome per slot, partitioned by job id; sunk into Postgres.",
 )
+RECIPIENT_OUTCOMES = TopicSpec(
+    name="cronstream.recipient-outcomes", key="campaign_id:upload_id:seq",
+    schema="RecipientOutcomes", compacted=True,
+    doc="One record per recipient chunk with each recipient's outcome, on the chunk's recipient "
+        "partition; sunk into Postgres, where a trigger writes one ledger row per recipient.",
+)
 TENANTS = TopicSpec(
     name="cronstream.tenants", key="tenant", schema="Tenant", compacted=True,
     doc="Tenants, their hashed API keys, quotas and SSRF allow-lists.", partitions=1,
@@ -95,7 +101,8 @@ FANOUT = TopicSpec(
 )
 
 TOPICS: tuple[TopicSpec, ...] = (TENANTS, JOBS, JOB_COMMANDS, FIRED, LEDGER, SCHEDULER_PROGRESS,
-                                 DLQ, CAMPAIGNS, RECIPIENTS, SUPPRESSIONS, FANOUT)
+                                 DLQ, CAMPAIGNS, RECIPIENTS, SUPPRESSIONS, FANOUT,
+                                 RECIPIENT_OUTCOMES)
 
 JOBS_TABLE = TableSpec(
     name="jobs", source=JOBS, key="job_id",
@@ -127,6 +134,7 @@ TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, DONE_TABLE, SEND_CHUNKS_TABLE, SUPP
 
 APP_ID = "cronstream"
 LEDGER_SINK_TABLE = "ledger"
+OUTCOMES_SINK_TABLE = "recipient_outcomes"
 
 
 @dataclass(frozen=True)
@@ -191,7 +199,8 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
     ),
     ProcessorSpec(
         "walk_recipients", "agent", "streams.fanout", consumes=(FANOUT,),
-        produces=(LEDGER,), tables=(SEND_CHUNKS_TABLE, SUPPRESSED_TABLE, POOL_SENDS_TABLE),
+        produces=(RECIPIENT_OUTCOMES,),
+        tables=(SEND_CHUNKS_TABLE, SUPPRESSED_TABLE, POOL_SENDS_TABLE),
         reads=(RECIPIENTS, CAMPAIGNS, TENANTS),
         doc="Walks one recipient partition per order: suppress, pace, send via SES, record.",
     ),
@@ -199,6 +208,13 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
         "ledger_sink", "sink", "connectors/ledger-sink.json", consumes=(LEDGER,),
         doc=f"Kafka Connect (Debezium JDBC) upserts the ledger into Postgres table "
             f"`{LEDGER_SINK_TABLE}`.",
+    ),
+    ProcessorSpec(
+        "recipient_outcomes_sink", "sink", "connectors/recipient-outcomes-sink.json",
+        consumes=(RECIPIENT_OUTCOMES,),
+        doc=f"Kafka Connect (Debezium JDBC) upserts chunk outcomes into Postgres table "
+            f"`{OUTCOMES_SINK_TABLE}`; its trigger (connectors/ledger.sql) upserts one "
+            f"`{LEDGER_SINK_TABLE}` row per recipient.",
     ),
 )
 
