@@ -36,3 +36,19 @@ def test_compose_healthchecks_probe_readiness(monkeypatch):
     assert f"localhost:{conf.worker_metrics_port}/readyz" in services["worker"]["healthcheck"]["test"][1]
     assert services["worker"]["environment"]["CRONSTREAM_WORKER_METRICS_HOST"] == "0.0.0.0"
     assert f"localhost:{conf.api_port}/readyz" in services["api"]["healthcheck"]["test"][1]
+
+
+def test_the_app_image_holds_every_package_and_file_the_app_reads():
+    """The image copies named folders and files; a package the code imports (``ops``) or a file
+    ``cronstream sink register`` reads (the sinks' configs, the ledger's SQL) left out of it is an
+    image that fails at start."""
+    from stack.local import LEDGER_SQL, SINK_TEMPLATES
+
+    copied = set()
+    for line in (REPO_ROOT / "Dockerfile").read_text().splitlines():
+        if line.startswith("COPY "):
+            copied.update(part.rstrip("/") for part in line.split()[1:-1])
+    packages = {p.parent.name for p in REPO_ROOT.glob("*/__init__.py")} - {"tests", "bench"}
+    assert packages <= copied, f"packages not in the image: {sorted(packages - copied)}"
+    files = {str(path.relative_to(REPO_ROOT)) for path in (LEDGER_SQL, *SINK_TEMPLATES)}
+    assert files <= copied, f"files not in the image: {sorted(files - copied)}"
