@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from cli.demo import Receiver
 from stack import processes
+from streams.reconciler import DEFAULT_LAG_MS
 from streams.schedule import fire_id
 from tests.conftest import free_port
 from tests.integration.helpers import ledger, wait_for
@@ -39,7 +40,16 @@ def test_sigkilled_worker_loses_no_slot(stack, api):
                 rows = [r for j in jobs for r in ledger(stack, job_id=j)]
                 return {r["fire_id"] for r in rows} >= expected and rows
 
-            rows = wait_for(decided, timeout_s=120, every_s=2)
+            def missing() -> str:
+                found = {r["fire_id"] for j in jobs for r in ledger(stack, job_id=j)}
+                return f"slots without a decision: {sorted(expected - found)[:10]}"
+
+            # a slot the survivor's stream skipped after the takeover is re-driven by the
+            # reconciler once it has had no decision for its lag (seen in a CI run: one fired
+            # record, fetched before faust's seek to the committed offsets, never reached the
+            # executor), so the promise is "every slot decided within the reconciler's lag"
+            rows = wait_for(decided, timeout_s=DEFAULT_LAG_MS / 1000 + 90, every_s=2,
+                            explain=missing)
     finally:
         processes.stop(stack.pidfile("worker-2"))
     by_fire = {r["fire_id"]: r for r in rows}
