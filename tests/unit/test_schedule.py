@@ -84,3 +84,10 @@ def test_slots_are_strictly_increasing_and_after_the_cursor(expr, tz, after):
     assert slots[0] > after
     assert all(b > a for a, b in zip(slots, slots[1:], strict=False))
     assert all(slot % 1000 == 0 for slot in slots)
+
+
+@given(st.integers(min_value=-10**12, max_value=4 * 10**12))
+def test_fire_id_names_the_exact_utc_millisecond_of_any_slot(nominal_ms):
+    stamp = datetime.fromtimestamp(nominal_ms / 1000, tz=UTC)
+    expected = stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    assert fire_id("j", nominal_ms) == f"j@{expected}"
