@@ -7,8 +7,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-RECIPIENT_OUTCOMES = frozenset({"sent", "suppressed", "expired_stale", "failed", "unknown",
-                                "cancelled"})
+# every outcome a campaign recipient can end with, in the order the API reports their counts
+CAMPAIGN_OUTCOMES = ("sent", "suppressed", "expired_stale", "failed", "unknown", "cancelled")
 
 
 def job_entry(*, fire_id: str, job: dict[str, Any], nominal_ms: int, decision: str,
@@ -64,7 +64,7 @@ class ChunkOutcomes:
             message_id: str | None = None) -> None:
         """One recipient's outcome: sent | suppressed | expired_stale | failed | unknown |
         cancelled (a recipient recorded twice keeps its last outcome, as the ledger would)."""
-        if outcome not in RECIPIENT_OUTCOMES:
+        if outcome not in CAMPAIGN_OUTCOMES:
             raise ValueError(f"outcome {outcome!r} is not a recipient outcome")
         self.emails.append(email)
         self.outcomes.append(outcome)

@@ -32,6 +32,7 @@ from api.routes.jobs import IDEMPOTENCY_NAMESPACE
 from api.state import ApiState
 from streams import recipients, schedule
 from streams.codec import codec
+from streams.ledger import CAMPAIGN_OUTCOMES
 from streams.topology import CAMPAIGNS, JOBS, RECIPIENTS, partitions
 
 router = APIRouter(prefix="/v1/campaigns", tags=["campaigns"])
@@ -305,7 +306,6 @@ async def cancel_campaign(campaign_id: str, request: Request, tenant: Tenant) ->
                              ("created", "ready", "scheduled", "paused", "aborted"), "cancelled")
 
 
-OUTCOMES = ("sent", "suppressed", "expired_stale", "failed", "unknown", "cancelled")
 
 
 def _counts(dsn: str, tenant: str, campaign_id: str) -> tuple[dict[str, int], int]:
@@ -326,7 +326,7 @@ async def get_campaign(campaign_id: str, request: Request, tenant: Tenant) -> di
     counts, recent = await run_in_threadpool(_counts, _api(request).conf.pg_dsn,
                                              tenant["tenant"], campaign_id)
     view = campaign_view(campaign)
-    totals = {name: counts.get(name, 0) for name in OUTCOMES}
+    totals = {name: counts.get(name, 0) for name in CAMPAIGN_OUTCOMES}
     pending = max(0, campaign["recipients"] - sum(totals.values()))
     rate = recent / 10
     if campaign["status"] == "scheduled" and schedule.now_ms() >= campaign["send_at_ms"]:

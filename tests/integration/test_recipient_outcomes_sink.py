@@ -43,7 +43,8 @@ def test_a_chunk_record_becomes_its_recipients_ledger_rows_and_the_newest_wins(s
     first = ChunkOutcomes(f"{campaign['campaign_id']}:u1:0", campaign, "fire-1", 2)
     first.add("a@sink.example", "sent", None, 1, "msg-a")
     first.add("b@sink.example", "suppressed", "address is suppressed")
-    first.add("c@sink.example", "failed", "MessageRejected", 3)
+    # an SES error is free text: what an array literal would need escaped must arrive intact
+    first.add("c@sink.example", "failed", 'MessageRejected: "a, {b}" \\ NULL ü', 3)
     other = ChunkOutcomes(f"{campaign['campaign_id']}:u1:1", campaign, "fire-1", 2)
     other.add("d@sink.example", "sent", None, 1, "msg-d")
     other.add("d@sink.example", "unknown", "twice in one chunk: the last outcome wins")
