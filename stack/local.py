@@ -480,9 +480,13 @@ def apply_ledger_sql(*, pg_host: str, pg_port: int, password: str | None = None)
     (connectors/ledger.sql, idempotent) before any sink writes."""
     import psycopg
 
-    with psycopg.connect(host=pg_host, port=pg_port, dbname="cronstream", user="cronstream",
-                         password=password, autocommit=True) as conn:
-        conn.execute(LEDGER_SQL.read_text())
+    try:
+        with psycopg.connect(host=pg_host, port=pg_port, dbname="cronstream", user="cronstream",
+                             password=password, autocommit=True, connect_timeout=10) as conn:
+            conn.execute(LEDGER_SQL.read_text())
+    except psycopg.Error as exc:
+        raise StackError("postgres", f"could not create the ledger tables on {pg_host}:{pg_port} "
+                         f"({LEDGER_SQL.name}): {str(exc).strip()[:300]}") from exc
 
 
 def register_sink(connect_url: str, *, pg_host: str, pg_port: int, schemas_dir: Path,
