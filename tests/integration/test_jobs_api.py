@@ -136,7 +136,9 @@ def test_backfill_runs_missing_slots_once_and_never_repeats_done_ones(stack, api
 def test_runs_endpoint_agrees_with_postgres(stack, api):
     port = free_port()
     with Receiver(port, quiet=True):
-        end = datetime.now(UTC) + timedelta(seconds=4)
+        # 5 s: the job owes slots from its creation, which a slow POST can push past a second
+        # boundary after ``now`` was read (a CI run got 3 slots from a 4 s window)
+        end = datetime.now(UTC) + timedelta(seconds=5)
         job = api.post("/v1/jobs", json={"schedule": {"cron": "*/1 * * * * *", "end": end.isoformat()},
                                          "target": webhook(port)}).json()
         rows = wait_for(lambda: (r := ledger(stack, job_id=job["id"])) and len(r) >= 4 and r)
