@@ -12,6 +12,10 @@ Graph (names from ``streams.topology``)::
                                   └─▶ cronstream.scheduler-progress  fired-through marks (1 s)
     punctuator reconcile (5 s)   ──▶ cronstream.fired (re-drive) / cronstream.ledger (expire)
 
+Slots due within ``PREPARE_AHEAD_MS`` are staged and prepared ahead (job read and decoded,
+following slot and fire id computed, done table checked) in the time before they fall due, so a
+top-of-minute spike costs only encode-and-produce per slot in its own second.
+
 Why a punctuator and not a table write per fire: faust table writes cap around 5k/s; the only
 per-fire state is the in-memory due index, and what a restart needs (where to resume) is the
 per-partition progress mark. Duplicates after a crash are harmless because fire ids are
@@ -25,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from ops import metrics
 from streams import misfire, progress, schedule
@@ -52,11 +56,31 @@ FIRE_ROUND = 500  # slots popped per partition per round
 FIRE_BUDGET_S = 0.1  # time one tick may spend deciding before yielding the event loop
 MARK_EVERY_S = 1.0
 CATCH_UP_PER_S = 200  # missed slots re-run per partition per second (fire_all pacing)
+PREPARE_AHEAD_MS = 5_000  # how long before its due time a slot may be prepared
+PREPARE_BUDGET_S = 0.03  # time one tick may spend preparing, after firing what is due
+PREPARED_MAX = 200_000  # per worker: bounds the memory of a far larger spike (~1 KiB each)
 
 jobs_topic = raw_topic(JOBS)
 commands_topic = raw_topic(JOB_COMMANDS)
 ledger_topic = raw_topic(LEDGER)
 jobs_table = raw_table(JOBS_TABLE)
+
+
+class Prepared(NamedTuple):
+    """What firing a staged slot needs, computed before it fell due."""
+
+    slot: int
+    job: dict[str, Any]
+    following: int | None
+    fid: str
+    done: bool  # in the done table when prepared
+    prepared_ms: int
+
+    def done_still_known(self) -> bool:
+        """Prepared before its nominal time, the slot could not have run since (nobody fires a
+        slot early and a fenced-off owner's records are rejected), so ``done`` is still true;
+        prepared later (catch-up, takeover), a previous owner's fire may have landed since."""
+        return self.prepared_ms < self.slot
 
 
 class ScheduleState:
@@ -135,45 +159,80 @@ class ScheduleState:
 
     # -- firing --------------------------------------------------------------------------------
     def fire_due(self) -> int:
-        """Decide the slots that are due now; returns how many were decided.
+        """Decide the slots that are due now, then prepare the ones due soon; returns how many
+        were decided.
 
         Work is cut into rounds of ``FIRE_ROUND`` slots per partition (round-robin, so one
         partition's backlog cannot starve another's) and stops after ``FIRE_BUDGET_S``: after a
         long outage the backlog of missed slots is worked off over several ticks while the same
-        event loop keeps consuming job changes and heartbeating."""
+        event loop keeps consuming job changes and heartbeating. Preparing comes second and
+        only uses what is left of a short budget: it must never delay a due slot."""
         now = now_ms()
         decided = 0
-        stop_at = time.monotonic() + FIRE_BUDGET_S
+        started = time.monotonic()
         busy = True
-        while busy and time.monotonic() < stop_at:
+        while busy and time.monotonic() < started + FIRE_BUDGET_S:
             busy = False
             for part, index in list(self.indexes.items()):
                 due = index.pop_due(now, FIRE_ROUND)
                 busy = busy or len(due) == FIRE_ROUND
-                for job_id, slot in due:
-                    decided += self._fire(part, index, job_id, slot, now)
+                for job_id, slot, ready in due:
+                    decided += self._fire(part, index, job_id, slot, ready, now)
         for part, index in self.indexes.items():
             earliest = index.peek()
             through = now if earliest is None or earliest > now else earliest - 1
             self.fired_through[part] = max(self.fired_through.get(part, 0), through)
+        if not busy:
+            self.prepare_upcoming(now, time.monotonic() + PREPARE_BUDGET_S)
         return decided
 
-    def _fire(self, part: int, index: DueIndex, job_id: str, slot: int, now: int) -> int:
+    def prepare_upcoming(self, now: int, stop_at: float) -> int:
+        """Stage and prepare slots due within ``PREPARE_AHEAD_MS``, round-robin over the
+        partitions, until ``stop_at`` or ``PREPARED_MAX``; returns how many were prepared."""
+        prepared = 0
+        busy = True
+        while busy and time.monotonic() < stop_at:
+            busy = False
+            for part, index in self.indexes.items():
+                room = PREPARED_MAX - sum(i.prepared for i in self.indexes.values())
+                if room <= 0:
+                    return prepared
+                staged = index.stage(now + PREPARE_AHEAD_MS, min(FIRE_ROUND, room))
+                busy = busy or len(staged) == FIRE_ROUND
+                for job_id, slot in staged:
+                    ready = self._prepare(part, job_id, slot)
+                    if ready is not None:
+                        index.attach(job_id, ready)
+                        prepared += 1
+        return prepared
+
+    def _prepare(self, part: int, job_id: str, slot: int) -> Prepared | None:
         raw = jobs_table.get_in(part, job_id.encode())
         if raw is None:
-            return 0  # deleted since it was indexed
+            return None  # deleted since it was indexed
         job = codec().decode(raw)
-        following = schedule.next_after(job["schedule"], job_id, slot)
+        fid = schedule.fire_id(job_id, slot)
+        return Prepared(slot, job, schedule.next_after(job["schedule"], job_id, slot), fid,
+                        self.already_done(part, fid), now_ms())
+
+    def _fire(self, part: int, index: DueIndex, job_id: str, slot: int,
+              ready: Prepared | None, now: int) -> int:
+        if ready is None:
+            ready = self._prepare(part, job_id, slot)
+            if ready is None:
+                return 0
+        job = ready.job
         verdict = misfire.decide(
-            slot_ms=slot, following_slot_ms=following, now_ms=now,
+            slot_ms=slot, following_slot_ms=ready.following, now_ms=now,
             policy=job["misfire_policy"], max_lateness_s=job["max_lateness_s"],
             paused=job["paused"],
         )
         if verdict.decision == "missed_caught_up" and not self._catch_up_allowed(part, now):
             index.set(job_id, slot, now + 1000 // CATCH_UP_PER_S + 1)  # paced: later
+            index.attach(job_id, ready)
             return 0
-        self.decide(part, job, slot, verdict, now_ms())
-        self._schedule(index, job, following)
+        self.decide(part, job, slot, verdict, now_ms(), ready=ready)
+        self._schedule(index, job, ready.following)
         return 1
 
     def _catch_up_allowed(self, partition: int, now: int) -> bool:
@@ -186,11 +245,16 @@ class ScheduleState:
         return True
 
     def decide(self, partition: int, job: dict[str, Any], slot: int,
-               verdict: misfire.SlotDecision, now: int, redrives: int = 0) -> None:
-        """Emit one slot's decision: a fired record to run it, or a ledger entry if it won't."""
-        fid = schedule.fire_id(job["job_id"], slot)
-        if redrives == 0 and self.already_done(partition, fid):
-            return  # decided and run before a takeover: deciding again could only contradict it
+               verdict: misfire.SlotDecision, now: int, redrives: int = 0,
+               ready: Prepared | None = None) -> None:
+        """Emit one slot's decision: a fired record to run it, or a ledger entry if it won't.
+        ``ready`` is the slot's preparation, whose fire id and done check it reuses."""
+        fid = ready.fid if ready is not None else schedule.fire_id(job["job_id"], slot)
+        if redrives == 0:
+            done = (ready.done if ready is not None and ready.done_still_known()
+                    else self.already_done(partition, fid))
+            if done:
+                return  # decided and run before a takeover: deciding again could only contradict
         metrics.SLOTS_DECIDED.labels(verdict.decision).inc()
         if verdict.runs:
             self.emit_fired(partition, job, fid, slot, verdict.decision, now, redrives)

@@ -202,3 +202,28 @@ def test_a_job_due_now_or_just_past_fires(stack, api):
                         and len(r) == 3 and r, timeout_s=60)
     assert sorted(r["decision"] for r in rows) == ["fired", "fired", "missed_caught_up"]
     assert len(receiver.fires) == 3
+
+
+def test_a_job_changed_or_deleted_just_before_its_slot_fires_as_it_is_then(stack, api):
+    # the scheduler prepares slots up to PREPARE_AHEAD_MS before they are due (job read,
+    # decoded, done table checked); a pause or delete after that must still win
+    from streams.scheduler import PREPARE_AHEAD_MS
+
+    port = free_port()
+    at = datetime.now(UTC) + timedelta(milliseconds=PREPARE_AHEAD_MS - 1_000)
+    with Receiver(port, quiet=True) as receiver:
+        ids = [api.post("/v1/jobs", json={"schedule": {"at": at.isoformat()},
+                                          "target": webhook(port)}).json()["id"]
+               for _ in range(3)]
+        kept, paused, deleted = ids
+        time.sleep(1.5)  # indexed and prepared by now, still ~2.5 s before the slot
+        assert datetime.now(UTC) < at - timedelta(seconds=1), "too slow to test the window"
+        assert api.post(f"/v1/jobs/{paused}/pause").json()["paused"] is True
+        assert api.delete(f"/v1/jobs/{deleted}").status_code == 204
+        rows = wait_for(lambda: (r := {j: ledger(stack, job_id=j) for j in (kept, paused)})
+                        and all(r.values()) and r, timeout_s=60)
+        time.sleep(2)
+    assert [r["decision"] for r in rows[kept]] == ["fired"]
+    assert [r["decision"] for r in rows[paused]] == ["skipped_paused"]
+    assert receiver.fires == [rows[kept][0]["fire_id"]]
+    assert ledger(stack, job_id=deleted) == []
