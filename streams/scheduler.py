@@ -13,8 +13,9 @@ Graph (names from ``streams.topology``)::
     punctuator reconcile (5 s)   ──▶ cronstream.fired (re-drive) / cronstream.ledger (expire)
 
 Slots due within ``PREPARE_AHEAD_MS`` are staged and prepared ahead (job read and decoded,
-following slot and fire id computed, done table checked) in the time before they fall due, so a
-top-of-minute spike costs only encode-and-produce per slot in its own second.
+following slot and fire id computed, done table checked, the fired record encoded but for the
+fields only known when it fires) in the time before they fall due, so in a top-of-minute
+spike's own second a slot costs little more than its produce.
 
 Why a punctuator and not a table write per fire: faust table writes cap around 5k/s; the only
 per-fire state is the in-memory due index, and what a restart needs (where to resume) is the
@@ -64,6 +65,7 @@ jobs_topic = raw_topic(JOBS)
 commands_topic = raw_topic(JOB_COMMANDS)
 ledger_topic = raw_topic(LEDGER)
 jobs_table = raw_table(JOBS_TABLE)
+FIRED_TEMPLATE = codec().template("Fired", ("fired_ms", "decision", "epoch"))
 
 
 class Prepared(NamedTuple):
@@ -75,6 +77,7 @@ class Prepared(NamedTuple):
     fid: str
     done: bool  # in the done table when prepared
     prepared_ms: int
+    frozen: tuple[bytes, bytes]  # the fired record around its last-moment fields
 
     def done_still_known(self) -> bool:
         """Prepared before its nominal time, the slot could not have run since (nobody fires a
@@ -213,7 +216,7 @@ class ScheduleState:
         job = codec().decode(raw)
         fid = schedule.fire_id(job_id, slot)
         return Prepared(slot, job, schedule.next_after(job["schedule"], job_id, slot), fid,
-                        self.already_done(part, fid), now_ms())
+                        self.already_done(part, fid), now_ms(), fired_frozen(job, fid, slot))
 
     def _fire(self, part: int, index: DueIndex, job_id: str, slot: int,
               ready: Prepared | None, now: int) -> int:
@@ -257,7 +260,8 @@ class ScheduleState:
                 return  # decided and run before a takeover: deciding again could only contradict
         metrics.SLOTS_DECIDED.labels(verdict.decision).inc()
         if verdict.runs:
-            self.emit_fired(partition, job, fid, slot, verdict.decision, now, redrives)
+            self.emit_fired(partition, job, fid, slot, verdict.decision, now, redrives,
+                            ready.frozen if ready is not None and not redrives else None)
         else:
             self.emit_ledger(partition, job, fid, slot, verdict.decision, verdict.reason,
                              verdict.lateness_ms, now)
@@ -272,16 +276,13 @@ class ScheduleState:
         return done_table.get_in(partition, fid.encode()) is not None
 
     def emit_fired(self, partition: int, job: dict[str, Any], fid: str, slot: int,
-                   decision: str, now: int, redrives: int = 0) -> None:
-        fired = {
-            "fire_id": fid, "job_id": job["job_id"], "tenant": job["tenant"],
-            "job_revision": job["revision"], "nominal_ms": slot, "fired_ms": now,
-            "decision": decision, "epoch": self.epoch, "target": job["target"],
-            "overlap": job["overlap"], "retry_max_attempts": job["retry_max_attempts"],
-            "retry_initial_backoff_s": job["retry_initial_backoff_s"],
-            "retry_max_backoff_s": job["retry_max_backoff_s"], "redrives": redrives,
-        }
-        self.emitter.produce(FIRED, job["job_id"], codec().encode("Fired", fired), partition)
+                   decision: str, now: int, redrives: int = 0,
+                   frozen: tuple[bytes, bytes] | None = None) -> None:
+        """Produce the slot's fired record; ``frozen`` is its preparation's (same slot, job and
+        redrives), else it is encoded now."""
+        value = FIRED_TEMPLATE.fill(frozen or fired_frozen(job, fid, slot, redrives),
+                                    {"fired_ms": now, "decision": decision, "epoch": self.epoch})
+        self.emitter.produce(FIRED, job["job_id"], value, partition)
         self.reconciler.expect(Pending(fid, job["job_id"], partition, slot, now,
                                        max(job["max_lateness_s"], 1) * 1000, redrives))
 
@@ -342,6 +343,18 @@ class ScheduleState:
         for part, through in marks.items():
             if part in self.indexes:
                 progress.write_mark(self.emitter, part, through, self.epoch, WORKER_ID)
+
+
+def fired_frozen(job: dict[str, Any], fid: str, slot: int, redrives: int = 0
+                 ) -> tuple[bytes, bytes]:
+    """A slot's fired record, encoded but for fired_ms, decision and epoch."""
+    return FIRED_TEMPLATE.freeze({
+        "fire_id": fid, "job_id": job["job_id"], "tenant": job["tenant"],
+        "job_revision": job["revision"], "nominal_ms": slot, "target": job["target"],
+        "overlap": job["overlap"], "retry_max_attempts": job["retry_max_attempts"],
+        "retry_initial_backoff_s": job["retry_initial_backoff_s"],
+        "retry_max_backoff_s": job["retry_max_backoff_s"], "redrives": redrives,
+    })
 
 
 state = ScheduleState()

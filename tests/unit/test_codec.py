@@ -82,3 +82,35 @@ def test_records_written_with_an_older_schema_are_read_into_the_current_one():
     record = codec().decode(buf.getvalue())
     assert record["tenant"] == "acme" and record["ip_pools"] == {}
     assert buf.getvalue()[2:10] != codec().fingerprint("Tenant")  # it really was another schema
+
+
+FIRED_VARYING = ("fired_ms", "decision", "epoch")
+
+
+def _fired(**extra):
+    return {"fire_id": "j1@2026-11-23T16:47:00.000Z", "job_id": "j1", "tenant": "t",
+            "job_revision": 7, "nominal_ms": 1_795_452_420_000, "target": _job()["target"],
+            **extra}
+
+
+@pytest.mark.parametrize("extra", [
+    {},  # the fields with defaults left out: frozen with their defaults, as encode fills them
+    {"overlap": "skip", "retry_max_attempts": 9, "retry_initial_backoff_s": 0.5,
+     "retry_max_backoff_s": 7.0, "redrives": 2},
+])
+def test_a_template_filled_late_encodes_exactly_like_encode(extra):
+    template = codec().template("Fired", FIRED_VARYING)
+    varying = {"fired_ms": 1_795_452_421_234, "decision": "missed_caught_up", "epoch": 41}
+    filled = template.fill(template.freeze(_fired(**extra)), varying)
+    assert filled == codec().encode("Fired", {**_fired(**extra), **varying})
+    assert codec().decode(filled)["epoch"] == 41
+
+
+def test_a_template_refuses_a_gapped_run_and_unknown_fields():
+    with pytest.raises(SchemaError, match="contiguous"):
+        codec().template("Fired", ("fired_ms", "epoch"))
+    template = codec().template("Fired", FIRED_VARYING)
+    with pytest.raises(SchemaError, match="colour"):
+        template.freeze(_fired(colour="red"))
+    with pytest.raises(SchemaError):
+        template.fill(template.freeze(_fired()), {"fired_ms": 1, "decision": "fired"})
