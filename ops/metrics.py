@@ -25,6 +25,10 @@ STALL_S = 30.0
 SLOTS_DECIDED = Counter("cronstream_slots_decided_total",
                         "Slots the scheduler decided, by decision (fired, skipped_*, expired_stale, ...)",
                         ["decision"])
+SLOTS_REACHED = Counter("cronstream_slots_reached_total",
+                        "Due slots the scheduler reached, by whether the look-ahead had prepared "
+                        "them (ahead) or not (at_due: slower; in spikes, the look-ahead fell "
+                        "behind)", ["prepared"])
 FIRE_LATENESS = Histogram("cronstream_fire_lateness_seconds",
                           "From a slot's nominal time to the executor starting it",
                           buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300))

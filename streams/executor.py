@@ -32,6 +32,7 @@ from streams.event_context import event_task
 from streams.fanout import fanout
 from streams.fencing import EpochFence
 from streams.ledger import job_entry
+from streams.priority import DECIDING
 from streams.replays import INTENT, Arrival, Position, classify
 from streams.schedule import now_ms
 from streams.topology import DLQ, DONE_TABLE, FIRED, LEDGER, TENANTS
@@ -243,6 +244,7 @@ def in_flight() -> set[str]:
 async def execute_fired(stream: Any) -> Any:
     acking = stream.noack()
     async for event in acking.events():
+        await DECIDING.passed()  # a burst of due slots is decided first (streams.priority)
         await executor.accept(acking, event)
 
 

@@ -12,7 +12,7 @@ Graph (names from ``streams.topology``)::
                                   └─▶ cronstream.scheduler-progress  fired-through marks (1 s)
     punctuator reconcile (5 s)   ──▶ cronstream.fired (re-drive) / cronstream.ledger (expire)
 
-Slots due within ``PREPARE_AHEAD_MS`` are staged and prepared ahead (job read and decoded,
+Slots due within ``PREPARE_AHEAD_MS`` (10 s) are staged and prepared ahead (job read and decoded,
 following slot and fire id computed, done table checked, the fired record encoded but for the
 fields only known when it fires) in the time before they fall due, so in a top-of-minute
 spike's own second a slot costs little more than its produce.
@@ -39,6 +39,7 @@ from streams.codec import codec
 from streams.due_index import DueIndex
 from streams.emit import Emitter
 from streams.ledger import job_entry
+from streams.priority import DECIDING
 from streams.reconciler import Pending, Reconciler
 from streams.schedule import now_ms
 from streams.topology import (
@@ -57,7 +58,7 @@ FIRE_ROUND = 500  # slots popped per partition per round
 FIRE_BUDGET_S = 0.1  # time one tick may spend deciding before yielding the event loop
 MARK_EVERY_S = 1.0
 CATCH_UP_PER_S = 200  # missed slots re-run per partition per second (fire_all pacing)
-PREPARE_AHEAD_MS = 5_000  # how long before its due time a slot may be prepared
+PREPARE_AHEAD_MS = 10_000  # how long before its due time a slot may be prepared
 PREPARE_BUDGET_S = 0.03  # time one tick may spend preparing, after firing what is due
 PREPARED_MAX = 200_000  # per worker: bounds the memory of a far larger spike (~1 KiB each)
 
@@ -66,6 +67,8 @@ commands_topic = raw_topic(JOB_COMMANDS)
 ledger_topic = raw_topic(LEDGER)
 jobs_table = raw_table(JOBS_TABLE)
 FIRED_TEMPLATE = codec().template("Fired", ("fired_ms", "decision", "epoch"))
+REACHED_AHEAD = metrics.SLOTS_REACHED.labels("ahead")
+REACHED_AT_DUE = metrics.SLOTS_REACHED.labels("at_due")
 
 
 class Prepared(NamedTuple):
@@ -226,6 +229,9 @@ class ScheduleState:
             ready = self._prepare(part, job_id, slot)
             if ready is None:
                 return
+            REACHED_AT_DUE.inc()
+        else:
+            REACHED_AHEAD.inc()
         job = ready.job
         verdict = misfire.decide(
             slot_ms=slot, following_slot_ms=ready.following, now_ms=now,
@@ -419,9 +425,11 @@ async def fire_due() -> None:
     slots due now come before running the ones already fired; a backlog of late slots (after
     an outage) goes at the tick's pace instead."""
     HEALTH.tick()
-    while state.fire_due():
-        HEALTH.tick()
-        await asyncio.sleep(0)
+    if state.fire_due():
+        with DECIDING.held():  # the executor waits (streams.priority)
+            while state.fire_due():
+                HEALTH.tick()
+                await asyncio.sleep(0)
     await state.maybe_mark()
 
 

@@ -159,7 +159,8 @@ def test_worker_and_api_health_and_metrics(stack, api):
     after = worker_metrics(stack)
     for name, labels in (("cronstream_slots_decided_total", {"decision": "fired"}),
                          ("cronstream_executions_total", {"outcome": "succeeded"}),
-                         ("cronstream_fire_lateness_seconds_count", {})):
+                         ("cronstream_fire_lateness_seconds_count", {}),
+                         ("cronstream_slots_reached_total", {"prepared": "ahead"})):
         assert metric(after, name, **labels) - metric(before, name, **labels) >= 3, name
     assert metric(after, "cronstream_rebalances_total") >= 1
     assert metric(after, "cronstream_assigned_partitions") >= 1

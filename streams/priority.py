@@ -1,0 +1,43 @@
+"""Deciding before running: while the scheduler works through a burst of due slots, the
+executor of the same process waits.
+
+Why: in a top-of-minute spike both share one event loop (and one GIL). Running the slots
+already fired while tens of thousands more are due this second only delays the fires behind
+them, and every fired record is already the durable decision; its run waits behind the rest of
+the spike either way. So the punctuator holds the gate for the length of a burst (bounded: a
+burst lasts only while due slots are still on time, ``ScheduleState.fire_due``) and the
+executor takes up the fired records right after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+class Gate:
+    def __init__(self) -> None:
+        self._open = asyncio.Event()
+        self._open.set()
+
+    @property
+    def is_open(self) -> bool:
+        return self._open.is_set()
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Closed for the body of the ``with``, open again however it ends."""
+        self._open.clear()
+        try:
+            yield
+        finally:
+            self._open.set()
+
+    async def passed(self) -> None:
+        """Return at once while open; otherwise when the holder lets go."""
+        if not self._open.is_set():
+            await self._open.wait()
+
+
+DECIDING = Gate()
