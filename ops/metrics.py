@@ -11,9 +11,12 @@ not ticked for ``STALL_S``), and a scrape must never delay a fire.
 
 from __future__ import annotations
 
+import gc
 import json
+import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -43,6 +46,34 @@ FANOUT_FENCED = Counter("cronstream_fanout_fenced_total",
                         "Chunks a walker did not send: the coordinator gave its partition away")
 REBALANCES = Counter("cronstream_rebalances_total", "Partition assignments this worker received")
 ASSIGNED = Gauge("cronstream_assigned_partitions", "Partitions of the jobs topic held")
+
+
+GC_PAUSE = Histogram("cronstream_gc_pause_seconds",
+                     "Python's cyclic garbage collections, by generation: every thread waits",
+                     ["generation"], buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2))
+GC_WARN_S = 0.1
+
+log = logging.getLogger(__name__)
+
+
+def watch_gc() -> Callable[[str, dict[str, int]], None]:
+    """Time every collection (``cronstream_gc_pause_seconds``) and log the long ones: a full
+    collection stops the whole process, scheduler and executors alike, and shows in no
+    profile under its own name."""
+    started: dict[str, float] = {}
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started["at"] = time.perf_counter()
+            return
+        pause = time.perf_counter() - started.pop("at", time.perf_counter())
+        GC_PAUSE.labels(str(info["generation"])).observe(pause)
+        if pause >= GC_WARN_S:
+            log.warning("garbage collection of generation %d took %.0f ms (%d collected)",
+                        info["generation"], pause * 1000, info["collected"])
+
+    gc.callbacks.append(on_gc)
+    return on_gc
 
 
 @dataclass

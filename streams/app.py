@@ -8,6 +8,7 @@ takes over a partition restores it from Kafka.
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import uuid
@@ -27,6 +28,7 @@ SETTINGS = settings.load()
 WORKER_ID = os.environ.get("CRONSTREAM_WORKER_ID") or f"{socket.gethostname()}-{os.getpid()}"
 # the consumer's client id, unique per process (the fan-out fence goes by member id, member_id())
 CLIENT_ID = f"cronstream-{WORKER_ID}-{uuid.uuid4().hex[:8]}"
+GC_THRESHOLDS = (20_000, 20, 20)
 HEALTH = WorkerHealth()  # /healthz and /readyz of this worker (ops.metrics)
 
 app = faust.App(
@@ -74,6 +76,11 @@ def main() -> None:
 
     admin.ensure_topics(SETTINGS.bootstrap)
     admin.seed_group_offsets(SETTINGS.bootstrap)
+    metrics.watch_gc()
+    # a worker's heap is mostly long-lived (faust, clients, tables' caches) and every full
+    # collection walked all of it for nothing (100-300 ms, "0 collected", during spikes): fewer
+    # young collections, and the heap as recovered is frozen out of them (streams.scheduler)
+    gc.set_threshold(*GC_THRESHOLDS)
     metrics.serve(HEALTH, os.environ.get("CRONSTREAM_WORKER_METRICS_HOST", "127.0.0.1"),
                   SETTINGS.worker_metrics_port)
     ready_file(WORKER_ID).unlink(missing_ok=True)

@@ -28,6 +28,7 @@ rejects them).
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from typing import Any, NamedTuple
@@ -372,6 +373,8 @@ async def _on_jobs_recovered() -> None:
     state.epoch = app.consumer_generation_id
     assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == JOBS.name}
     state.rebuild(assigned)
+    gc.collect()  # then what recovery built and still lives is kept out of every later
+    gc.freeze()  # collection (streams.app: full collections walked it for nothing)
     HEALTH.recovered, HEALTH.partitions = True, sorted(assigned)
     metrics.REBALANCES.inc()
     metrics.ASSIGNED.set(len(assigned))
