@@ -137,7 +137,8 @@ class SesServer:
             if len(to) != 1:
                 results.append({"Status": "INVALID_PARAMETER", "Error": "one address per entry"})
                 continue
-            headers = entry.get("ReplacementHeaders", []) + template.get("Headers", [])
+            # SES: an entry's header replaces the template's header of the same name
+            headers = template.get("Headers", []) + entry.get("ReplacementHeaders", [])
             results.append({"Status": "SUCCESS", "MessageId": self._accept(
                 lines, body.get("FromEmailAddress", ""), to[0], subject, headers,
                 body.get("ConfigurationSetName"))})

@@ -85,7 +85,7 @@ class Prepared(NamedTuple):
 
     def done_still_known(self) -> bool:
         """Prepared before its nominal time, the slot could not have run since (nobody fires a
-        slot early and a fenced-off owner's records are rejected), so ``done`` is still true;
+        slot early and a fenced-off owner's records are rejected), so ``done`` still holds;
         prepared later (catch-up, takeover), a previous owner's fire may have landed since."""
         return self.prepared_ms < self.slot
 

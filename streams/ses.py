@@ -105,18 +105,24 @@ class BulkEntry:
 
 
 def send_bulk(ses: Any, *, sender: str, subject: str, text: str | None, html: str | None,
-              entries: list[BulkEntry], configuration_set: str | None
+              entries: list[BulkEntry], configuration_set: str | None,
+              common_headers: dict[str, str] | None = None
               ) -> tuple[SendResult, list[SendResult]]:
     """One SendBulkEmail call (<= 50 entries). Returns the call's outcome and, when it was
-    accepted, one result per entry (an entry can be rejected while others leave)."""
+    accepted, one result per entry (an entry can be rejected while others leave).
+    ``common_headers`` go once into the template; SES adds them to every entry's email (an
+    entry's header of the same name wins)."""
     content: dict[str, Any] = {"Subject": subject}
     if text is not None:
         content["Text"] = text
     if html is not None:
         content["Html"] = html
+    template: dict[str, Any] = {"TemplateContent": content, "TemplateData": "{}"}
+    if common_headers:
+        template["Headers"] = _headers(common_headers)
     request: dict[str, Any] = {
         "FromEmailAddress": sender,
-        "DefaultContent": {"Template": {"TemplateContent": content, "TemplateData": "{}"}},
+        "DefaultContent": {"Template": template},
         "BulkEmailEntries": [{
             "Destination": {"ToAddresses": [e.email]},
             "ReplacementHeaders": _headers(e.headers),

@@ -54,7 +54,11 @@ def verify(value: str) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2]
 
 
+ONE_CLICK = {"List-Unsubscribe-Post": "List-Unsubscribe=One-Click"}  # the same on every email
+
+
 def headers(base_url: str, tenant: str, email: str, campaign_id: str) -> dict[str, str]:
+    """The recipient's own header; ``ONE_CLICK`` goes with it on every email (a bulk call sends
+    it once, in the template: botocore serialises each entry's headers one structure at a time)."""
     url = f"{base_url.rstrip('/')}/v1/unsubscribe/{token(tenant, email, campaign_id)}"
-    return {"List-Unsubscribe": f"<{url}>",
-            "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"}
+    return {"List-Unsubscribe": f"<{url}>"}
