@@ -113,13 +113,7 @@ class Codec:
 
     def encode(self, name: str, record: dict[str, Any]) -> bytes:
         parsed, header = self._by_name[name]
-        buf = io.BytesIO()
-        buf.write(header)
-        try:
-            fastavro.schemaless_writer(buf, parsed, record, strict_allow_default=True)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise SchemaError(f"{name}: {exc}") from exc
-        return buf.getvalue()
+        return header + _write(name, parsed, record, strict=True)
 
     def decode(self, data: bytes) -> dict[str, Any]:
         if len(data) < HEADER_LEN or data[:2] != MAGIC:
@@ -169,26 +163,29 @@ class RecordTemplate:
         self._run = part(fields[first:first + len(varying)], "_varying")
         self._after = part(fields[first + len(varying):], "_after")
 
-    def _write(self, schema: dict[str, Any], record: dict[str, Any], strict: bool) -> bytes:
-        buf = io.BytesIO()
-        try:
-            fastavro.schemaless_writer(buf, schema, record, strict_allow_default=strict)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise SchemaError(f"{self.name}: {exc}") from exc
-        return buf.getvalue()
-
     def freeze(self, record: dict[str, Any]) -> tuple[bytes, bytes]:
         """The encodings of the fields before and after the varying run (``record`` may leave
         the varying fields out; a field the schema lacks is an error, as in ``encode``)."""
         unknown = record.keys() - self._names
         if unknown:
             raise SchemaError(f"{self.name}: fields not in the schema: {sorted(unknown)}")
-        return (self.header + self._write(self._before, record, strict=False),
-                self._write(self._after, record, strict=False))
+        return (self.header + _write(self.name, self._before, record, strict=False),
+                _write(self.name, self._after, record, strict=False))
 
     def fill(self, frozen: tuple[bytes, bytes], values: dict[str, Any]) -> bytes:
         """The whole record: ``frozen`` around the encoding of the varying fields' ``values``."""
-        return frozen[0] + self._write(self._run, values, strict=True) + frozen[1]
+        return frozen[0] + _write(self.name, self._run, values, strict=True) + frozen[1]
+
+
+def _write(name: str, schema: dict[str, Any], record: dict[str, Any], strict: bool) -> bytes:
+    """Avro binary of ``record``; ``strict`` also refuses fields the schema lacks (and fills
+    missing ones from their defaults, as the non-strict mode does)."""
+    buf = io.BytesIO()
+    try:
+        fastavro.schemaless_writer(buf, schema, record, strict_allow_default=strict)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise SchemaError(f"{name}: {exc}") from exc
+    return buf.getvalue()
 
 
 @cache
