@@ -22,7 +22,7 @@ only the zombie's record).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import faust
@@ -104,3 +104,12 @@ class GuardedTable(faust.Table):
         read per partition, plus faust's mapping layers: 26 % of the scheduler's time in a spike."""
         value: bytes | None = self.data._db_for_partition(partition).get(key)  # noqa: SLF001
         return value
+
+    def items_in(self, partition: int) -> Iterator[tuple[bytes, bytes]]:
+        """Every key and value of ``partition``'s RocksDB, in key order. Why not ``items()``:
+        that walks every assigned partition through faust's mapping layers, and telling which
+        partition a key belongs to then takes a murmur2 hash in Python (9 µs a key, a tenth of
+        rebuilding a due index)."""
+        items: Iterator[tuple[bytes, bytes]] = self.data._visible_items(  # noqa: SLF001
+            self.data._db_for_partition(partition))  # noqa: SLF001
+        return items

@@ -40,6 +40,20 @@ def test_hashed_minute_is_stable_per_job_and_spreads_jobs():
     assert len(minutes) > 30
 
 
+def test_jobs_share_a_search_only_when_expression_zone_and_dst_policy_agree():
+    after = ms("2026-11-01T04:00:00+00:00")  # 00:00 EDT on New York's fall-back day
+    schedule._next_cron_from.cache_clear()
+    utc = next_after({"cron": "30 1 * * *", "timezone": "UTC"}, "a", after)
+    first = next_after({"cron": "30 1 * * *", "timezone": "America/New_York"}, "b", after)
+    last = next_after({"cron": "30 1 * * *", "timezone": "America/New_York",
+                       "dst_repeat": "last"}, "c", after)
+    again = next_after({"cron": "30 1 * * *", "timezone": "America/New_York"}, "d", after)
+    assert (utc, first, last) == (ms("2026-11-02T01:30:00+00:00"),
+                                  ms("2026-11-01T05:30:00+00:00"), ms("2026-11-01T06:30:00+00:00"))
+    assert again == first
+    assert schedule._next_cron_from.cache_info().hits == 1
+
+
 def test_every_and_at_and_end():
     every = {"every_s": 10, "start_ms": 1_000}
     assert slots_between(every, "j", 0, 30_000, 10) == [1_000, 11_000, 21_000]
