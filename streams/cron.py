@@ -19,6 +19,7 @@ import zlib
 from bisect import bisect_left
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 _MONTHS = {m: i + 1 for i, m in enumerate(
     ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"])}
@@ -119,6 +120,13 @@ def _parse_field(text: str, field: int, job_id: str) -> set[int]:
     return values
 
 
+@lru_cache(maxsize=1024)
+def _plain_field(text: str, field: int) -> frozenset[int]:
+    """A field without ``H`` is the same for every job: of a hashed expression (one per job, a
+    million on a restart) only its ``H`` fields are parsed again."""
+    return frozenset(_parse_field(text, field, ""))
+
+
 def parse(expr: str, job_id: str = "") -> CronSpec:
     """Parse a 5- or 6-field expression; ``job_id`` seeds the ``H`` fields."""
     fields = expr.split()
@@ -126,7 +134,8 @@ def parse(expr: str, job_id: str = "") -> CronSpec:
         fields = ["0", *fields]
     elif len(fields) != 6:
         raise CronSyntaxError(f"expected 5 or 6 fields, got {len(fields)}")
-    parsed = [_parse_field(text, i, job_id) for i, text in enumerate(fields)]
+    parsed = [_parse_field(text, i, job_id) if "H" in text.upper() else _plain_field(text, i)
+              for i, text in enumerate(fields)]
     seconds, minutes, hours, days, months, dows = parsed
     weekdays = frozenset((d - 1) % 7 for d in dows)  # cron 0/7=Sun → Python 6, 1=Mon → 0
     spec = CronSpec(
@@ -135,9 +144,19 @@ def parse(expr: str, job_id: str = "") -> CronSpec:
         weekdays=weekdays,
         dom_restricted=fields[3] not in ("*", "?"), dow_restricted=fields[5] not in ("*", "?"),
     )
-    if next_wall(spec, datetime(2000, 1, 1)) is None:
+    if not _some_day_matches(spec.days, spec.months, spec.weekdays, spec.dom_restricted,
+                             spec.dow_restricted):
         raise CronSyntaxError(f"{expr!r} never matches a calendar date")
     return spec
+
+
+@lru_cache(maxsize=1024)
+def _some_day_matches(days: frozenset[int], months: frozenset[int], weekdays: frozenset[int],
+                      dom_restricted: bool, dow_restricted: bool) -> bool:
+    """Whether the day fields ever match (``0 0 30 2 *`` never does). Every time field has a
+    value, so the days decide; cached by them, a third of parsing a hashed expression."""
+    days_only = CronSpec((0,), (0,), (0,), days, months, weekdays, dom_restricted, dow_restricted)
+    return next_wall(days_only, datetime(2000, 1, 1)) is not None
 
 
 def _first_at_or_after(values: tuple[int, ...], value: int) -> int | None:

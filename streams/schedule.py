@@ -26,7 +26,8 @@ from streams import cron
 DST_GAP = ("shift", "skip")
 DST_REPEAT = ("first", "last", "both")
 BACKFILL_LIMIT = 10_000  # slots one backfill request may re-drive
-_NEAR_MS = 2 * 3600 * 1000  # a DST transition within this distance needs the careful search
+_HOUR_MS = 3600 * 1000
+_NEAR_MS = 2 * _HOUR_MS  # a DST transition within this distance needs the careful search
 
 
 class ScheduleError(ValueError):
@@ -107,6 +108,17 @@ def _utc_offset(ms: int, tz: ZoneInfo) -> timedelta | None:
     return datetime.fromtimestamp(ms / 1000, tz=tz).utcoffset()
 
 
+@lru_cache(maxsize=4096)
+def _near_transition(tz_name: str, hour: int) -> bool:
+    """Whether an offset change lies within ``_NEAR_MS`` of any instant of this hour (since the
+    epoch), by the offsets at the two ends of the widened window; cached per hour because every
+    job searching from the same hour asks the same (two zone conversions a job on a restart). A
+    false alarm only costs the careful search."""
+    tz = zone(tz_name)
+    start = hour * _HOUR_MS
+    return _utc_offset(start - _NEAR_MS, tz) != _utc_offset(start + _HOUR_MS + _NEAR_MS, tz)
+
+
 def _next_cron(schedule: dict[str, Any], job_id: str, after_ms: int) -> int | None:
     expr = schedule["cron"]
     return _next_cron_from(expr, _hash_key(expr, job_id), schedule.get("timezone") or "UTC",
@@ -124,8 +136,7 @@ def _next_cron_from(expr: str, hash_key: str, tz_name: str, gap: str, repeat: st
     a million jobs costs besides decoding them (``bench/scale.py``)."""
     spec = _spec(expr, hash_key)
     tz = zone(tz_name)
-    near = _utc_offset(after_ms - _NEAR_MS, tz) != _utc_offset(after_ms + _NEAR_MS, tz)
-    if not near:
+    if not _near_transition(tz_name, after_ms // _HOUR_MS):
         wall = _wall(after_ms, tz)
         while (wall := cron.next_wall(spec, wall)) is not None:
             later = [i for i in instants(wall, tz, gap, repeat) if i > after_ms]

@@ -45,3 +45,11 @@ def test_hashed_fields_stay_in_range():
 def test_rejects(expr):
     with pytest.raises(CronSyntaxError):
         parse(expr, "j")
+
+
+def test_a_hashed_day_is_checked_against_the_calendar_for_each_job():
+    """February 30-31 never comes, whichever day the hash picks; Feb 28-29 always can."""
+    for i in range(20):
+        with pytest.raises(CronSyntaxError):
+            parse("0 0 H(30-31) 2 *", f"job-{i}")
+        assert parse("0 0 H(28-29) 2 *", f"job-{i}").months == frozenset({2})
