@@ -68,6 +68,8 @@ jobs_table = raw_table(JOBS_TABLE)
 FIRED_TEMPLATE = codec().template("Fired", ("fired_ms", "decision", "epoch"))
 REACHED_AHEAD = metrics.SLOTS_REACHED.labels("ahead")
 REACHED_AT_DUE = metrics.SLOTS_REACHED.labels("at_due")
+# decision -> its counter: ``labels()`` on every slot cost 1-3 µs of the ≈ 30 µs a slot takes
+DECIDED: dict[str, Any] = {}
 
 
 class Prepared(NamedTuple):
@@ -185,6 +187,9 @@ class ScheduleState:
                 busy = busy or len(due) == FIRE_ROUND
                 for job_id, slot, ready in due:
                     self._fire(part, index, job_id, slot, ready, now)
+                ahead = sum(ready is not None for _, _, ready in due)
+                if ahead:  # one increment a round rather than one lock a slot
+                    REACHED_AHEAD.inc(ahead)
         oldest = now
         for part, index in self.indexes.items():
             earliest = index.peek()
@@ -231,8 +236,6 @@ class ScheduleState:
             if ready is None:
                 return
             REACHED_AT_DUE.inc()
-        else:
-            REACHED_AHEAD.inc()
         job = ready.job
         verdict = misfire.decide(
             slot_ms=slot, following_slot_ms=ready.following, now_ms=now,
@@ -266,7 +269,10 @@ class ScheduleState:
                     else self.already_done(partition, fid))
             if done:
                 return  # decided and run before a takeover: deciding again could only contradict
-        metrics.SLOTS_DECIDED.labels(verdict.decision).inc()
+        decided = DECIDED.get(verdict.decision)
+        if decided is None:
+            decided = DECIDED[verdict.decision] = metrics.SLOTS_DECIDED.labels(verdict.decision)
+        decided.inc()
         if verdict.runs:
             self.emit_fired(partition, job, fid, slot, verdict.decision, now, redrives,
                             ready.frozen if ready is not None and not redrives else None)
