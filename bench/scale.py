@@ -38,7 +38,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--schedules", type=int, default=1_000_000)
     parser.add_argument("--cron", default="0 0 1 1 *",
-                        help="the jobs' (yearly) expression; with H every job has its own")
+                        help="the jobs' expression: keep it yearly (nothing may fire while measuring); "
+                        "with H every job has its own")
     parser.add_argument("--cold", action="store_true",
                         help="wipe the worker's RocksDB before the restart (changelog recovery)")
     args = parser.parse_args()

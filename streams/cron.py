@@ -15,6 +15,7 @@ cron's rule).
 
 from __future__ import annotations
 
+import re
 import zlib
 from bisect import bisect_left
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ _FIELDS = (
     ("month", 1, 12, _MONTHS),
     ("day of week", 0, 7, _DAYS),
 )
+_HASHED = re.compile(r"(?<![A-Z])H(?![A-Z])")  # H, H(a-b), H/n — not the H of THU
 SEARCH_YEARS = 8  # long enough for Feb 29 on a given weekday; beyond it the expression never fires
 
 
@@ -120,6 +122,11 @@ def _parse_field(text: str, field: int, job_id: str) -> set[int]:
     return values
 
 
+def hashed(text: str) -> bool:
+    """Whether an expression (or one field of it) has an ``H``: only then does the job id count."""
+    return _HASHED.search(text.upper()) is not None
+
+
 @lru_cache(maxsize=1024)
 def _plain_field(text: str, field: int) -> frozenset[int]:
     """A field without ``H`` is the same for every job: of a hashed expression (one per job, a
@@ -134,7 +141,7 @@ def parse(expr: str, job_id: str = "") -> CronSpec:
         fields = ["0", *fields]
     elif len(fields) != 6:
         raise CronSyntaxError(f"expected 5 or 6 fields, got {len(fields)}")
-    parsed = [_parse_field(text, i, job_id) if "H" in text.upper() else _plain_field(text, i)
+    parsed = [_parse_field(text, i, job_id) if hashed(text) else _plain_field(text, i)
               for i, text in enumerate(fields)]
     seconds, minutes, hours, days, months, dows = parsed
     weekdays = frozenset((d - 1) % 7 for d in dows)  # cron 0/7=Sun → Python 6, 1=Mon → 0

@@ -151,6 +151,7 @@ class ScheduleState:
             self.fired_through[part] = marks.get(part, 0)
         started = time.monotonic()
         loaded = 0
+        collecting = gc.isenabled()
         gc.disable()  # collections while the index grows took a fifth of it (on_recover freezes)
         try:
             for part in sorted(new):
@@ -158,7 +159,8 @@ class ScheduleState:
                     self.track(part, codec().decode(raw))
                     loaded += 1
         finally:
-            gc.enable()
+            if collecting:
+                gc.enable()
         log.info("scheduler rebuilt partitions %s: %d jobs in %.2fs (epoch %d)",
                  sorted(new), loaded, time.monotonic() - started, self.epoch)
 

@@ -106,10 +106,10 @@ class GuardedTable(faust.Table):
         return value
 
     def items_in(self, partition: int) -> Iterator[tuple[bytes, bytes]]:
-        """Every key and value of ``partition``'s RocksDB, in key order. Why not ``items()``:
-        that walks every assigned partition through faust's mapping layers, and telling which
-        partition a key belongs to then takes a murmur2 hash in Python (9 µs a key, a tenth of
-        rebuilding a due index)."""
+        """Every key and value of ``partition``'s RocksDB in key order, but faust's offset key.
+        Why not ``items()``: that walks every assigned partition through faust's mapping layers,
+        and telling which partition a key belongs to then takes a murmur2 hash in Python (9 µs a
+        key, a tenth of rebuilding a due index)."""
         items: Iterator[tuple[bytes, bytes]] = self.data._visible_items(  # noqa: SLF001
             self.data._db_for_partition(partition))  # noqa: SLF001
         return items

@@ -2,7 +2,7 @@ from datetime import datetime
 
 import pytest
 
-from streams.cron import CronSyntaxError, next_wall, parse
+from streams.cron import CronSyntaxError, hashed, next_wall, parse
 
 
 def nxt(expr, after, job="j"):
@@ -53,3 +53,11 @@ def test_a_hashed_day_is_checked_against_the_calendar_for_each_job():
         with pytest.raises(CronSyntaxError):
             parse("0 0 H(30-31) 2 *", f"job-{i}")
         assert parse("0 0 H(28-29) 2 *", f"job-{i}").months == frozenset({2})
+
+
+@pytest.mark.parametrize("expr, is_hashed", [("H * * * *", True), ("h/5 * * * *", True),
+                                             ("0 H(9-17) * * *", True), ("0 9 * * MON-THU", False),
+                                             ("0 9 * * thu", False), ("0 0 1 1 *", False)])
+def test_only_an_h_of_its_own_makes_an_expression_hashed(expr, is_hashed):
+    """THU is not hashed: jobs of ``0 9 * * MON-THU`` share their parse and next-slot searches."""
+    assert hashed(expr) is is_hashed
