@@ -11,6 +11,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from stack import processes
 from stack.local import Stack
 from streams import settings
 from streams.admin import client as admin_client
@@ -105,3 +106,54 @@ def wait_consumed(bootstrap: str, topic: TopicSpec, every_s: float = 1.0) -> flo
     while group_lag(bootstrap, APP_ID, topic.name) > 0:
         time.sleep(every_s)
     return time.monotonic() - started
+
+
+def _proc_table() -> dict[int, tuple[int, float]]:
+    """pid -> (parent pid, CPU seconds used so far), for every process now running."""
+    tick = os.sysconf("SC_CLK_TCK")
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # exited while we looked
+            continue
+        table[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    return table
+
+
+def cpu_seconds(roots: dict[str, int]) -> dict[str, float]:
+    """CPU seconds (user + system) each component has used so far: its root process and every
+    descendant still running (PostgreSQL's backends; a JVM's threads are in its process), less
+    the trees of the other components (the benchmark may have started the whole stack). Two
+    readings around a run tell where a box's cores went during it."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    used, others = {}, set(roots.values())
+    for name, root in roots.items():
+        total, todo = 0.0, [root]
+        while todo:
+            pid = todo.pop()
+            total += table.get(pid, (0, 0.0))[1]
+            todo.extend(child for child in children.get(pid, []) if child not in others)
+        used[name] = total
+    return used
+
+
+def cpu_share(before: dict[str, float], after: dict[str, float], seconds: float) -> dict[str, float]:
+    """Each component's average use of the box over ``seconds``, in cores (1.0 = one core)."""
+    return {name: round((after[name] - before.get(name, 0.0)) / seconds, 2) for name in after}
+
+
+def component_pids(stack: Stack, workers: list[str]) -> dict[str, int]:
+    """The root process of each part of the local stack that runs, and of this benchmark."""
+    roots = {name: stack.pidfile(name) for name in ("kafka", "connect", "ses", "api", *workers)}
+    pids = {name: pid for name, path in roots.items() if (pid := processes.alive(path))}
+    postmaster = stack.s.home / "postgres" / "data" / "postmaster.pid"
+    if postmaster.exists():
+        pids["postgres"] = int(postmaster.read_text().split()[0])
+    pids["benchmark"] = os.getpid()
+    return pids

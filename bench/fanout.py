@@ -5,8 +5,11 @@
 Runs on the real local stack: uploads N recipients through the API (streamed CSV), schedules the
 campaign, and reads the local SES server's own log to time every accepted recipient. Figures:
 recipients/s sustained (first to last accepted), p50/p99 time-to-send after the fire, duplicates
-(must be 0), workers' peak RSS, and the SES server's own ceiling measured first with the same
-boto3 bulk calls, so it is known not to be the bottleneck. Target: >= 14,000 recipients/s.
+(must be 0), workers' peak RSS, the SES server's own ceiling measured first with the same
+boto3 bulk calls, and where the box's cores went during the campaign (CPU of each component's
+process tree, read from /proc before and after): the SES server shares the two cores with the
+system under test, so its share says how much of the box the test double itself took.
+Target: >= 14,000 recipients/s.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.common import percentile, report, rss_peak_mib
+from bench.common import component_pids, cpu_seconds, cpu_share, percentile, report, rss_peak_mib
 from cli.demo import wait_for_key
 from stack import processes
 from stack.local import Stack
@@ -114,10 +117,14 @@ def main() -> None:
     upload_s = time.monotonic() - started
     print(f"uploaded {uploaded['recipients']:,} recipients in {upload_s:.1f}s", flush=True)
     # send_at has passed by now, so the schedule fires at once: the fire is the schedule call
+    workers = [f"worker-{i}" for i in range(1, args.workers + 1)]
+    roots = component_pids(stack, workers)
+    cpu_before, campaign_started = cpu_seconds(roots), time.monotonic()
     fire_ms = int(time.time() * 1000)
     assert api.post(f"/v1/campaigns/{created['id']}/schedule").status_code == 200
     log_start = stack.ses_log.stat().st_size if stack.ses_log.exists() else 0
     wait_for_mail(stack.ses_log, log_start, uploaded["recipients"])
+    cpu_after, campaign_s = cpu_seconds(roots), time.monotonic() - campaign_started
     accepted: list[int] = []
     per_address: Counter[str] = Counter()
     with open(stack.ses_log, "rb") as log:
@@ -127,7 +134,8 @@ def main() -> None:
             if mail["subject"] == subject:
                 accepted.append(mail["at_ms"])
                 per_address[mail["to"]] += 1
-    pids = [processes.alive(stack.pidfile(f"worker-{i}")) for i in range(1, args.workers + 1)]
+    pids = [processes.alive(stack.pidfile(name)) for name in workers]
+    used = {name: cpu_after[name] - cpu_before[name] for name in roots}
     span_s = (max(accepted) - min(accepted)) / 1000 if accepted else float("nan")
     after_fire = [at - fire_ms for at in accepted]
     report("fanout", {
@@ -140,6 +148,11 @@ def main() -> None:
         "upload recipients/s": round(uploaded["recipients"] / upload_s),
         "local SES server ceiling recipients/s": round(ceiling),
         "worker peak RSS MiB": [rss_peak_mib(p) for p in pids if p],
+        "cores used during the campaign": cpu_share(cpu_before, cpu_after, campaign_s),
+        "CPU µs per recipient (whole box)": round(sum(used.values()) / max(len(accepted), 1) * 1e6),
+        "CPU µs per recipient (cronstream: no SES server, no benchmark)": round(sum(
+            cpu for name, cpu in used.items() if name not in ("ses", "benchmark"))
+            / max(len(accepted), 1) * 1e6),
         "campaign status": api.get(f"/v1/campaigns/{created['id']}").json()["counts"],
     }, {"workers": args.workers, "recipients": args.recipients})
 

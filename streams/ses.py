@@ -10,6 +10,7 @@ resend it).
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from enum import Enum
@@ -59,10 +60,37 @@ def classify(exc: Exception) -> SendResult:
     return SendResult(Outcome.UNKNOWN, error=f"{type(exc).__name__}: {exc}"[:500])
 
 
+# SESv2 operations whose every input member goes into the JSON body (none in the path, the query
+# or a header), so the body is the parameters as JSON: botocore's REST-JSON serialiser writes
+# exactly ``json.dumps(params)`` for them, after walking the input shape member by member
+BODY_ONLY = ("SendEmail", "SendBulkEmail")
+
+
+def _take_params(params: dict[str, Any], context: dict[str, Any], **_: Any) -> dict[str, Any]:
+    """``provide-client-params``: encode the request here, in one ``json.dumps``, and hand the
+    serialiser nothing to walk. Its walk over a 50-entry SendBulkEmail (seven nested structures
+    per entry) was a quarter of the client's CPU per call, and the call is made 280 times a
+    second at the fan-out's target rate."""
+    context["cronstream_body"] = json.dumps(params).encode("utf-8")
+    return {}
+
+
+def _put_body(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+    """``before-call``: the request dict is not signed or sent yet, so the body set here is
+    what botocore signs (SigV4 hashes the payload) and sends."""
+    body = context.pop("cronstream_body", None)
+    if body is not None:
+        params["body"] = body
+        params["headers"]["Content-Type"] = "application/json"
+
+
 def client(timeout_s: float = 10.0) -> Any:
     """A client that never retries on its own: botocore's ``max_attempts`` counts *retries*, so
-    only ``total_max_attempts: 1`` stops it from re-sending a request that timed out."""
-    return boto3.client(
+    only ``total_max_attempts: 1`` stops it from re-sending a request that timed out. The
+    body-only sends are encoded by ``_take_params`` (the same bytes botocore would write; a unit
+    test compares them), through boto3's documented event hooks: signing, HTTP, the answer's
+    parsing and the error classes stay botocore's."""
+    made = boto3.client(
         "sesv2",
         endpoint_url=os.environ.get("CRONSTREAM_SES_ENDPOINT") or None,
         region_name=os.environ.get("AWS_REGION", "us-east-1"),
@@ -70,6 +98,10 @@ def client(timeout_s: float = 10.0) -> Any:
         config=Config(retries={"total_max_attempts": 1, "mode": "standard"}, read_timeout=timeout_s,
                       connect_timeout=5, max_pool_connections=64, parameter_validation=False),
     )
+    for operation in BODY_ONLY:
+        made.meta.events.register(f"provide-client-params.sesv2.{operation}", _take_params)
+        made.meta.events.register(f"before-call.sesv2.{operation}", _put_body)
+    return made
 
 
 def _headers(headers: dict[str, str]) -> list[dict[str, str]]:

@@ -31,3 +31,23 @@ def test_an_entry_header_replaces_the_template_header_of_the_same_name(tmp_path)
     assert [m["headers"]["X-Kind"] for m in sent] == ["entry", "template"]
     assert all(m["headers"]["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
                for m in sent)
+
+
+def test_each_accepted_recipient_is_one_log_line_with_the_id_it_was_answered(tmp_path):
+    log = tmp_path / "sent.jsonl"
+    app = create_app(log)
+    entries = [{"Destination": {"ToAddresses": [f"r{i}@example.net"]}} for i in range(3)]
+    entries.insert(1, {"Destination": {"ToAddresses": ["x@example.net", "y@example.net"]}})
+    answers = [asyncio.run(_post(app, "/v2/email/outbound-bulk-emails", {
+        "FromEmailAddress": "news@example.com", "ConfigurationSetName": "cs",
+        "DefaultContent": {"Template": {"TemplateContent": {"Subject": 'a "quoted" subject'}}},
+        "BulkEmailEntries": entries})).json()["BulkEmailEntryResults"] for _ in range(2)]
+    assert [r["Status"] for r in answers[0]] == ["SUCCESS", "INVALID_PARAMETER", "SUCCESS",
+                                                 "SUCCESS"]
+    sent = [json.loads(line) for line in log.read_text().splitlines()]
+    answered = [r["MessageId"] for answer in answers for r in answer if r["Status"] == "SUCCESS"]
+    assert [m["message_id"] for m in sent] == answered and len(set(answered)) == 6
+    assert [m["to"] for m in sent] == ["r0@example.net", "r1@example.net", "r2@example.net"] * 2
+    assert {(m["from"], m["subject"], m["configuration_set"]) for m in sent} == {
+        ("news@example.com", 'a "quoted" subject', "cs")}
+    assert all(isinstance(m["at_ms"], int) and m["headers"] == {} for m in sent)
