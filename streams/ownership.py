@@ -14,8 +14,9 @@ Order matters: intent → flush → fence → send. A zombie stopped
 anywhere before the fence finds itself fenced; one stopped after it finds its intent resolved
 ``unknown`` by the new owner, which then never re-sends that chunk.
 
-Checks are shared: every walker waiting on a fence joins the next ``DescribeConsumerGroups`` round
-that *starts after* its intent was flushed, so hundreds of walkers cost one request per round.
+Checks are shared (``streams.shared_round``): every walker waiting on a fence joins the next
+``DescribeConsumerGroups`` round that *starts after* its intent was flushed, so hundreds of
+walkers cost one request per round.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from streams import admin
+from streams.shared_round import SharedRound
 
 log = logging.getLogger(__name__)
 
@@ -75,22 +77,7 @@ class GroupFence:
                  warn_every_s: float = 60.0) -> None:
         self.fetch = fetch
         self.retry_s, self.warn_every_s = retry_s, warn_every_s
-        self._round: asyncio.Future[Assignment] | None = None
-        self._round_started = -1.0
-
-    async def _fresh(self) -> Assignment:
-        """An answer from a round that started after this call."""
-        loop = asyncio.get_running_loop()
-        asked = loop.time()
-        while True:
-            current = self._round
-            if current is not None and self._round_started >= asked:
-                return await asyncio.shield(current)
-            if current is not None and not current.done():
-                await asyncio.wait([current])  # a round begun before we asked: wait it out
-                continue
-            self._round_started = loop.time()
-            self._round = loop.run_in_executor(None, self.fetch)
+        self._rounds = SharedRound(lambda: self.fetch())
 
     async def check(self, topic: str, partition: int, member_id: str) -> Ownership:
         """OWNED or NOT_OWNED for the group member ``member_id``, once the group is settled."""
@@ -98,7 +85,7 @@ class GroupFence:
         started = warned = loop.time()
         while True:
             try:
-                verdict = ownership(await self._fresh(), member_id, topic, partition)
+                verdict = ownership(await self._rounds.fresh(), member_id, topic, partition)
             except Exception as exc:  # noqa: BLE001 - a failed describe fences nothing: retry
                 log.warning("ownership of %s[%d]: coordinator not answering (%s)", topic,
                             partition, exc)

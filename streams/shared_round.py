@@ -1,0 +1,39 @@
+"""One broker question shared by every task waiting on it, answered only by a round that began
+after the task asked.
+
+Walkers ask the broker the same thing before each chunk — "who holds this partition?" (the
+send fence), "where does the suppressions log end?" (the opt-out barrier) — and each answer is
+only good for a chunk if it was read after that chunk's own step before it (the intent's flush,
+the chunk's start): an opt-out the API acknowledged earlier is then below the end read. Asked
+one by one that is a request per chunk, 280 a second at the fan-out's target rate; shared, a
+request per round however many walkers wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class SharedRound(Generic[T]):
+    def __init__(self, fetch: Callable[[], T]) -> None:
+        self.fetch = fetch  # blocking: run on the loop's default executor
+        self._round: asyncio.Future[T] | None = None
+        self._round_started = -1.0
+
+    async def fresh(self) -> T:
+        """The answer of a round that started after this call (joined if one already has)."""
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
+        while True:
+            current = self._round
+            if current is not None and self._round_started >= asked:
+                return await asyncio.shield(current)
+            if current is not None and not current.done():
+                await asyncio.wait([current])  # a round begun before we asked: wait it out
+                continue
+            self._round_started = loop.time()
+            self._round = loop.run_in_executor(None, self.fetch)

@@ -1,0 +1,33 @@
+"""Broker questions shared by waiting walkers (streams.shared_round), without a broker."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from streams.shared_round import SharedRound
+
+
+def test_waiters_share_a_round_and_never_take_one_begun_before_they_asked():
+    release = threading.Event()
+    rounds: list[int] = []
+
+    def fetch() -> int:
+        rounds.append(len(rounds) + 1)
+        release.wait(5)
+        return len(rounds)
+
+    async def scenario() -> tuple[list[int], int]:
+        shared = SharedRound(fetch)
+        early = [asyncio.create_task(shared.fresh()) for _ in range(50)]
+        await asyncio.sleep(0.05)  # round 1 is running: a question asked now needs round 2
+        late = asyncio.create_task(shared.fresh())
+        await asyncio.sleep(0.05)
+        release.set()
+        return list(await asyncio.gather(*early)), await late
+
+    early, late = asyncio.run(scenario())
+    # the first asker starts round 1; everyone who asked once it had begun (the other 49, a
+    # moment later, and the late one) shares round 2: 51 questions, two requests
+    assert early == [1] + [2] * 49
+    assert late == 2 and rounds == [1, 2]
