@@ -179,8 +179,7 @@ class Executor:
         if kind == "email":
             # the durable intent: on the changelog before SES is called, so a worker that takes
             # over after a crash knows the send may have happened and does not repeat it
-            done_table[fired["fire_id"].encode()] = INTENT
-            await app.producer.flush()
+            await done_table.put_acked(fired["fire_id"].encode(), INTENT)
         for attempt in range(1, max_attempts + 1):
             if kind == "campaign":
                 ok, note = await fanout.fan_out(fired)

@@ -356,9 +356,8 @@ class Fanout:
             outcomes.add_all([email for email, _ in allowed], "expired_stale", reason)
             allowed = []
         if allowed:
-            send_chunks[key] = INTENT
-            await app.producer.flush()  # the intent is durable before anything can leave
-            stop_if_cancelled()  # the flush can swallow the walker's cancellation
+            await send_chunks.put_acked(key, INTENT)  # durable before anything can leave
+            stop_if_cancelled()  # an await can swallow the walker's cancellation
             if await self.fence.check(FANOUT.name, part, member) is Ownership.NOT_OWNED:
                 metrics.FANOUT_FENCED.inc()
                 raise Fenced(f"campaign {campaign['campaign_id']} chunk {key.decode()} partition "

@@ -21,6 +21,7 @@ only the zombie's record).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -63,9 +64,35 @@ class GuardedTable(faust.Table):
         self.rank = dict(rank or {})
         self.regressions: set[bytes] = set()
         self._own_acked: dict[Any, set[int]] = {}
+        self._awaiting_ack: dict[bytes, asyncio.Future[None]] = {}
+
+    async def put_acked(self, key: bytes, value: bytes, timeout_s: float = 30.0) -> None:
+        """Write ``key`` (inside a stream event, as any table write) and return once the broker
+        has acknowledged its changelog record: a durable intent before a send that must not
+        repeat. Why not ``app.producer.flush()``: that waits for *every* buffered message, and
+        faust's buffer wakes each waiting flush once per message sent, so sixty-four chunks in
+        flight cost 11 % of a worker's GIL time in wake-ups alone. TimeoutError when the record
+        is not acknowledged in ``timeout_s``: the caller treats the write as maybe-made."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._awaiting_ack[key] = waiter
+        self[key] = value
+        try:
+            async with asyncio.timeout(timeout_s):
+                await waiter
+        finally:
+            if self._awaiting_ack.get(key) is waiter:
+                del self._awaiting_ack[key]
 
     def _on_changelog_sent(self, fut: Any) -> None:
-        res = fut.result()
+        waiter = self._awaiting_ack.pop(fut.message.key, None)
+        try:
+            res = fut.result()
+        except BaseException as exc:
+            if waiter is not None and not waiter.done():
+                waiter.set_exception(exc)
+            raise
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
         tp, offset = res.topic_partition, res.offset
         advanced = contiguous_advance(self.data.persisted_offset(tp), offset,
                                       self._own_acked.setdefault(tp, set()))

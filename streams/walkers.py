@@ -33,8 +33,9 @@ class Fenced(Exception):
 def stop_if_cancelled() -> None:
     """Raise ``CancelledError`` if this task was asked to stop. Why: Python 3.11's
     ``asyncio.wait_for`` can swallow a cancellation that arrives as the awaited future completes
-    (CPython gh-86296), and faust's producer flush awaits through it, so a chunk cancelled with
-    its walker went on towards the send (the ownership fence caught it). The request stays
+    (CPython gh-86296), and faust's producer flush (how the intent was awaited until 3cdef64)
+    awaits through it, so a chunk cancelled with its walker went on towards the send (the
+    ownership fence caught it). The request stays
     counted on the task (``Task.cancelling``), so the steps that matter can honour it."""
     if cancel_requested():
         raise asyncio.CancelledError

@@ -49,3 +49,91 @@ def test_a_late_intent_never_undoes_a_done_chunk() -> None:
     assert not regresses(RANK, None, b"intent")
     assert not regresses(RANK, b"done", None)  # a tombstone is not a state of the machine
     assert not regresses(RANK, b"done", b"done")
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.persisted: dict[object, int] = {}
+
+    def persisted_offset(self, tp: object) -> int | None:
+        return self.persisted.get(tp)
+
+    def set_persisted_offset(self, tp: object, offset: int) -> None:
+        self.persisted[tp] = offset
+
+
+class _Written:
+    """What faust hands ``_on_changelog_sent``: the message sent and the broker's answer."""
+
+    def __init__(self, key: bytes, offset: int = 0, error: Exception | None = None) -> None:
+        self.message = type("Pending", (), {"key": key})()
+        self._offset, self._error = offset, error
+
+    def result(self) -> object:
+        if self._error is not None:
+            raise self._error
+        return type("Meta", (), {"topic_partition": ("send-chunks", 3), "offset": self._offset})()
+
+
+def _table() -> object:
+    """A GuardedTable without a faust app: writes are recorded, acknowledgements made by hand."""
+    from streams.state import GuardedTable
+
+    class Recorded(GuardedTable):
+        def __setitem__(self, key: bytes, value: bytes) -> None:
+            self.written.append((key, value))
+
+    table = object.__new__(Recorded)
+    table.written, table._data = [], _Store()
+    table._own_acked, table._awaiting_ack = {}, {}
+    return table
+
+
+def test_a_durable_write_returns_only_once_its_own_record_is_acknowledged() -> None:
+    import asyncio
+
+    async def scenario() -> list[str]:
+        table = _table()
+        table.data.persisted[("send-chunks", 3)] = 39
+        steps: list[str] = []
+
+        async def intent() -> None:
+            await table.put_acked(b"c:u:7", b"intent")
+            steps.append("acknowledged")
+
+        task = asyncio.create_task(intent())
+        await asyncio.sleep(0.01)
+        assert table.written == [(b"c:u:7", b"intent")]
+        table._on_changelog_sent(_Written(b"c:u:8", 40))  # another chunk's record
+        await asyncio.sleep(0.01)
+        steps.append("other acked")
+        table._on_changelog_sent(_Written(b"c:u:7", 41))
+        await task
+        assert table.data.persisted == {("send-chunks", 3): 41}
+        return steps
+
+    assert asyncio.run(scenario()) == ["other acked", "acknowledged"]
+
+
+def test_a_durable_write_the_broker_refused_or_never_answered_raises() -> None:
+    import asyncio
+
+    import pytest
+
+    async def refused() -> None:
+        table = _table()
+        task = asyncio.create_task(table.put_acked(b"k", b"intent"))
+        await asyncio.sleep(0.01)
+        with pytest.raises(RuntimeError):
+            table._on_changelog_sent(_Written(b"k", error=RuntimeError("not leader")))
+        with pytest.raises(RuntimeError, match="not leader"):
+            await task
+
+    async def silent() -> None:
+        table = _table()
+        with pytest.raises(TimeoutError):
+            await table.put_acked(b"k", b"intent", timeout_s=0.05)
+        assert table._awaiting_ack == {}
+
+    asyncio.run(refused())
+    asyncio.run(silent())
