@@ -40,6 +40,10 @@ CAMPAIGN_SENDS = Counter("cronstream_campaign_sends_total",
                          "Campaign recipients by outcome (sent, suppressed, unknown, ...)",
                          ["outcome"])
 SES_THROTTLES = Counter("cronstream_ses_throttles_total", "SES calls answered with throttling")
+SKIPPED_RECORDS_REDELIVERED = Counter(
+    "cronstream_skipped_records_redelivered_total",
+    "Partitions sought back to their committed offset: records there never reached the agent "
+    "(streams.commit_watch)", ["topic"])
 RECONCILER_CATCHES = Counter("cronstream_reconciler_catches_total",
                              "Slots the reconciler found undecided, by action", ["action"])
 FANOUT_FENCED = Counter("cronstream_fanout_fenced_total",

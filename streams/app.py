@@ -72,7 +72,7 @@ def raw_table(spec: TableSpec, rank: Mapping[bytes, int] | None = None) -> Any:
 def main() -> None:
     """Run one worker (``cronstream worker``): scheduler and executor agents."""
     from ops import metrics
-    from streams import admin, executor, fanout, scheduler  # noqa: F401  (agents register)
+    from streams import admin, commit_watch, executor, fanout, scheduler  # noqa: F401  (agents register)
 
     admin.ensure_topics(SETTINGS.bootstrap)
     admin.seed_group_offsets(SETTINGS.bootstrap)

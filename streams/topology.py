@@ -189,6 +189,11 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
         doc="Every 5 s: re-drive slots emitted but never decided (the cleanup crew).",
     ),
     ProcessorSpec(
+        "watch_commits", "punctuator", "streams.commit_watch",
+        doc="Every 10 s: seek a partition back to its committed offset when records there never "
+            "reached the agent (the group's commits would stop for good).",
+    ),
+    ProcessorSpec(
         "execute_fired", "agent", "streams.executor", consumes=(FIRED,),
         produces=(LEDGER, DLQ, FANOUT), tables=(DONE_TABLE,),
         doc="Calls the target (webhook, Kafka, email, campaign fan-out) and records the outcome.",
