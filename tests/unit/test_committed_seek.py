@@ -31,3 +31,22 @@ def test_partitions_committed_at_zero_are_sought_as_well() -> None:
     committed = asyncio.run(seek_to_committed(consumer))
     assert sorted(consumer.seeks) == [("fanout-0", 0), ("fanout-1", 7)]
     assert committed == {"fanout-0": 0, "fanout-1": 7, "fired-0": None}
+
+
+def test_records_fetched_for_a_partition_not_active_yet_are_fetched_again_from_the_first():
+    from collections import namedtuple
+
+    from streams.committed_seek import dropped_starts
+
+    tp = namedtuple("TP", "topic partition")
+    record = namedtuple("Record", "offset")
+    fired2, fired5, changelog = tp("cronstream.fired", 2), tp("cronstream.fired", 5), tp(
+        "cronstream-fires-done-changelog", 2)
+    records = {fired2: [record(864), record(865)], fired5: [record(10)],
+               changelog: [record(3)], tp("cronstream.fired", 6): []}
+    acknowledged = {"cronstream.fired"}.__contains__
+    # partition 2 is still recovering (not active): its records would be dropped
+    assert dropped_starts(records, {fired5}, set(), acknowledged) == {fired2: 864}
+    assert dropped_starts(records, {fired5}, {fired2}, acknowledged) == {}  # buffered: kept
+    assert dropped_starts(records, None, set(), acknowledged) == {}  # a client-only consumer
+    assert dropped_starts(records, {fired2, fired5}, set(), acknowledged) == {}
