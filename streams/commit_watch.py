@@ -1,15 +1,15 @@
 """Heal a partition whose commits stopped because records were never handed to its agent.
 
-After a rebalance, a worker that takes a partition over sometimes does not receive the records
-from the group's committed offset on: the first record its agent gets lies further on. The
+After a rebalance, a worker that takes a partition over sometimes did not receive the records
+from the group's committed offset on: the first record its agent got lay further on. The
 failover benchmark caught it (2026-11-23): on ``cronstream.fired`` partition 2 the survivor
-started at the committed offset 864 but was handed 941 first; 864..940 never reached the
-executor (faust-streaming/faust#596 reports a race of this kind in recovery). faust then marks
-865..940 as a gap (as it does for a compacted topic) but not 864 itself, and its commit, which
-only advances over acknowledged offsets starting at the committed one, never moves again: the
-partition's lag grows for ever and every later rebalance re-reads the whole backlog. The
-skipped records themselves wait for the reconciler (a slot without a decision is re-driven
-after minutes), or, for a fan-out order, are never walked.
+started at the committed offset 864 but was handed 941 first. faust then marks 865..940 as a
+gap (as it does for a compacted topic) but not 864 itself, and its commit, which only advances
+over acknowledged offsets starting at the committed one, never moves again: the partition's
+lag grows for ever and every later rebalance re-reads the whole backlog. The cause found —
+faust's fetch loop dropping records of a partition not active yet — is fixed where it happens
+(``streams.committed_seek``); this punctuator is the backstop for any other way a record at the
+committed offset goes missing.
 
 So every ``WATCH_S`` this punctuator looks at each assigned partition of an acknowledged topic:
 when the record at the committed offset is neither acknowledged, nor in flight (delivered to an
