@@ -135,21 +135,28 @@ class Fanout:
                     self._views[topic.name] = view
         return self._views[topic.name]
 
-    async def campaign(self, campaign_id: str) -> dict[str, Any] | None:
-        view = await self._view(CAMPAIGNS)
-        found = view.get(campaign_id)
-        if found is None:  # the view may lag (a broker restart): catch up before answering
+    async def _record(self, topic: TopicSpec, key: str) -> dict[str, Any] | None:
+        """The view's record of ``key``; a miss is answered only once the view has caught up
+        (it may lag: a broker restart, or a record written a moment ago — a tenant created just
+        before its campaign once read as having no IP pool plan, and its warm-up cap was not
+        applied)."""
+        view = await self._view(topic)
+        found = view.get(key)
+        if found is None:
             if not await asyncio.get_running_loop().run_in_executor(None, view.wait_caught_up):
-                raise ViewBehind(f"campaigns view behind; campaign {campaign_id} not decidable")
-            found = view.get(campaign_id)
+                raise ViewBehind(f"{topic.name} view behind; {key} not decidable")
+            found = view.get(key)
         return found
+
+    async def campaign(self, campaign_id: str) -> dict[str, Any] | None:
+        return await self._record(CAMPAIGNS, campaign_id)
 
     async def pool_quota(self, campaign: dict[str, Any], part: int, n: int,
                          deadline: int) -> str | None:
         """Reserve ``n`` sends of this partition's share of the campaign's IP pool's warm-up cap
         for today (UTC), waiting for the next day while it is used up. None once reserved (or
         when the pool has no warm-up plan); the reason to expire when the deadline comes first."""
-        tenant = (await self._view(TENANTS)).get(campaign["tenant"]) or {}
+        tenant = await self._record(TENANTS, campaign["tenant"]) or {}
         plan = tenant.get("ip_pools", {}).get(campaign["ip_pool"])
         if plan is None:
             return None
