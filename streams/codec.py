@@ -174,7 +174,18 @@ class RecordTemplate:
 
     def fill(self, frozen: tuple[bytes, bytes], values: dict[str, Any]) -> bytes:
         """The whole record: ``frozen`` around the encoding of the varying fields' ``values``."""
-        return frozen[0] + _write(self.name, self._run, values, strict=True) + frozen[1]
+        return self.join(frozen, self.encode_run(values))
+
+    def encode_run(self, values: dict[str, Any]) -> bytes:
+        """The encoding of the varying fields alone. Records that share those values (a spike's
+        slots decided in the same millisecond) share it too: ``join`` each with its own frozen
+        parts instead of encoding the same run again for every one of them."""
+        return _write(self.name, self._run, values, strict=True)
+
+    @staticmethod
+    def join(frozen: tuple[bytes, bytes], run: bytes) -> bytes:
+        """A record from its frozen parts and an ``encode_run`` of its varying fields."""
+        return frozen[0] + run + frozen[1]
 
 
 def _write(name: str, schema: dict[str, Any], record: dict[str, Any], strict: bool) -> bytes:

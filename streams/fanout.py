@@ -22,7 +22,6 @@ Campaign sends use their own thread pool: a 50M campaign cannot starve reminder 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import uuid
@@ -42,7 +41,7 @@ from streams.fair_share import FairGate
 from streams.ledger import ChunkOutcomes
 from streams.ownership import GroupFence, Ownership, describe
 from streams.pacing import TokenBucket, walker_bucket
-from streams.recipients import CHUNK
+from streams.recipients import CHUNK, template_data
 from streams.schedule import now_ms
 from streams.shared_round import SharedRound
 from streams.topology import (
@@ -379,7 +378,7 @@ class Fanout:
         base = SETTINGS.api_url
         entries = [ses.BulkEntry(email, unsubscribe.headers(base, campaign["tenant"], email,
                                                             campaign["campaign_id"]),
-                                 json.dumps(variables)) for email, variables in allowed]
+                                 template_data(variables)) for email, variables in allowed]
         attempt = 0
         while True:
             attempt += 1

@@ -25,6 +25,10 @@ THROTTLING = {"TooManyRequestsException", "ThrottlingException", "Throttling",
 PERMANENT = {"MessageRejected", "MailFromDomainNotVerifiedException", "BadRequestException",
              "NotFoundException", "AccountSuspendedException"}
 MAX_BULK = 50
+# the User-Agent every call sends, fixed once: left to botocore it is rebuilt twice per call,
+# character by character (its sanitiser), 0.12 ms of the ~1.4 ms of CPU a 50-entry bulk call takes
+# (botocore appends its session's own ``Botocore/<version>``)
+USER_AGENT = f"cronstream Boto3/{boto3.__version__}"
 
 
 class Outcome(Enum):
@@ -96,7 +100,8 @@ def client(timeout_s: float = 10.0) -> Any:
         region_name=os.environ.get("AWS_REGION", "us-east-1"),
         # parameter validation costs ~5 ms per 50-recipient bulk call; our requests are built here
         config=Config(retries={"total_max_attempts": 1, "mode": "standard"}, read_timeout=timeout_s,
-                      connect_timeout=5, max_pool_connections=64, parameter_validation=False),
+                      connect_timeout=5, max_pool_connections=64, parameter_validation=False,
+                      user_agent=USER_AGENT),
     )
     for operation in BODY_ONLY:
         made.meta.events.register(f"provide-client-params.sesv2.{operation}", _take_params)

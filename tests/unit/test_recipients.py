@@ -1,4 +1,24 @@
-from streams.recipients import CHUNK, BadRow, Chunker, CsvRows, NdjsonRows, Row, normalise, parse
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streams.recipients import (
+    CHUNK,
+    BadRow,
+    Chunker,
+    CsvRows,
+    NdjsonRows,
+    Row,
+    normalise,
+    parse,
+    template_data,
+)
+
+
+@given(st.dictionaries(st.text(), st.text(), max_size=8))
+def test_template_data_is_what_json_dumps_writes(variables):
+    assert template_data(variables) == json.dumps(variables)
 
 
 def test_csv_rows_with_variables_and_bad_lines():

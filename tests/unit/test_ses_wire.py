@@ -85,3 +85,13 @@ def test_the_client_walks_no_shape_for_a_send(monkeypatch):
     monkeypatch.setattr(serializer, "_serialize", lambda *a: walked.append(a) or original(*a))
     _wire(client, "SendBulkEmail", BULK)
     assert walked == []
+
+
+def test_the_user_agent_is_the_fixed_one(monkeypatch):
+    """botocore rebuilds its own User-Agent twice per call unless one is configured; the client
+    sends ``ses.USER_AGENT`` (SigV4 does not sign it, so the signature test above still holds)."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    _, headers = _wire(ses.client(), "SendBulkEmail", BULK)
+    assert headers["User-Agent"].startswith(ses.USER_AGENT.encode() + b" ")
+    assert b"ua/2.1" not in headers["User-Agent"]  # the mark of the string botocore builds
