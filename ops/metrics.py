@@ -32,6 +32,8 @@ SLOTS_REACHED = Counter("cronstream_slots_reached_total",
                         "Due slots the scheduler reached, by whether the look-ahead had prepared "
                         "them (ahead) or not (at_due: slower; in spikes, the look-ahead fell "
                         "behind)", ["prepared"])
+for _prepared in ("ahead", "at_due"):
+    SLOTS_REACHED.labels(_prepared)  # both series from the start, at 0
 FIRE_LATENESS = Histogram("cronstream_fire_lateness_seconds",
                           "From a slot's nominal time to the executor starting it",
                           buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300))
