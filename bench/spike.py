@@ -17,12 +17,16 @@ Target: 10k fires/s with p99 fire lag <= 1 s.
 from __future__ import annotations
 
 import argparse
+import threading
 import time
 import uuid
 
 from confluent_kafka import Consumer, TopicPartition
 
 from bench.common import (
+    component_pids,
+    cpu_seconds,
+    cpu_share,
     percentile,
     report,
     rss_peak_mib,
@@ -39,6 +43,7 @@ from streams.topology import FIRED, JOBS, LEDGER
 SPIKE_INDEX_RATE = 1_000  # spike jobs/s the workers are assumed to index at, to plan the spike
 SPIKE_MARGIN_S = 30
 RUNS_WAIT_S = 600  # how long after the spike the runs are waited for
+CPU_WINDOW_S = (1.0, 3.0)  # where the box's cores went: from before the spike to after it
 
 
 def job(job_id: str, cron: str, now: int, misfire_policy: str = "skip",
@@ -99,6 +104,13 @@ def main() -> None:
                          "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, p, o) for topic in (FIRED.name, LEDGER.name)
                      for p, o in topic_ends(conf.bootstrap, topic).items()])
+    readings: list[dict[str, float]] = []
+    roots = component_pids(stack, workers)
+    for at_s in (-CPU_WINDOW_S[0], CPU_WINDOW_S[1]):
+        timer = threading.Timer((spike_ms - now_ms()) / 1000 + at_s,
+                                lambda: readings.append(cpu_seconds(roots)))
+        timer.daemon = True
+        timer.start()
     fired_at: list[int] = []
     ran_at: list[int] = []
     outcomes: dict[str, int] = {}
@@ -142,6 +154,8 @@ def main() -> None:
         "load: produce s": round(produced_s, 1),
         "load: indexed by workers s": round(loaded_s, 1),
         "worker peak RSS MiB": rss,
+        f"cores used from {CPU_WINDOW_S[0]:.0f} s before to {CPU_WINDOW_S[1]:.0f} s after the spike":
+            cpu_share(readings[0], readings[1], sum(CPU_WINDOW_S)) if len(readings) == 2 else None,
     }, {"workers": args.workers, "jobs": args.jobs, "idle": args.idle})
 
 

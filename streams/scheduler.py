@@ -41,7 +41,7 @@ from streams.codec import codec
 from streams.due_index import DueIndex
 from streams.emit import Emitter
 from streams.ledger import job_entry
-from streams.priority import DECIDING
+from streams.priority import DECIDING, collections_deferred
 from streams.reconciler import Pending, Reconciler
 from streams.schedule import now_ms
 from streams.topology import (
@@ -484,7 +484,7 @@ async def fire_due() -> None:
     HEALTH.tick()
     burst = Burst(state.decided, state.reached_at_due)
     if burst.round(state.fire_due):
-        with DECIDING.held():  # the executor waits (streams.priority)
+        with DECIDING.held(), collections_deferred():  # the executor waits (streams.priority)
             while burst.round(state.fire_due):
                 HEALTH.tick()
                 await asyncio.sleep(0)

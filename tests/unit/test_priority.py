@@ -1,8 +1,9 @@
 import asyncio
+import gc
 
 import pytest
 
-from streams.priority import Gate
+from streams.priority import Gate, collections_deferred
 
 
 def test_the_gate_holds_waiters_for_the_burst_and_opens_however_it_ends():
@@ -25,3 +26,18 @@ def test_the_gate_holds_waiters_for_the_burst_and_opens_however_it_ends():
         return order
 
     assert asyncio.run(scenario()) == ["decided", "ran"]
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_collections_are_deferred_for_the_burst_and_left_as_they_were(enabled):
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        with collections_deferred():
+            assert not gc.isenabled()
+        assert gc.isenabled() is enabled
+        with pytest.raises(RuntimeError), collections_deferred():
+            raise RuntimeError("the burst failed")
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
