@@ -107,11 +107,11 @@ def main() -> None:
 
     starts = [TopicPartition(topic, p, o) for topic in (FIRED.name, LEDGER.name)
               for p, o in topic_ends(conf.bootstrap, topic).items()]
-    readings: list[dict[str, float]] = []
+    readings: list[tuple[float, dict[str, float]]] = []  # (when, CPU seconds so far)
     roots = component_pids(stack, workers)
     for at_s in (-CPU_WINDOW_S[0], CPU_WINDOW_S[1]):
-        timer = threading.Timer((spike_ms - now_ms()) / 1000 + at_s,
-                                lambda: readings.append(cpu_seconds(roots)))
+        timer = threading.Timer((spike_ms - now_ms()) / 1000 + at_s, lambda: readings.append(
+            (time.monotonic(), cpu_seconds(roots))))
         timer.daemon = True
         timer.start()
     time.sleep(max(0.0, (spike_ms - now_ms()) / 1000 + READ_AFTER_S))
@@ -162,8 +162,17 @@ def main() -> None:
         "load: indexed by workers s": round(loaded_s, 1),
         "worker peak RSS MiB": rss,
         f"cores used from {CPU_WINDOW_S[0]:.0f} s before to {CPU_WINDOW_S[1]:.0f} s after the spike":
-            cpu_share(readings[0], readings[1], sum(CPU_WINDOW_S)) if len(readings) == 2 else None,
+            cores_between(readings),
     }, {"workers": args.workers, "jobs": args.jobs, "idle": args.idle})
+
+
+def cores_between(readings: list[tuple[float, dict[str, float]]]) -> dict[str, float] | None:
+    """Each component's cores between the two readings, over the time that really passed
+    between them (a reading taken late must not inflate or shrink the figure)."""
+    if len(readings) != 2:
+        return None
+    (first_at, first), (last_at, last) = sorted(readings, key=lambda reading: reading[0])
+    return cpu_share(first, last, last_at - first_at)
 
 
 def stop(emitter: Emitter, *groups: list[str]) -> None:
