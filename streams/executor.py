@@ -130,12 +130,15 @@ class Executor:
                               part)
             await stream.ack(event)
         elif action is overlap.Action.BUFFER:
+            # swapped in before any await: the run in flight may end during the awaits below,
+            # and its tail starts whatever is buffered then. Buffered after them, this slot was
+            # stranded until the reconciler re-drove it two minutes later (CI caught it).
             held = self.buffered.pop(job_id, None)
+            self.buffered[job_id] = (stream, event, fired)
             if held is not None:
                 await self.record(held[2], "skipped_overlap",
                                   "buffer_one: replaced by a newer slot", "not_run", part)
                 await held[0].ack(held[1])
-            self.buffered[job_id] = (stream, event, fired)
         else:
             await self.start(stream, event, fired)
 
