@@ -1,12 +1,16 @@
 """Failover: SIGKILL a worker while jobs fire every second; time until its partitions fire again.
 
-    .venv/bin/python -m bench.failover [--jobs 1000] [--workers 2] [--after-s 60]
+    .venv/bin/python -m bench.failover [--jobs 1000] [--idle 0] [--workers 2] [--after-s 60]
 
 Runs on the real local stack (started if needed). N jobs due every second (``* * * * * *``,
 misfire policy ``fire_all`` so nothing may be skipped) are written straight to the jobs topic and
-fire on ``--workers`` workers. After a warm-up the last worker is SIGKILLed; for each partition it
-held, the gap is the time from the kill to the first fired record (its CreateTime) produced for
-that partition afterwards. Slots missed: every (job, second) between the kill minus 10 s and the
+fire on ``--workers`` workers, beside ``--idle`` idle schedules (``0 0 1 1 *``, the spike
+benchmark's: ``--idle 1100000`` is a takeover at the spike's scale, where the survivor must hold
+the dead worker's share of a million jobs before it can fire them). After a warm-up the last
+worker is SIGKILLed; for each partition it held, the gap is the time from the kill to the first
+fired record (its CreateTime) produced for that partition afterwards, and for every job on those
+partitions, the time to its first fired record (the worst job is the takeover's real cost).
+Slots missed: every (job, second) between the kill minus 10 s and the
 kill plus ``--after-s`` must end up with a decision in ``cronstream.ledger`` once the executors
 have consumed every fired record (the time that takes is reported: a backlog means the executors
 run slower than the jobs fire) and the reconciler has had its turn; the count of those without
@@ -25,7 +29,7 @@ import uuid
 from confluent_kafka import Consumer, TopicPartition
 
 from bench.common import report, stack_with_workers, topic_ends, wait_consumed
-from bench.spike import job
+from bench.spike import job, load
 from stack import processes
 from stack.local import Stack
 from streams import schedule
@@ -66,6 +70,7 @@ def read(bootstrap: str, topic: str, start: dict[int, int], prefix: str,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--idle", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--after-s", type=int, default=60)
     args = parser.parse_args()
@@ -75,6 +80,7 @@ def main() -> None:
     emitter = Emitter(conf.bootstrap, "bench-failover", **{"linger.ms": 50})
     run = uuid.uuid4().hex[:6]
     prefix = f"failover-{run}"
+    idle = load(emitter, f"idle-{run}", args.idle, "0 0 1 1 *")
     now = schedule.now_ms()
     ids = [f"{prefix}-{i:06d}" for i in range(args.jobs)]
     for job_id in ids:
@@ -94,7 +100,7 @@ def main() -> None:
     time.sleep(args.after_s)
     window = (killed_ms // 1000 * 1000 - 10_000, killed_ms + args.after_s * 1000)
 
-    for job_id in ids:  # stop firing, then let the reconciler settle what is pending
+    for job_id in ids + idle:  # stop firing, then let the reconciler settle what is pending
         emitter.produce(JOBS, job_id, None)
     emitter.flush(60)
     backlog_s = wait_consumed(conf.bootstrap, FIRED, every_s=2)  # executors working it off
@@ -110,22 +116,33 @@ def main() -> None:
     for part in sorted(victim_parts):
         after = [ts for key, p, ts in fired if p == part and ts > killed_ms]
         gaps[part] = round((min(after) - killed_ms) / 1000, 1) if after else None
+    # a partition fires again with its first record; every job on it, with the last job's first
+    first_after: dict[str, int] = {}
+    for key, part, ts in fired:
+        job_id = key.split("@", 1)[0]
+        if part in victim_parts and ts > killed_ms and ts < first_after.get(job_id, 1 << 62):
+            first_after[job_id] = ts
+    moved = [j for j in ids if partition_for(j, count) in victim_parts]
+    every_job_s = (round((max(first_after[j] for j in moved) - killed_ms) / 1000, 1)
+                   if moved and all(j in first_after for j in moved) else None)
     expected = {schedule.fire_id(job_id, second) for job_id in ids
                 for second in range(window[0], window[1] - 5_000, 1000)}
     missed = expected - decided
     per_part = {p: sum(1 for j in ids if partition_for(j, count) == p) for p in victim_parts}
     report("failover", {
         "jobs firing every second": args.jobs,
+        "idle schedules loaded": args.idle,
         "killed worker's partitions": sorted(victim_parts),
         "jobs on them": sum(per_part.values()),
         "time to fire again per partition s": gaps,
         "time to fire again (worst partition) s":
             max((g for g in gaps.values() if g is not None), default=None),
+        "time until every job on them fired again s": every_job_s,
         "partitions never fired again": [p for p, g in gaps.items() if g is None],
         "slots in the window": len(expected),
         "slots without a decision (missed)": len(missed),
         "executor backlog after the window s": round(backlog_s, 1),
-    }, {"jobs": args.jobs, "workers": args.workers, "after_s": args.after_s})
+    }, {"jobs": args.jobs, "idle": args.idle, "workers": args.workers, "after_s": args.after_s})
     if missed:
         print(f"  e.g. missed: {sorted(missed)[:5]}")
 

@@ -45,7 +45,9 @@ app = faust.App(
     web_enabled=False,
     web_host="127.0.0.1",
     web_port=SETTINGS.worker_web_port,  # faust binds it even when disabled; one per worker
-    table_standby_replicas=0,
+    # every worker keeps the others' partitions as standbys, tables and due indexes, so a
+    # takeover of a million jobs fires within seconds, not after re-reading them (warm_index)
+    table_standby_replicas=1,
     stream_wait_empty=False,
     producer_acks=-1,
     # a dead worker's partitions move after ~10 s instead of faust's default 60 s

@@ -107,6 +107,16 @@ class DueIndex:
             staged.append((entry[2], self._live[entry[2]][2]))
         return staged
 
+    def slots_through(self, slot_ms: int) -> list[str]:
+        """Jobs whose live slot is at or before ``slot_ms``."""
+        return [job_id for job_id, (_, _, slot) in self._live.items() if slot <= slot_ms]
+
+    def detach(self) -> None:
+        """Drop every preparation and unstage every entry: what was prepared is only valid for
+        as long as this worker owns the partition (``streams.warm_index``)."""
+        self._attached.clear()
+        self._compact()
+
     def _earliest(self) -> list[Entry] | None:
         """The heap (staged or not) whose head is the earliest live entry, None when empty."""
         self._drop_stale(self._heap)

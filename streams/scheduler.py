@@ -32,6 +32,7 @@ import gc
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any, NamedTuple
 
 from ops import metrics
@@ -45,12 +46,14 @@ from streams.priority import DECIDING, collections_deferred
 from streams.reconciler import Pending, Reconciler
 from streams.schedule import now_ms
 from streams.topology import (
+    APP_ID,
     FIRED,
     JOB_COMMANDS,
     JOBS,
     JOBS_TABLE,
     LEDGER,
 )
+from streams.warm_index import WarmIndex
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +95,7 @@ class ScheduleState:
 
     def __init__(self) -> None:
         self.indexes: dict[int, DueIndex] = {}
+        self.warm: dict[int, WarmIndex] = {}  # standby partitions (streams.warm_index)
         self.fired_through: dict[int, int] = {}
         self.epoch = 0
         self.reconciler = Reconciler()
@@ -120,15 +124,19 @@ class ScheduleState:
         skipped silently). After a takeover, slots up to the previous owner's mark were decided
         by it for every job it had read, so those resume from the mark."""
         index = self.indexes.get(partition)
-        if index is None:
-            return
+        if index is not None:
+            self._index(index, job, None if live else self.fired_through.get(partition, 0))
+
+    @classmethod
+    def _index(cls, index: DueIndex, job: dict[str, Any], mark: int | None) -> None:
+        """Index ``job``'s first slot after its update, or after ``mark`` if that is later."""
         after = job["updated_ms"] - 1
         at = job["schedule"]["at_ms"]
         if at is not None:  # a one-off may be set in the (recent) past: it is still owed
             after = min(after, at - 1)
-        if not live:
-            after = max(self.fired_through.get(partition, 0), after)
-        self._schedule(index, job, schedule.next_after(job["schedule"], job["job_id"], after))
+        if mark is not None:
+            after = max(mark, after)
+        cls._schedule(index, job, schedule.next_after(job["schedule"], job["job_id"], after))
 
     @staticmethod
     def _schedule(index: DueIndex, job: dict[str, Any], slot: int | None) -> None:
@@ -140,36 +148,83 @@ class ScheduleState:
             jitter = schedule.jitter_ms(schedule.fire_id(job["job_id"], slot), job["jitter_s"])
         index.set(job["job_id"], slot, slot + jitter)
 
-    def rebuild(self, assigned: set[int]) -> None:
-        """After recovery: index every job of newly assigned partitions, drop revoked ones."""
+    def rebuild(self, assigned: set[int], standbys: set[int]) -> None:
+        """After recovery: index every job of newly assigned partitions (adopting a standby's
+        warm index where there is one), drop revoked ones, keep the standbys' indexes warm."""
         for part in list(self.indexes):
             if part not in assigned:
                 self.drop(part)
+        for part in list(self.warm):
+            if part not in assigned and part not in standbys:
+                del self.warm[part]
+        for part in standbys - assigned - set(self.warm):
+            self.warm[part] = WarmIndex()  # filled by changelog batches and warm_up_standbys
         new = assigned - set(self.indexes)
         if not new:
             return
         marks = progress.load_marks(SETTINGS.bootstrap)
-        for part in new:
-            self.indexes[part] = DueIndex()
-            self.fired_through[part] = marks.get(part, 0)
         started = time.monotonic()
-        loaded = 0
+        scanned = redone = adopted = 0
         collecting = gc.isenabled()
         gc.disable()  # collections while the index grows took a fifth of it (on_recover freezes)
         try:
             for part in sorted(new):
-                for _key, raw in jobs_table.items_in(part):
-                    self.track(part, codec().decode(raw))
-                    loaded += 1
+                warm = self.warm.pop(part, None)
+                adopted += warm is not None
+                warm = warm or WarmIndex()
+                self.indexes[part] = warm.index
+                self.fired_through[part] = marks.get(part, 0)
+                scanned += warm.scan(partial(jobs_table.items_in, part),
+                                     lambda _index, raw, part=part: self.track(
+                                         part, codec().decode(raw)), limit=None)
+                for job_id in warm.stale(self.fired_through[part]):
+                    raw = jobs_table.get_in(part, job_id.encode())
+                    if raw is None:
+                        warm.index.remove(job_id)
+                    else:
+                        self.track(part, codec().decode(raw))
+                    redone += 1
         finally:
             if collecting:
                 gc.enable()
-        log.info("scheduler rebuilt partitions %s: %d jobs in %.2fs (epoch %d)",
-                 sorted(new), loaded, time.monotonic() - started, self.epoch)
+        log.info("scheduler took partitions %s (%d from a warm standby index): %d jobs read, "
+                 "%d indexed again from the fired-through mark, in %.2fs (epoch %d)",
+                 sorted(new), adopted, scanned, redone, time.monotonic() - started, self.epoch)
 
     def drop(self, partition: int) -> None:
-        self.indexes.pop(partition, None)
+        """Revoked: the partition's index stays as a warm one (the next rebuild drops it unless
+        the partition is this worker's standby or comes back)."""
+        index = self.indexes.pop(partition, None)
         self.reconciler.drop_partition(partition)
+        if index is not None:
+            index.detach()
+            self.warm[partition] = WarmIndex(index, scan_from=None)
+
+    def apply_changelog(self, events: list[Any]) -> None:
+        """Changelog records RocksDB now holds (``GuardedTable.on_applied``): keep the warm
+        indexes of their partitions current, as a live job record would."""
+        for event in events:
+            msg = event.message
+            warm = self.warm.get(msg.partition)
+            if warm is None:
+                continue
+            try:
+                if msg.value is None:
+                    warm.index.remove(msg.key.decode())
+                else:
+                    self._index(warm.index, codec().decode(msg.value), None)
+            except Exception:
+                log.exception("jobs changelog partition %d offset %d: not indexed in the warm "
+                              "index (it is read again at a takeover)", msg.partition, msg.offset)
+                warm.scan_from = b""
+
+    def warm_up(self) -> int:
+        """One scan step of the first warm index not yet read whole; returns jobs read."""
+        for part, warm in self.warm.items():
+            if not warm.complete:
+                return warm.scan(partial(jobs_table.items_in, part),
+                                 lambda index, raw: self._index(index, codec().decode(raw), None))
+        return 0
 
     # -- firing --------------------------------------------------------------------------------
     def fire_due(self) -> bool:
@@ -426,7 +481,10 @@ state = ScheduleState()
 async def _on_jobs_recovered() -> None:
     state.epoch = app.consumer_generation_id
     assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == JOBS.name}
-    state.rebuild(assigned)
+    changelog = JOBS_TABLE.changelog(APP_ID)
+    standbys = {tp.partition for tp in app.assignor.assigned_standbys()
+                if tp.topic == changelog}
+    state.rebuild(assigned, standbys)
     gc.collect()  # then what recovery built and still lives is kept out of every later
     gc.freeze()  # collection (streams.app: full collections walked it for nothing)
     HEALTH.recovered, HEALTH.partitions = True, sorted(assigned)
@@ -435,6 +493,17 @@ async def _on_jobs_recovered() -> None:
     ready = ready_file(WORKER_ID)
     ready.parent.mkdir(parents=True, exist_ok=True)
     ready.write_text(f"{state.epoch} {sorted(assigned)}\n")
+
+
+jobs_table.on_applied = state.apply_changelog
+
+
+@app.timer(interval=0.1)
+async def warm_up_standbys() -> None:
+    """Punctuator: read what a standby partition's RocksDB held before it became a standby
+    into its warm index, a step at a time (``streams.warm_index``); never during a burst."""
+    if DECIDING.is_open:
+        state.warm_up()
 
 
 @app.on_partitions_revoked.connect

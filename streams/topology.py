@@ -189,6 +189,11 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
         doc="Every 5 s: re-drive slots emitted but never decided (the cleanup crew).",
     ),
     ProcessorSpec(
+        "warm_up_standbys", "punctuator", "streams.scheduler", tables=(JOBS_TABLE,),
+        doc="Every 100 ms: a step of reading a standby jobs partition into its warm due index "
+            "(the changelog keeps it current after that), so a takeover need not rebuild it.",
+    ),
+    ProcessorSpec(
         "watch_commits", "punctuator", "streams.commit_watch",
         doc="Every 10 s: seek a partition back to its committed offset when records there never "
             "reached the agent (the group's commits would stop for good).",
