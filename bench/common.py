@@ -11,6 +11,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from stack import processes
 from stack.local import Stack
 from streams import settings
@@ -104,6 +106,26 @@ def wait_consumed(bootstrap: str, topic: TopicSpec, every_s: float = 1.0) -> flo
     """Seconds until the workers' group has consumed everything written to ``topic`` so far."""
     started = time.monotonic()
     while group_lag(bootstrap, APP_ID, topic.name) > 0:
+        time.sleep(every_s)
+    return time.monotonic() - started
+
+
+def standbys_behind(conf: Settings, workers: list[str]) -> int:
+    """Changelog records the workers' standbys have not read yet (``streams.standbys``), from
+    each worker's ``/metrics``."""
+    total = 0.0
+    for name in workers:
+        port = conf.worker_metrics_port + int(name.rsplit("-", 1)[1])
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        total += sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                     if line.startswith("cronstream_standby_behind_records{"))
+    return int(total)
+
+
+def wait_standbys(conf: Settings, workers: list[str], every_s: float = 2.0) -> float:
+    """Seconds until every worker's standbys have read their changelogs to the end."""
+    started = time.monotonic()
+    while standbys_behind(conf, workers) > 0:
         time.sleep(every_s)
     return time.monotonic() - started
 

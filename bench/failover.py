@@ -28,7 +28,13 @@ import uuid
 
 from confluent_kafka import Consumer, TopicPartition
 
-from bench.common import report, stack_with_workers, topic_ends, wait_consumed
+from bench.common import (
+    report,
+    stack_with_workers,
+    topic_ends,
+    wait_consumed,
+    wait_standbys,
+)
 from bench.spike import job, load
 from stack import processes
 from stack.local import Stack
@@ -87,6 +93,10 @@ def main() -> None:
         emitter.produce(JOBS, job_id, job(job_id, "* * * * * *", now, "fire_all", 600))
     emitter.flush(60)
     wait_consumed(conf.bootstrap, JOBS)  # an earlier run's tombstones come first
+    # a standby reads its changelogs after the worker's own partitions: just after a million
+    # jobs were loaded it trails by tens of thousands of records, which a takeover replays
+    standby_s = wait_standbys(conf, workers)
+    print(f"standbys current {standby_s:.0f} s after the jobs were consumed", flush=True)
     fired_start, ledger_start = topic_ends(conf.bootstrap, FIRED.name), topic_ends(
         conf.bootstrap, LEDGER.name)
     time.sleep(WARM_UP_S)
@@ -139,6 +149,7 @@ def main() -> None:
             max((g for g in gaps.values() if g is not None), default=None),
         "time until every job on them fired again s": every_job_s,
         "partitions never fired again": [p for p, g in gaps.items() if g is None],
+        "standbys current after the load s": round(standby_s),
         "slots in the window": len(expected),
         "slots without a decision (missed)": len(missed),
         "executor backlog after the window s": round(backlog_s, 1),

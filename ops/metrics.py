@@ -52,6 +52,9 @@ FANOUT_FENCED = Counter("cronstream_fanout_fenced_total",
                         "Chunks a walker did not send: the coordinator gave its partition away")
 REBALANCES = Counter("cronstream_rebalances_total", "Partition assignments this worker received")
 ASSIGNED = Gauge("cronstream_assigned_partitions", "Partitions of the jobs topic held")
+STANDBY_BEHIND = Gauge("cronstream_standby_behind_records",
+                       "Changelog records this worker's standbys have not read yet: what a "
+                       "takeover would replay before firing (streams.standbys)", ["changelog"])
 
 
 GC_PAUSE = Histogram("cronstream_gc_pause_seconds",

@@ -36,7 +36,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from ops import metrics
-from streams import misfire, progress, schedule
+from streams import misfire, progress, schedule, standbys
 from streams.app import HEALTH, SETTINGS, WORKER_ID, app, raw_table, raw_topic, ready_file
 from streams.codec import codec
 from streams.due_index import DueIndex
@@ -501,9 +501,12 @@ jobs_table.on_applied = state.apply_changelog
 @app.timer(interval=0.1)
 async def warm_up_standbys() -> None:
     """Punctuator: read what a standby partition's RocksDB held before it became a standby
-    into its warm index, a step at a time (``streams.warm_index``); never during a burst."""
+    into its warm index, a step at a time (``streams.warm_index``), never during a burst; and
+    export how far the standbys trail their changelogs."""
     if DECIDING.is_open:
         state.warm_up()
+    for changelog, records in standbys.behind(app).items():
+        metrics.STANDBY_BEHIND.labels(changelog).set(records)
 
 
 @app.on_partitions_revoked.connect

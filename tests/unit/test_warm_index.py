@@ -157,3 +157,18 @@ def test_live_then_from_the_mark_is_what_indexing_from_the_mark_gives(
         scheduler.ScheduleState._index(warm, one, mark)
     scheduler.ScheduleState._index(direct, one, mark)
     assert entries(warm) == entries(direct)
+
+
+def test_standbys_behind_counts_each_changelogs_unread_records() -> None:
+    from faust.types import TP
+
+    from streams import standbys
+
+    ends = {TP("jobs-changelog", 0): 100, TP("jobs-changelog", 1): 50,
+            TP("done-changelog", 0): 7, TP("done-changelog", 1): None}
+    seen = {TP("jobs-changelog", 0): 89, TP("done-changelog", 0): 6}  # partition 1: none yet
+    app = SimpleNamespace(
+        tables=SimpleNamespace(recovery=SimpleNamespace(standby_tps=set(ends),
+                                                        standby_offsets=seen)),
+        consumer=SimpleNamespace(highwater=ends.get))
+    assert standbys.behind(app) == {"jobs-changelog": 10 + 50, "done-changelog": 0}
