@@ -87,6 +87,9 @@ def main() -> None:
     run = uuid.uuid4().hex[:6]
     prefix = f"failover-{run}"
     idle = load(emitter, f"idle-{run}", args.idle, "0 0 1 1 *")
+    # the firing jobs are owed every slot from their creation: created while a million idle ones
+    # were still being indexed, they would start with minutes of catch-up
+    wait_consumed(conf.bootstrap, JOBS, every_s=2)
     now = schedule.now_ms()
     ids = [f"{prefix}-{i:06d}" for i in range(args.jobs)]
     for job_id in ids:
