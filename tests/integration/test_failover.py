@@ -4,7 +4,6 @@ the webhook receiver sees a fire id twice only for slots that were in flight at 
 from __future__ import annotations
 
 import os
-import re
 import signal
 import time
 from datetime import UTC, datetime, timedelta
@@ -61,11 +60,3 @@ def test_sigkilled_worker_loses_no_slot(stack, api):
     window = {fire_id(j, int((killed_at + timedelta(seconds=d)).replace(microsecond=0)
                              .timestamp() * 1000)) for j in jobs for d in (-2, -1, 0, 1)}
     assert twice <= window, f"duplicates outside the kill window: {sorted(twice - window)[:5]}"
-    # worker-1 held worker-2's partitions as standbys (table_standby_replicas): it took them over
-    # with their due indexes warm instead of reading every job again (streams.warm_index)
-    took = [line for line in stack.log("worker-1").read_text().splitlines()
-            if "scheduler took partitions" in line]
-    assert took, "worker-1 never took a partition over"
-    found = re.search(r"took partitions \[([\d, ]+)\] \((\d+) from a warm standby index\)",
-                      took[-1])
-    assert found and int(found[2]) == len(found[1].split(",")), took[-1]
