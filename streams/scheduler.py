@@ -505,8 +505,11 @@ async def warm_up_standbys() -> None:
     export how far the standbys trail their changelogs."""
     if DECIDING.is_open:
         state.warm_up()
-    for changelog, records in standbys.behind(app).items():
-        metrics.STANDBY_BEHIND.labels(changelog).set(records)
+    try:  # a gauge: an exception in a faust timer stops the whole worker
+        for changelog, records in standbys.behind(app).items():
+            metrics.STANDBY_BEHIND.labels(changelog).set(records)
+    except Exception:
+        log.exception("standby lag not measured (epoch %d)", state.epoch)
 
 
 @app.on_partitions_revoked.connect

@@ -16,8 +16,11 @@ from typing import Any
 def behind(app: Any) -> dict[str, int]:
     """Records not yet read by this worker's standbys, per changelog topic (0 when current)."""
     recovery = app.tables.recovery
+    assigned = app.consumer.assignment()
     trailing: dict[str, int] = {}
     for tp in recovery.standby_tps:
+        if tp not in assigned:  # mid-rebalance the recovery's set is stale; aiokafka asserts
+            continue
         end = app.consumer.highwater(tp)  # the next offset; None before the first fetch
         if end is None:
             continue

@@ -170,5 +170,9 @@ def test_standbys_behind_counts_each_changelogs_unread_records() -> None:
     app = SimpleNamespace(
         tables=SimpleNamespace(recovery=SimpleNamespace(standby_tps=set(ends),
                                                         standby_offsets=seen)),
-        consumer=SimpleNamespace(highwater=ends.get))
+        consumer=SimpleNamespace(highwater=ends.get, assignment=lambda: set(ends)))
     assert standbys.behind(app) == {"jobs-changelog": 10 + 50, "done-changelog": 0}
+    # mid-rebalance faust's standby set can name a partition the consumer no longer has:
+    # asking aiokafka for its highwater then raises, and in a timer that stopped the worker
+    app.consumer.assignment = lambda: {TP("jobs-changelog", 0)}
+    assert standbys.behind(app) == {"jobs-changelog": 10}
