@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import zlib
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -79,7 +80,10 @@ def _hash(job_id: str, field: int, span: int) -> int:
     return zlib.crc32(f"{job_id}#{field}".encode()) % span
 
 
-def _parse_field(text: str, field: int, job_id: str) -> set[int]:
+Draw = Callable[[int, int], int]  # (field, span) -> the job's H value in range(span)
+
+
+def _parse_field(text: str, field: int, draw: Draw) -> set[int]:
     name, low, high, _ = _FIELDS[field]
     if field == 5:
         high = 6  # hashing and '*' use 0-6; an explicit 7 still means Sunday
@@ -105,10 +109,10 @@ def _parse_field(text: str, field: int, job_id: str) -> set[int]:
                 if h_low > h_high:
                     raise CronSyntaxError(f"{name}: empty range {base!r}")
             if step_text:
-                start = h_low + _hash(job_id, field, min(step, h_high - h_low + 1))
+                start = h_low + draw(field, min(step, h_high - h_low + 1))
                 end = h_high
             else:
-                values.add(h_low + _hash(job_id, field, h_high - h_low + 1))
+                values.add(h_low + draw(field, h_high - h_low + 1))
                 continue
         elif "-" in base:
             a, _, b = base.partition("-")
@@ -127,22 +131,58 @@ def hashed(text: str) -> bool:
     return _HASHED.search(text.upper()) is not None
 
 
+def _undrawn(field: int, span: int) -> int:
+    raise AssertionError(f"field {field} has no H")  # hashed() decides which fields draw
+
+
 @lru_cache(maxsize=1024)
 def _plain_field(text: str, field: int) -> frozenset[int]:
     """A field without ``H`` is the same for every job: of a hashed expression (one per job, a
     million on a restart) only its ``H`` fields are parsed again."""
-    return frozenset(_parse_field(text, field, ""))
+    return frozenset(_parse_field(text, field, _undrawn))
 
 
-def parse(expr: str, job_id: str = "") -> CronSpec:
-    """Parse a 5- or 6-field expression; ``job_id`` seeds the ``H`` fields."""
+def _fields(expr: str, draw: Draw) -> tuple[list[str], list[set[int] | frozenset[int]]]:
     fields = expr.split()
     if len(fields) == 5:
         fields = ["0", *fields]
     elif len(fields) != 6:
         raise CronSyntaxError(f"expected 5 or 6 fields, got {len(fields)}")
-    parsed = [_parse_field(text, i, job_id) if hashed(text) else _plain_field(text, i)
-              for i, text in enumerate(fields)]
+    return fields, [_parse_field(text, i, draw) if hashed(text) else _plain_field(text, i)
+                    for i, text in enumerate(fields)]
+
+
+@lru_cache(maxsize=1024)
+def _hash_plan(expr: str) -> tuple[tuple[int, int], ...]:
+    """(field, span) of each ``H`` value ``expr`` draws, in parsing order: the text decides them,
+    the job id only picks the values."""
+    plan: list[tuple[int, int]] = []
+
+    def record(field: int, span: int) -> int:
+        plan.append((field, span))
+        return 0
+
+    _fields(expr, record)
+    return tuple(plan)
+
+
+def draws(expr: str, job_id: str) -> tuple[int, ...]:
+    """The values ``job_id``'s ``H`` fields take in ``expr`` (empty without ``H``). Jobs that draw
+    the same values have the same schedule: a million ``H H 1 1 *`` jobs are at most 1,440
+    schedules, so ``streams.schedule`` caches parsing and next-slot searches by draws, not by job,
+    and a restart indexing every job searches once per schedule instead of once per job."""
+    return tuple(_hash(job_id, field, span) for field, span in _hash_plan(expr))
+
+
+def parse(expr: str, job_id: str = "") -> CronSpec:
+    """Parse a 5- or 6-field expression; ``job_id`` seeds the ``H`` fields."""
+    return parse_drawn(expr, draws(expr, job_id))
+
+
+def parse_drawn(expr: str, drawn: tuple[int, ...]) -> CronSpec:
+    """Parse an expression whose ``H`` fields take the values ``drawn`` (``draws``)."""
+    values = iter(drawn)
+    fields, parsed = _fields(expr, lambda _field, _span: next(values))
     seconds, minutes, hours, days, months, dows = parsed
     weekdays = frozenset((d - 1) % 7 for d in dows)  # cron 0/7=Sun → Python 6, 1=Mon → 0
     spec = CronSpec(

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import time
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -48,21 +50,28 @@ def zone(name: str) -> ZoneInfo:
 
 
 @lru_cache(maxsize=65536)
-def _spec(expr: str, job_id: str) -> cron.CronSpec:
-    try:
-        return cron.parse(expr, job_id)
-    except cron.CronSyntaxError as exc:
-        raise ScheduleError("schedule.cron", f"invalid cron expression {expr!r}: {exc}") from exc
+def _spec(expr: str, drawn: tuple[int, ...]) -> cron.CronSpec:
+    with _cron_errors(expr):
+        return cron.parse_drawn(expr, drawn)
 
 
 def compiled(expr: str, job_id: str) -> cron.CronSpec:
-    """Parsed expression, cached; the job id only matters (and is only cached) for ``H``
-    (``cron.hashed``)."""
-    return _spec(expr, _hash_key(expr, job_id))
+    """Parsed expression, cached by the values its ``H`` fields draw for the job
+    (``cron.draws``): jobs drawing the same values share it."""
+    return _spec(expr, _draws(expr, job_id))
 
 
-def _hash_key(expr: str, job_id: str) -> str:
-    return job_id if cron.hashed(expr) else ""
+def _draws(expr: str, job_id: str) -> tuple[int, ...]:
+    with _cron_errors(expr):
+        return cron.draws(expr, job_id)
+
+
+@contextmanager
+def _cron_errors(expr: str) -> Iterator[None]:
+    try:
+        yield
+    except cron.CronSyntaxError as exc:
+        raise ScheduleError("schedule.cron", f"invalid cron expression {expr!r}: {exc}") from exc
 
 
 def validate(schedule: dict[str, Any], job_id: str) -> None:
@@ -123,20 +132,21 @@ def _near_transition(tz_name: str, hour: int) -> bool:
 
 def _next_cron(schedule: dict[str, Any], job_id: str, after_ms: int) -> int | None:
     expr = schedule["cron"]
-    return _next_cron_from(expr, _hash_key(expr, job_id), schedule.get("timezone") or "UTC",
+    return _next_cron_from(expr, _draws(expr, job_id), schedule.get("timezone") or "UTC",
                            schedule.get("dst_gap") or "shift",
                            schedule.get("dst_repeat") or "first", after_ms)
 
 
 @lru_cache(maxsize=65536)
-def _next_cron_from(expr: str, hash_key: str, tz_name: str, gap: str, repeat: str,
+def _next_cron_from(expr: str, drawn: tuple[int, ...], tz_name: str, gap: str, repeat: str,
                     after_ms: int) -> int | None:
     """Cached because jobs share both the expression and the instant they search from: after a
     restart every job of a partition resumes from the partition's fired-through mark, and after a
-    slot every job that fired in it looks for its next one. 22 µs per search (a yearly
-    expression, UTC) becomes a dictionary hit, which is most of what rebuilding the due index of
+    slot every job that fired in it looks for its next one; jobs of a hashed expression share a
+    search when they draw the same ``H`` values. 22 µs per search (a yearly expression, UTC)
+    becomes a dictionary hit, which is most of what rebuilding the due index of
     a million jobs costs besides decoding them (``bench/scale.py``)."""
-    spec = _spec(expr, hash_key)
+    spec = _spec(expr, drawn)
     tz = zone(tz_name)
     if not _near_transition(tz_name, after_ms // _HOUR_MS):
         wall = _wall(after_ms, tz)

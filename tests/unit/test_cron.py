@@ -1,8 +1,9 @@
+import zlib
 from datetime import datetime
 
 import pytest
 
-from streams.cron import CronSyntaxError, hashed, next_wall, parse
+from streams.cron import CronSyntaxError, draws, hashed, next_wall, parse, parse_drawn
 
 
 def nxt(expr, after, job="j"):
@@ -36,6 +37,25 @@ def test_hashed_fields_stay_in_range():
         step = parse("H/15 * * * *", f"job-{i}").minutes
         assert len(step) == 4 and step[0] < 15
         assert all(b - a == 15 for a, b in zip(step, step[1:], strict=False))
+
+
+def test_a_jobs_h_values_are_its_crc32_draws_and_decide_its_spec():
+    """The values are pinned: changing them would move every existing hashed job's slots."""
+    for i in range(200):
+        job = f"job-{i}"
+        minute, hour = (zlib.crc32(f"{job}#{field}".encode()) % span
+                        for field, span in ((1, 60), (2, 9)))
+        assert draws("H H(9-17) * * *", job) == (minute, hour)
+        spec = parse("H H(9-17) * * *", job)
+        assert (spec.minutes, spec.hours) == ((minute,), (9 + hour,))
+        assert parse_drawn("H H(9-17) * * *", (minute, hour)) == spec
+        assert draws("H/15 * * * *", job) == (zlib.crc32(f"{job}#1".encode()) % 15,)
+    assert draws("0 9 * * MON-THU", "job-1") == ()
+
+
+def test_jobs_of_a_hashed_expression_are_few_schedules():
+    """What lets a restart search once per schedule instead of once per job."""
+    assert len({draws("H H 1 1 *", f"job-{i}") for i in range(20_000)}) <= 24 * 60
 
 
 @pytest.mark.parametrize("expr", ["", "* * * *", "* * * * * * *", "60 * * * *", "* 24 * * *",

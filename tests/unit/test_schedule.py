@@ -105,3 +105,20 @@ def test_fire_id_names_the_exact_utc_millisecond_of_any_slot(nominal_ms):
     stamp = datetime.fromtimestamp(nominal_ms / 1000, tz=UTC)
     expected = stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     assert fire_id("j", nominal_ms) == f"j@{expected}"
+
+
+def test_hashed_jobs_that_draw_the_same_values_share_one_search():
+    """A restart indexes every job: 5,000 ``H H 1 1 *`` jobs cost at most one search per
+    distinct (minute, hour), and each answer is the one an uncached search gives."""
+    after = 1_795_520_438_000
+    sched = {"cron": "H H 1 1 *", "timezone": "Europe/Paris"}
+    schedule._next_cron_from.cache_clear()
+    got = {f"job-{i}": next_after(sched, f"job-{i}", after) for i in range(5_000)}
+    distinct = {schedule.cron.draws("H H 1 1 *", job) for job in got}
+    assert schedule._next_cron_from.cache_info().misses == len(distinct) < 1_500
+    for job, slot in list(got.items())[:300]:
+        assert slot == schedule._next_cron_from.__wrapped__(
+            "H H 1 1 *", schedule.cron.draws("H H 1 1 *", job), "Europe/Paris", "shift", "first",
+            after)
+        wall = datetime.fromtimestamp(slot / 1000, schedule.zone("Europe/Paris"))
+        assert (wall.month, wall.day) == (1, 1) and wall > datetime.fromtimestamp(after / 1000, UTC)
