@@ -176,3 +176,15 @@ def test_standbys_behind_counts_each_changelogs_unread_records() -> None:
     # asking aiokafka for its highwater then raises, and in a timer that stopped the worker
     app.consumer.assignment = lambda: {TP("jobs-changelog", 0)}
     assert standbys.behind(app) == {"jobs-changelog": 10}
+
+
+def test_standbys_are_kept_only_for_the_tables_topology_marks_standby():
+    from streams.standbys import StandbyAssignor, kept
+    from streams.topology import APP_ID, JOBS_TABLE, SEND_CHUNKS_TABLE, TABLES
+
+    changelogs = StandbyAssignor.standby_changelogs
+    assert JOBS_TABLE.changelog(APP_ID) in changelogs
+    assert SEND_CHUNKS_TABLE.changelog(APP_ID) not in changelogs
+    assert changelogs == {t.changelog(APP_ID) for t in TABLES if t.standby}
+    member = {JOBS_TABLE.changelog(APP_ID): [4, 5], SEND_CHUNKS_TABLE.changelog(APP_ID): [4, 5]}
+    assert kept(member, changelogs) == {JOBS_TABLE.changelog(APP_ID): [4, 5]}
