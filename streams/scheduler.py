@@ -129,24 +129,36 @@ class ScheduleState:
 
     @classmethod
     def _index(cls, index: DueIndex, job: dict[str, Any], mark: int | None) -> None:
-        """Index ``job``'s first slot after its update, or after ``mark`` if that is later."""
+        """Index ``job``'s first slot after its update, or its first slot not yet decided by a
+        previous owner whose fired-through ``mark`` is later.
+
+        The mark is a due time and a jittered slot falls due up to ``jitter_s`` after its
+        nominal time, so the slots nominally in the last ``jitter_s`` before the mark are
+        owed too unless they were due by the mark."""
         after = job["updated_ms"] - 1
         at = job["schedule"]["at_ms"]
         if at is not None:  # a one-off may be set in the (recent) past: it is still owed
             after = min(after, at - 1)
         if mark is not None:
-            after = max(mark, after)
-        cls._schedule(index, job, schedule.next_after(job["schedule"], job["job_id"], after))
+            after = max(mark - job["jitter_s"] * 1000, after)
+        slot = schedule.next_after(job["schedule"], job["job_id"], after)
+        while mark is not None and slot is not None and cls._due(job, slot) <= mark:
+            slot = schedule.next_after(job["schedule"], job["job_id"], slot)
+        cls._schedule(index, job, slot)
 
-    @staticmethod
-    def _schedule(index: DueIndex, job: dict[str, Any], slot: int | None) -> None:
+    @classmethod
+    def _schedule(cls, index: DueIndex, job: dict[str, Any], slot: int | None) -> None:
         if slot is None:
             index.remove(job["job_id"])
             return
-        jitter = 0
-        if job["jitter_s"] > 0:  # the fire id is only needed to derive the jitter
-            jitter = schedule.jitter_ms(schedule.fire_id(job["job_id"], slot), job["jitter_s"])
-        index.set(job["job_id"], slot, slot + jitter)
+        index.set(job["job_id"], slot, cls._due(job, slot))
+
+    @staticmethod
+    def _due(job: dict[str, Any], slot: int) -> int:
+        """When ``slot`` falls due: its nominal time plus the job's jitter for it."""
+        if job["jitter_s"] <= 0:  # the fire id is only needed to derive the jitter
+            return slot
+        return slot + schedule.jitter_ms(schedule.fire_id(job["job_id"], slot), job["jitter_s"])
 
     def rebuild(self, assigned: set[int], standbys: set[int]) -> None:
         """After recovery: index every job of newly assigned partitions (adopting a standby's

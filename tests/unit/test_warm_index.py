@@ -188,3 +188,22 @@ def test_standbys_are_kept_only_for_the_tables_topology_marks_standby():
     assert changelogs == {t.changelog(APP_ID) for t in TABLES if t.standby}
     member = {JOBS_TABLE.changelog(APP_ID): [4, 5], SEND_CHUNKS_TABLE.changelog(APP_ID): [4, 5]}
     assert kept(member, changelogs) == {JOBS_TABLE.changelog(APP_ID): [4, 5]}
+
+
+def test_a_takeover_resumes_a_jittered_slot_the_previous_owner_had_not_reached():
+    """The owner's mark is a due time: a slot nominally before it but jittered past it is still
+    owed; one whose due time the mark passed was decided and is not indexed again."""
+    one = codec().decode(job("j", "0 * * * * *", 1_000))
+    one["jitter_s"] = 30
+    slot = 1_800_000_000_000 - 1_800_000_000_000 % 60_000
+    while scheduler.ScheduleState._due(one, slot) == slot:  # a slot the jitter really delays
+        slot += 60_000
+    due = scheduler.ScheduleState._due(one, slot)
+    for mark, expected in ((due - 1, slot), (due, slot + 60_000), (slot - 1, slot)):
+        index = DueIndex()
+        scheduler.ScheduleState._index(index, one, mark)
+        assert index.next_slot("j") == expected, (mark - slot, due - slot)
+    plain = codec().decode(job("p", "0 * * * * *", 1_000))
+    index = DueIndex()
+    scheduler.ScheduleState._index(index, plain, slot)
+    assert index.next_slot("p") == slot + 60_000
