@@ -45,7 +45,12 @@ def report(name: str, figures: dict[str, Any], params: dict[str, Any]) -> Path:
     path.write_text(json.dumps(result, indent=2))
     print(f"\n== {name} ==")
     for key, value in figures.items():
-        print(f"  {key:<34} {value}")
+        if isinstance(value, dict) and any(isinstance(v, dict | list) for v in value.values()):
+            print(f"  {key}:")  # a group of figures, such as one of several spikes
+            for inner, figure in value.items():
+                print(f"    {inner:<32} {figure}")
+        else:
+            print(f"  {key:<34} {value}")
     m = result["machine"]
     print(f"  machine: {m['cores']} cores, {m['ram_gib']} GiB, {m['cpu']}; python {m['python']}, "
           f"faust-streaming {m['faust-streaming']}, kafka {m['kafka']}")
@@ -143,6 +148,29 @@ def _proc_table() -> dict[int, tuple[int, float]]:
             continue
         table[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
     return table
+
+
+def jit_cpu_seconds(roots: dict[str, int]) -> dict[str, float]:
+    """CPU seconds the JIT compiler threads (C1, C2) of each JVM of the stack (broker, Connect)
+    have used so far; part of that JVM's ``cpu_seconds``, not added to it. A JVM that meets a
+    kind of traffic for the first time compiles its code paths for it while it serves it, on
+    the same two cores as everything else: this is what a fresh stack pays for being fresh."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used = {}
+    for name in ("kafka", "connect"):
+        if name not in roots:
+            continue
+        total = 0.0
+        for task in Path(f"/proc/{roots[name]}/task").iterdir():
+            try:
+                if "CompilerThre" not in (task / "comm").read_text():
+                    continue
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # the thread ended while we looked
+                continue
+            total += (int(fields[11]) + int(fields[12])) / tick
+        used[f"{name} JIT compiler threads"] = total
+    return used
 
 
 def cpu_seconds(roots: dict[str, int]) -> dict[str, float]:

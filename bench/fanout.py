@@ -27,7 +27,15 @@ from pathlib import Path
 
 import httpx
 
-from bench.common import component_pids, cpu_seconds, cpu_share, percentile, report, rss_peak_mib
+from bench.common import (
+    component_pids,
+    cpu_seconds,
+    cpu_share,
+    jit_cpu_seconds,
+    percentile,
+    report,
+    rss_peak_mib,
+)
 from cli.demo import wait_for_key
 from stack import processes
 from stack.local import Stack
@@ -119,12 +127,14 @@ def main() -> None:
     # send_at has passed by now, so the schedule fires at once: the fire is the schedule call
     workers = [f"worker-{i}" for i in range(1, args.workers + 1)]
     roots = component_pids(stack, workers)
+    jit_before = jit_cpu_seconds(roots)
     cpu_before, campaign_started = cpu_seconds(roots), time.monotonic()
     fire_ms = int(time.time() * 1000)
     assert api.post(f"/v1/campaigns/{created['id']}/schedule").status_code == 200
     log_start = stack.ses_log.stat().st_size if stack.ses_log.exists() else 0
     wait_for_mail(stack.ses_log, log_start, uploaded["recipients"])
     cpu_after, campaign_s = cpu_seconds(roots), time.monotonic() - campaign_started
+    jit_after = jit_cpu_seconds(roots)
     accepted: list[int] = []
     per_address: Counter[str] = Counter()
     with open(stack.ses_log, "rb") as log:
@@ -149,6 +159,7 @@ def main() -> None:
         "local SES server ceiling recipients/s": round(ceiling),
         "worker peak RSS MiB": [rss_peak_mib(p) for p in pids if p],
         "cores used during the campaign": cpu_share(cpu_before, cpu_after, campaign_s),
+        "of which the JVMs' JIT compilers": cpu_share(jit_before, jit_after, campaign_s),
         "CPU µs per recipient (whole box)": round(sum(used.values()) / max(len(accepted), 1) * 1e6),
         "CPU µs per recipient (cronstream: no SES server, no benchmark)": round(sum(
             cpu for name, cpu in used.items() if name not in ("ses", "benchmark"))

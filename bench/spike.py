@@ -1,17 +1,21 @@
 """Top-of-minute spike: N jobs due in the same second, with M idle schedules loaded.
 
-    .venv/bin/python -m bench.spike [--jobs 100000] [--idle 1000000] [--workers 2]
+    .venv/bin/python -m bench.spike [--jobs 100000] [--idle 1000000] [--workers 2] [--minutes 2]
 
 Runs on the real local stack (started if needed). Jobs are written straight to the jobs topic
 (the API's validation is not what is measured): the idle ones as ``0 0 1 1 *``, then the spike
 jobs as ``0 * * * * *`` (every minute at second 0) starting at a minute boundary far enough
-ahead that the workers have indexed them all before it, so the measured slot is the first one
-of every spike job and no earlier spike is still running when it comes. Every fired record of
-that slot is read back from ``cronstream.fired`` (once the spike is over: reading it while it
-happened took cores from it) and its fire lag (the record's CreateTime, set when the scheduler
-produced it, minus the nominal time) measured; every ledger record of it from
-``cronstream.ledger`` gives the run lag (the executor's record of the outcome, minus the nominal
-time): what a user of the target sees. Afterwards all benchmark jobs are deleted (tombstones).
+ahead that the workers have indexed them all before it, so the first measured slot is the first
+one of every spike job and no earlier spike is still running when it comes. The spikes of
+``--minutes`` consecutive minutes are measured, each on its own: on a fresh stack the first is
+the broker's first burst of this kind of traffic (its JVM compiles the code paths for it while
+serving it: the JIT compiler threads' share of the cores is printed), the next one what a
+stack that has run before does. Every fired record of those slots is read back from
+``cronstream.fired`` (once the last spike is over: reading it while it happened took cores
+from it) and its fire lag (the record's CreateTime, set when the scheduler produced it, minus
+the nominal time) measured; every ledger record of them from ``cronstream.ledger`` gives the
+run lag (the executor's record of the outcome, minus the nominal time): what a user of the
+target sees. Afterwards all benchmark jobs are deleted (tombstones).
 Target: 10k fires/s with p99 fire lag <= 1 s.
 """
 
@@ -28,6 +32,7 @@ from bench.common import (
     component_pids,
     cpu_seconds,
     cpu_share,
+    jit_cpu_seconds,
     percentile,
     report,
     rss_peak_mib,
@@ -84,6 +89,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--idle", type=int, default=1_000_000)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--minutes", type=int, default=2,
+                        help="spikes measured, a minute apart (the jobs fire every minute): the "
+                             "first is the stack's first burst of its kind, the next ones are "
+                             "what a stack that has run before does")
     args = parser.parse_args()
 
     conf, stack, workers = stack_with_workers(args.workers)
@@ -107,46 +116,89 @@ def main() -> None:
 
     starts = [TopicPartition(topic, p, o) for topic in (FIRED.name, LEDGER.name)
               for p, o in topic_ends(conf.bootstrap, topic).items()]
-    readings: list[tuple[float, dict[str, float]]] = []  # (when, CPU seconds so far)
-    roots = component_pids(stack, workers)
-    for at_s in (-CPU_WINDOW_S[0], CPU_WINDOW_S[1]):
-        timer = threading.Timer((spike_ms - now_ms()) / 1000 + at_s, lambda: readings.append(
-            (time.monotonic(), cpu_seconds(roots))))
-        timer.daemon = True
-        timer.start()
-    time.sleep(max(0.0, (spike_ms - now_ms()) / 1000 + READ_AFTER_S))
-    consumer = Consumer({"bootstrap.servers": conf.bootstrap, "group.id": f"bench-{run}",
+    minutes = [spike_ms + i * 60_000 for i in range(args.minutes)]
+    readings = read_cpu_around(minutes, component_pids(stack, workers))
+    time.sleep(max(0.0, (minutes[-1] - now_ms()) / 1000 + READ_AFTER_S))
+    fired_at, ran_at, outcomes = read_spikes(conf.bootstrap, starts, f"spike-{run}", minutes,
+                                             args.jobs, deadline_ms=minutes[-1] + RUNS_WAIT_S * 1000)
+    pids = [processes.alive(stack.pidfile(name)) for name in workers]
+    rss = [rss_peak_mib(pid) for pid in pids if pid]
+    stop(emitter, spike, idle)
+
+    figures: dict[str, object] = {
+        "jobs due in the same second": args.jobs,
+        "idle schedules loaded": args.idle,
+        "load: produce s": round(produced_s, 1),
+        "load: indexed by workers s": round(loaded_s, 1),
+        "worker peak RSS MiB": rss,
+    }
+    for i, minute in enumerate(minutes):
+        name = "first spike" if i == 0 else f"spike {i + 1} (a minute later)" if i == 1 else \
+            f"spike {i + 1}"
+        figures[name] = spike_figures(fired_at[minute], ran_at[minute], outcomes[minute],
+                                      minute, readings[minute])
+    report("spike", figures, {"workers": args.workers, "jobs": args.jobs, "idle": args.idle,
+                              "minutes": args.minutes})
+
+
+Readings = list[tuple[float, dict[str, float]]]  # (when, CPU seconds so far per component)
+
+
+def read_cpu_around(minutes: list[int], roots: dict[str, int]) -> dict[int, Readings]:
+    """Timers that read every component's CPU (and the JVMs' JIT compiler threads') from
+    ``CPU_WINDOW_S[0]`` before each spike to ``CPU_WINDOW_S[1]`` after it."""
+    readings: dict[int, Readings] = {minute: [] for minute in minutes}
+
+    def read(minute: int) -> None:
+        used = cpu_seconds(roots) | jit_cpu_seconds(roots)
+        readings[minute].append((time.monotonic(), used))
+
+    for minute in minutes:
+        for at_s in (-CPU_WINDOW_S[0], CPU_WINDOW_S[1]):
+            timer = threading.Timer((minute - now_ms()) / 1000 + at_s, read, (minute,))
+            timer.daemon = True
+            timer.start()
+    return readings
+
+
+def read_spikes(bootstrap: str, starts: list[TopicPartition], prefix: str, minutes: list[int],
+                jobs: int, deadline_ms: int
+                ) -> tuple[dict[int, list[int]], dict[int, list[int]], dict[int, dict[str, int]]]:
+    """Per spike: when each of its fired records was produced (CreateTime), when each of its
+    ledger records was, and the outcomes; read from ``starts`` until every spike's runs are in
+    or ``deadline_ms``."""
+    by_suffix = {"@" + fire_id("", minute).split("@")[1]: minute for minute in minutes}
+    fired_at: dict[int, list[int]] = {minute: [] for minute in minutes}
+    ran_at: dict[int, list[int]] = {minute: [] for minute in minutes}
+    outcomes: dict[int, dict[str, int]] = {minute: {} for minute in minutes}
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{prefix}",
                          "enable.auto.commit": False})
-    consumer.assign(starts)  # from where the topics ended before the spike
-    fired_at: list[int] = []
-    ran_at: list[int] = []
-    outcomes: dict[str, int] = {}
-    deadline = time.monotonic() + (spike_ms - now_ms()) / 1000 + RUNS_WAIT_S
-    slot = "@" + fire_id("", spike_ms).split("@")[1]
-    prefix = f"spike-{run}"
-    while len(ran_at) < args.jobs and time.monotonic() < deadline:
+    consumer.assign(starts)  # from where the topics ended before the spikes
+    while sum(map(len, ran_at.values())) < jobs * len(minutes) and now_ms() < deadline_ms:
         for msg in consumer.consume(10_000, 1.0):
             key = msg.key().decode() if not msg.error() else ""
             if not key.startswith(prefix):
                 continue
             if msg.topic() == FIRED.name:
-                if codec().decode(msg.value())["nominal_ms"] == spike_ms:
-                    fired_at.append(msg.timestamp()[1])  # CreateTime: when it was produced
-            elif key.endswith(slot):
-                ran_at.append(msg.timestamp()[1])
+                nominal = codec().decode(msg.value())["nominal_ms"]
+                if nominal in fired_at:
+                    fired_at[nominal].append(msg.timestamp()[1])  # CreateTime: when produced
+            elif (minute := by_suffix.get(key[key.rfind("@"):])) is not None:
+                ran_at[minute].append(msg.timestamp()[1])
                 outcome = codec().decode(msg.value())["outcome"]
-                outcomes[outcome] = outcomes.get(outcome, 0) + 1
+                outcomes[minute][outcome] = outcomes[minute].get(outcome, 0) + 1
     consumer.close()
-    pids = [processes.alive(stack.pidfile(name)) for name in workers]
-    rss = [rss_peak_mib(pid) for pid in pids if pid]
-    stop(emitter, spike, idle)
+    return fired_at, ran_at, outcomes
 
-    lags = [at - spike_ms for at in fired_at]
-    runs = [at - spike_ms for at in ran_at]
+
+def spike_figures(fired_at: list[int], ran_at: list[int], outcomes: dict[str, int],
+                  minute: int, readings: Readings) -> dict[str, object]:
+    """One spike's figures: fire lag (produced minus nominal) and run lag (ledger minus
+    nominal), and where the box's cores went around it."""
+    lags = [at - minute for at in fired_at]
+    runs = [at - minute for at in ran_at]
     fire_span_s = max(1, max(fired_at) - min(fired_at)) / 1000 if fired_at else float("nan")
-    report("spike", {
-        "jobs due in the same second": args.jobs,
-        "idle schedules loaded": args.idle,
+    return {
         "fires recorded": len(lags),
         "fires/s (first to last fire)": round(len(lags) / fire_span_s) if lags else 0,
         "fire lag p50 ms": percentile(lags, 50),
@@ -158,15 +210,12 @@ def main() -> None:
         "run lag p50 ms": percentile(runs, 50),
         "run lag p99 ms": percentile(runs, 99),
         "run lag max ms": max(runs) if runs else None,
-        "load: produce s": round(produced_s, 1),
-        "load: indexed by workers s": round(loaded_s, 1),
-        "worker peak RSS MiB": rss,
-        f"cores used from {CPU_WINDOW_S[0]:.0f} s before to {CPU_WINDOW_S[1]:.0f} s after the spike":
+        f"cores used from {CPU_WINDOW_S[0]:.0f} s before to {CPU_WINDOW_S[1]:.0f} s after":
             cores_between(readings),
-    }, {"workers": args.workers, "jobs": args.jobs, "idle": args.idle})
+    }
 
 
-def cores_between(readings: list[tuple[float, dict[str, float]]]) -> dict[str, float] | None:
+def cores_between(readings: Readings) -> dict[str, float] | None:
     """Each component's cores between the two readings, over the time that really passed
     between them (a reading taken late must not inflate or shrink the figure)."""
     if len(readings) != 2:
