@@ -35,6 +35,10 @@ class FairGate:
             self._dispatcher = asyncio.ensure_future(self._dispatch())
         await future
 
+    def give_back(self, n: int) -> None:
+        """Tokens granted for sends that did not happen go back to the account's bucket."""
+        self.bucket.give_back(n)
+
     async def _dispatch(self) -> None:
         loop = asyncio.get_running_loop()
         while True:

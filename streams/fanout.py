@@ -312,6 +312,26 @@ class Fanout:
         await self.gate.acquire(tenant, n)
         return True
 
+    @staticmethod
+    def _split(part: int, tenant: str, emails: list[str], variables: list[dict[str, str]]
+               ) -> tuple[list[tuple[str, dict[str, str]]], list[str]]:
+        """The chunk's addresses to send (with their variables) and its opted-out ones."""
+        allowed, opted_out = [], []
+        for email, values in zip(emails, variables, strict=True):
+            if suppressed.get_in(part, f"{tenant}:{email}".encode()) is None:
+                allowed.append((email, values))
+            else:
+                opted_out.append(email)
+        return allowed, opted_out
+
+    def _give_back(self, bucket: TokenBucket, n: int) -> None:
+        """Tokens paced for addresses that are not sent go back to the campaign's walker and to
+        the account's gate: a list with many opted-out addresses is sent at its rate, not
+        slower by their share."""
+        if n > 0:
+            bucket.give_back(n)
+            self.gate.give_back(n)
+
     async def send_chunk(self, order: dict[str, Any], chunk: dict[str, Any], part: int,
                          bucket: TokenBucket, member: str) -> None:
         key = f"{chunk['campaign_id']}:{chunk['upload_id']}:{chunk['seq']}".encode()
@@ -338,29 +358,36 @@ class Fanout:
             await asyncio.sleep(0.5)
             campaign = await self.campaign(order["campaign_id"]) or campaign
         stop = stop_reason(campaign, deadline, now_ms())
-        if stop is None:
+        tenant = campaign["tenant"]
+        # pace for the addresses the chunk will send as the table has them now, so opt-outs
+        # cost no tokens; the check that counts comes after the wait (below)
+        seen = self.applied.get(part)
+        allowed, opted_out = self._split(part, tenant, emails, chunk["vars"])
+        paid = 0  # tokens taken for this chunk; what is not sent goes back
+        if stop is None and allowed:
             # pace first, decide after: with chunks in flight a chunk may wait here for many
             # seconds, and the deadline, a cancel and the suppressions must hold when it sends
-            paced = await self._pace(bucket, campaign["tenant"], len(emails), deadline)
+            paced = await self._pace(bucket, tenant, len(allowed), deadline)
+            paid = len(allowed) if paced else 0
             campaign = await self.campaign(order["campaign_id"]) or campaign
             stop = stop_reason(campaign, deadline, now_ms()) or (None if paced else (
                 "expired_stale", f"its rate leaves no room to send it by the deadline send_at + "
                                  f"{campaign['send_deadline_s']}s"))
         if stop is not None:
+            self._give_back(bucket, paid)
             outcomes.add_all(emails, *stop)
             await self._finish(key, outcomes, part)
             return
         await self.suppressions_caught_up(part)
-        tenant = campaign["tenant"]
-        allowed: list[tuple[str, dict[str, str]]] = []
-        for email, variables in zip(emails, chunk["vars"], strict=True):
-            if suppressed.get_in(part, f"{tenant}:{email}".encode()) is not None:
-                outcomes.add(email, "suppressed", "address is suppressed")
-            else:
-                allowed.append((email, variables))
+        if self.applied.get(part) != seen:  # opt-outs applied (or lifted) while it waited
+            allowed, opted_out = self._split(part, tenant, emails, chunk["vars"])
+        outcomes.add_all(opted_out, "suppressed", "address is suppressed")
         if allowed and (reason := await self.pool_quota(campaign, part, len(allowed), deadline)):
             outcomes.add_all([email for email, _ in allowed], "expired_stale", reason)
             allowed = []
+        # opted out while it waited, or over the pool's cap; an opt-out lifted meanwhile sends
+        # unpaid, a few addresses over the rate at most
+        self._give_back(bucket, paid - len(allowed))
         if allowed:
             await send_chunks.put_acked(key, INTENT)  # durable before anything can leave
             stop_if_cancelled()  # an await can swallow the walker's cancellation

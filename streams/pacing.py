@@ -29,6 +29,12 @@ class TokenBucket:
             return True
         return False
 
+    def give_back(self, n: float) -> None:
+        """Return ``n`` tokens taken for sends that did not happen (suppressed addresses, a
+        stop decided after pacing): a rate limits what is sent, not what was looked at. Capped
+        at the burst, so giving back never allows more than a full bucket."""
+        self.tokens = min(self.burst, self.tokens + n)
+
     def wait_s(self, now_s: float, n: float = 1.0) -> float:
         """How long until ``n`` tokens are there."""
         self._refill(now_s)

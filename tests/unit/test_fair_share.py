@@ -54,3 +54,14 @@ def test_a_cancelled_waiter_is_skipped():
         return gate.granted
 
     assert "kept" in asyncio.run(scenario())
+
+
+def test_tokens_given_back_to_the_account_let_the_next_tenant_go_at_once():
+    async def wait_for_next(give_back: int) -> float:
+        gate = FairGate(account_rate_per_s=1000, share=lambda: 1.0)  # a burst of 100 tokens
+        await gate.acquire("a", 100)
+        gate.give_back(give_back)  # a's chunk turned out to be all opted-out addresses
+        return gate.bucket.wait_s(asyncio.get_running_loop().time(), 100)
+
+    assert asyncio.run(wait_for_next(100)) == 0.0
+    assert asyncio.run(wait_for_next(0)) > 0.09  # 100 tokens at 1000/s

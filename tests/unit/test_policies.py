@@ -164,3 +164,12 @@ def test_a_running_slots_own_record_delivered_again_is_never_acknowledged():
     assert classify(INTENT, None, (3, 41)) is Arrival.UNKNOWN_SEND
     assert classify(b"succeeded", None, (3, 41)) is Arrival.DONE
     assert classify(None, None, (3, 41)) is Arrival.NEW
+
+
+def test_tokens_given_back_are_there_for_the_next_send_up_to_the_burst():
+    bucket = TokenBucket(rate_per_s=10, burst=50, tokens=50)
+    assert bucket.take(0.0, 50) and not bucket.take(0.0, 20)
+    bucket.give_back(20)  # 20 of the 50 were suppressed: not sent
+    assert bucket.take(0.0, 20) and not bucket.take(0.0, 1)
+    bucket.give_back(500)
+    assert bucket.tokens == 50, "giving back never holds more than a full bucket"
