@@ -139,7 +139,7 @@ def add_parsers(sub: Any) -> None:
 
     p = sub.add_parser("replay", parents=[broker], help="copy a range of fired/fanout/ledger "
                        "back onto the same partitions (consumers are idempotent)")
-    p.add_argument("--topic", required=True, help="fired, fanout, ledger or recipient-outcomes")
+    p.add_argument("--topic", required=True, help="fired, fanout or ledger")
     p.add_argument("--partition", type=int, action="append", help="default: every partition")
     p.add_argument("--from-offset", type=int)
     p.add_argument("--from-time", help="RFC 3339, e.g. 2026-11-22T10:00:00Z")
