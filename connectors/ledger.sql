@@ -65,10 +65,7 @@ BEGIN
            fire_id = EXCLUDED.fire_id, nominal_time = EXCLUDED.nominal_time,
            reason = EXCLUDED.reason, lateness_ms = EXCLUDED.lateness_ms, epoch = EXCLUDED.epoch,
            attempts = EXCLUDED.attempts, outcome = EXCLUDED.outcome,
-           completed_at = EXCLUDED.completed_at, message_id = EXCLUDED.message_id
-     -- the newest outcome wins whatever order the chunk records arrive in: a replayed
-     -- (older) record of a chunk that was recorded again since changes nothing
-     WHERE ledger.completed_at <= EXCLUDED.completed_at;
+           completed_at = EXCLUDED.completed_at, message_id = EXCLUDED.message_id;
     RETURN NULL;  -- BEFORE trigger: the chunk itself is not kept
 END
 $$;

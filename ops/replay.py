@@ -8,10 +8,7 @@ headers and partition, so the consumer that sees it again meets the state it lef
 - ``fanout``: the walker finds every chunk ``done`` (skips it) or ``intent`` (resolves it unknown,
   never re-sends);
 - ``ledger``: the sink upserts on ``record_id`` with the same values; the scheduler's observer only
-  marks slots decided;
-- ``recipient-outcomes``: its only consumer is the sink, whose trigger upserts one ledger row per
-  recipient and keeps the newest outcome (``completed_at``), so an older chunk record copied after
-  a newer one changes nothing.
+  marks slots decided.
 
 State topics (jobs, campaigns, tenants, suppressions) are refused: a replayed old definition
 would overwrite a newer one. ``recipients`` and ``job-commands`` are refused too: a copy of a
@@ -26,14 +23,12 @@ from datetime import datetime
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from streams.emit import Emitter
-from streams.topology import FANOUT, FIRED, LEDGER, RECIPIENT_OUTCOMES, TOPICS, TopicSpec
+from streams.topology import FANOUT, FIRED, LEDGER, TOPICS, TopicSpec
 
 SAFE: dict[str, str] = {
     FIRED.name: "the executor skips fire ids already in its fires-done table",
     FANOUT.name: "walkers skip done chunks and resolve chunks at intent as unknown",
     LEDGER.name: "the sink upserts on record_id; decisions are re-observed idempotently",
-    RECIPIENT_OUTCOMES.name: "the sink's trigger upserts each recipient's ledger row and keeps "
-                             "the newest outcome (completed_at)",
 }
 
 
