@@ -18,7 +18,7 @@ import time
 import psycopg
 from confluent_kafka import Producer
 
-from bench.common import percentile, report
+from bench.common import count_at_least, percentile, report
 from stack.local import Stack
 from streams import settings
 
@@ -53,10 +53,10 @@ def poller(dsn: str, bootstrap: str, batch: int, stop_at: float, out: multiproce
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=100_000)
-    parser.add_argument("--idle", type=int, default=1_000_000)
-    parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--jobs", type=count_at_least(1), default=100_000)
+    parser.add_argument("--idle", type=count_at_least(0), default=1_000_000)
+    parser.add_argument("--processes", type=count_at_least(1), default=2)
+    parser.add_argument("--batch", type=count_at_least(1), default=500)
     args = parser.parse_args()
     conf = settings.load()
     Stack(conf).up(with_app=False)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
 import subprocess
 import time
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -56,6 +58,21 @@ def report(name: str, figures: dict[str, Any], params: dict[str, Any]) -> Path:
           f"faust-streaming {m['faust-streaming']}, kafka {m['kafka']}")
     print(f"  result: {path.relative_to(REPO_ROOT)}")
     return path
+
+
+def count_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type for a count given on a benchmark's command line: a whole number of at
+    least ``minimum``. Refused at parse time, naming the value, rather than after minutes of
+    loading a million jobs (``--minutes 0`` once got that far before an IndexError)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is less than {minimum}")
+        return value
+    return parse
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -137,17 +154,22 @@ def wait_standbys(conf: Settings, workers: list[str], every_s: float = 2.0) -> f
 
 def _proc_table() -> dict[int, tuple[int, float]]:
     """pid -> (parent pid, CPU seconds used so far), for every process now running."""
-    tick = os.sysconf("SC_CLK_TCK")
     table = {}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:  # exited while we looked
-            continue
-        table[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+        if entry.name.isdigit() and (stat := _stat(entry)) is not None:
+            table[int(entry.name)] = stat
     return table
+
+
+def _stat(entry: Path) -> tuple[int, float] | None:
+    """(parent pid, CPU seconds used so far) of a process or thread (``/proc/PID`` or
+    ``/proc/PID/task/TID``), or None if it ended while we looked. The name field may hold
+    spaces and parentheses, so the fields are counted from its closing one."""
+    try:
+        fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def jit_cpu_seconds(roots: dict[str, int]) -> dict[str, float]:
@@ -155,7 +177,6 @@ def jit_cpu_seconds(roots: dict[str, int]) -> dict[str, float]:
     have used so far; part of that JVM's ``cpu_seconds``, not added to it. A JVM that meets a
     kind of traffic for the first time compiles its code paths for it while it serves it, on
     the same two cores as everything else: this is what a fresh stack pays for being fresh."""
-    tick = os.sysconf("SC_CLK_TCK")
     used = {}
     for name in ("kafka", "connect"):
         if name not in roots:
@@ -163,12 +184,11 @@ def jit_cpu_seconds(roots: dict[str, int]) -> dict[str, float]:
         total = 0.0
         for task in Path(f"/proc/{roots[name]}/task").iterdir():
             try:
-                if "CompilerThre" not in (task / "comm").read_text():
-                    continue
-                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                compiler = "CompilerThre" in (task / "comm").read_text()
             except OSError:  # the thread ended while we looked
                 continue
-            total += (int(fields[11]) + int(fields[12])) / tick
+            if compiler and (stat := _stat(task)) is not None:
+                total += stat[1]
         used[f"{name} JIT compiler threads"] = total
     return used
 

@@ -29,6 +29,7 @@ import uuid
 from confluent_kafka import Consumer, TopicPartition
 
 from bench.common import (
+    count_at_least,
     report,
     stack_with_workers,
     topic_ends,
@@ -75,10 +76,10 @@ def read(bootstrap: str, topic: str, start: dict[int, int], prefix: str,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=1000)
-    parser.add_argument("--idle", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--after-s", type=int, default=60)
+    parser.add_argument("--jobs", type=count_at_least(1), default=1000)
+    parser.add_argument("--idle", type=count_at_least(0), default=0)
+    parser.add_argument("--workers", type=count_at_least(2), default=2)
+    parser.add_argument("--after-s", type=count_at_least(1), default=60)
     args = parser.parse_args()
 
     conf, stack, workers = stack_with_workers(args.workers)

@@ -29,6 +29,7 @@ import httpx
 
 from bench.common import (
     component_pids,
+    count_at_least,
     cpu_seconds,
     cpu_share,
     jit_cpu_seconds,
@@ -98,8 +99,8 @@ def csv_body(n: int, run: str) -> Iterator[bytes]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--recipients", type=int, default=1_000_000)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--recipients", type=count_at_least(1), default=1_000_000)
+    parser.add_argument("--workers", type=count_at_least(1), default=2)
     args = parser.parse_args()
     conf = settings.load()
     stack = Stack(conf)

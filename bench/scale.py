@@ -23,7 +23,7 @@ import shutil
 import time
 import uuid
 
-from bench.common import report, rss_mib, rss_peak_mib, wait_consumed
+from bench.common import count_at_least, report, rss_mib, rss_peak_mib, wait_consumed
 from bench.spike import load
 from stack import processes
 from stack.local import Stack
@@ -36,7 +36,7 @@ WORKER = "worker-1"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--schedules", type=int, default=1_000_000)
+    parser.add_argument("--schedules", type=count_at_least(1), default=1_000_000)
     parser.add_argument("--cron", default="0 0 1 1 *",
                         help="the jobs' expression: keep it yearly (nothing may fire while measuring); "
                         "with H every job has its own")

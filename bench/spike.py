@@ -30,6 +30,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from bench.common import (
     component_pids,
+    count_at_least,
     cpu_seconds,
     cpu_share,
     jit_cpu_seconds,
@@ -86,10 +87,10 @@ def plan_spike(jobs: int) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=100_000)
-    parser.add_argument("--idle", type=int, default=1_000_000)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--minutes", type=int, default=2,
+    parser.add_argument("--jobs", type=count_at_least(1), default=100_000)
+    parser.add_argument("--idle", type=count_at_least(0), default=1_000_000)
+    parser.add_argument("--workers", type=count_at_least(1), default=2)
+    parser.add_argument("--minutes", type=count_at_least(1), default=2,
                         help="spikes measured, a minute apart (the jobs fire every minute): the "
                              "first is the stack's first burst of its kind, the next ones are "
                              "what a stack that has run before does")

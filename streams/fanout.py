@@ -362,17 +362,18 @@ class Fanout:
         # pace for the addresses the chunk will send as the table has them now, so opt-outs
         # cost no tokens; the check that counts comes after the wait (below)
         seen = self.applied.get(part)
-        allowed, opted_out = self._split(part, tenant, emails, chunk["vars"])
         paid = 0  # tokens taken for this chunk; what is not sent goes back
-        if stop is None and allowed:
-            # pace first, decide after: with chunks in flight a chunk may wait here for many
-            # seconds, and the deadline, a cancel and the suppressions must hold when it sends
-            paced = await self._pace(bucket, tenant, len(allowed), deadline)
-            paid = len(allowed) if paced else 0
-            campaign = await self.campaign(order["campaign_id"]) or campaign
-            stop = stop_reason(campaign, deadline, now_ms()) or (None if paced else (
-                "expired_stale", f"its rate leaves no room to send it by the deadline send_at + "
-                                 f"{campaign['send_deadline_s']}s"))
+        if stop is None:  # a stopped chunk (cancelled, past its deadline) reads no table
+            allowed, opted_out = self._split(part, tenant, emails, chunk["vars"])
+            if allowed:
+                # pace first, decide after: with chunks in flight a chunk may wait here for many
+                # seconds, and the deadline, a cancel and the suppressions must hold when it sends
+                paced = await self._pace(bucket, tenant, len(allowed), deadline)
+                paid = len(allowed) if paced else 0
+                campaign = await self.campaign(order["campaign_id"]) or campaign
+                stop = stop_reason(campaign, deadline, now_ms()) or (None if paced else (
+                    "expired_stale", f"its rate leaves no room to send it by the deadline "
+                                     f"send_at + {campaign['send_deadline_s']}s"))
         if stop is not None:
             self._give_back(bucket, paid)
             outcomes.add_all(emails, *stop)

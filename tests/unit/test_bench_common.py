@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
 import time
 
-from bench.common import cpu_seconds, cpu_share
+import pytest
+
+from bench.common import count_at_least, cpu_seconds, cpu_share
 
 
 def test_a_components_cpu_includes_its_running_descendants():
@@ -52,3 +55,22 @@ def test_a_component_started_by_another_counts_for_itself_only():
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_count_on_a_benchmarks_command_line_is_refused_below_its_minimum():
+    assert count_at_least(1)("3") == 3
+    assert count_at_least(0)("0") == 0
+    with pytest.raises(argparse.ArgumentTypeError, match="0 is less than 1"):
+        count_at_least(1)("0")
+    with pytest.raises(argparse.ArgumentTypeError, match="'ten' is not a whole number"):
+        count_at_least(1)("ten")
+
+
+def test_a_benchmark_refuses_a_bad_count_before_it_starts_anything():
+    """``--minutes 0`` once loaded 1.1M jobs before failing; now argparse stops it, naming it."""
+    for command in (["bench.spike", "--minutes", "0"], ["bench.fanout", "--recipients", "-5"],
+                    ["bench.failover", "--workers", "1"]):
+        done = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 2, (command, done.stderr)
+        assert f"argument {command[1]}: " in done.stderr, done.stderr
