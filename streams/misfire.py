@@ -47,3 +47,13 @@ def decide(*, slot_ms: int, following_slot_ms: int | None, now_ms: int, policy: 
             "skipped_policy", "misfire policy fire_once: a later missed slot runs instead", lateness
         )
     return SlotDecision("missed_caught_up", f"caught up {lateness} ms late", lateness)
+
+
+def fired_until(*, slot_ms: int, max_lateness_s: int, paused: bool) -> int | None:
+    """The last moment at which ``decide`` says ``fired`` for this slot (None if it never
+    does: a paused job). Computed when a slot is prepared, so that in a spike's second the
+    scheduler compares one int instead of deciding again what it already knows: reached by
+    then, the slot fires, whatever the job's policy."""
+    if paused:
+        return None
+    return slot_ms + min(MISFIRE_THRESHOLD_MS, max_lateness_s * 1000)

@@ -1,6 +1,6 @@
 import pytest
 
-from streams.misfire import MISFIRE_THRESHOLD_MS, decide
+from streams.misfire import MISFIRE_THRESHOLD_MS, decide, fired_until
 
 NOW = 1_000_000_000
 
@@ -77,3 +77,20 @@ def test_catch_up_decides_every_missed_slot_once_by_policy(period_s, missed, lat
 def test_max_lateness_below_the_misfire_threshold_still_expires():
     # regression (found by the property above): a 2 s-late slot of a job allowing 1 s ran
     assert run(NOW - 2000, max_lateness_s=1).decision == "expired_stale"
+
+
+def test_fired_until_is_exactly_where_decide_stops_firing():
+    """The scheduler's spike lane trusts ``fired_until`` instead of calling ``decide``: the two
+    must agree at every moment, for every policy, lateness allowance and pause state."""
+    slot = 1_800_000_000_000
+    for policy in ("skip", "fire_once", "fire_all"):
+        for max_lateness_s in (0, 1, 3, 5, 6, 60):
+            for paused in (False, True):
+                until = fired_until(slot_ms=slot, max_lateness_s=max_lateness_s, paused=paused)
+                for late in range(0, MISFIRE_THRESHOLD_MS + 2_000, 250):
+                    for now in (slot + late - 1, slot + late, slot + late + 1):
+                        fired = decide(slot_ms=slot, following_slot_ms=slot + 60_000, now_ms=now,
+                                       policy=policy, max_lateness_s=max_lateness_s,
+                                       paused=paused).decision == "fired"
+                        assert fired == (until is not None and now <= until), (
+                            policy, max_lateness_s, paused, now - slot)
