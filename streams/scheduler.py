@@ -300,13 +300,7 @@ class ScheduleState:
         if raw is None:
             return None  # deleted since it was indexed
         job = codec().decode(raw)
-        fid = schedule.fire_id(job_id, slot)
-        following = schedule.next_after(job["schedule"], job_id, slot)
-        return Prepared(slot, job, following, fid, self.already_done(part, fid), now_ms(),
-                        fired_frozen(job, fid, slot),
-                        misfire.fired_until(slot_ms=slot, max_lateness_s=job["max_lateness_s"],
-                                            paused=job["paused"]),
-                        None if following is None else self._due(job, following))
+        return prepare(job, slot, self.already_done(part, schedule.fire_id(job_id, slot)))
 
     def _fire_on_time(self, part: int, index: DueIndex, due: list[tuple[str, int, Any]],
                       now: int) -> list[tuple[str, int, Any]]:
@@ -516,6 +510,17 @@ class Burst:
                 f"wall; CPU: process {time.process_time() - self.process:.3f} s, deciding thread "
                 f"{time.thread_time() - self.thread:.3f} s, its deciding rounds "
                 f"{self.in_rounds:.3f} s")
+
+
+def prepare(job: dict[str, Any], slot: int, done: bool) -> Prepared:
+    """A slot's preparation: everything firing it needs that does not depend on the moment it
+    is reached. ``done``: whether the done table had the slot's fire id just now."""
+    fid = schedule.fire_id(job["job_id"], slot)
+    following = schedule.next_after(job["schedule"], job["job_id"], slot)
+    return Prepared(slot, job, following, fid, done, now_ms(), fired_frozen(job, fid, slot),
+                    misfire.fired_until(slot_ms=slot, max_lateness_s=job["max_lateness_s"],
+                                        paused=job["paused"]),
+                    None if following is None else ScheduleState._due(job, following))
 
 
 def fired_frozen(job: dict[str, Any], fid: str, slot: int, redrives: int = 0

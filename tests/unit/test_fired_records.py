@@ -35,18 +35,12 @@ def test_records_sharing_a_millisecond_share_its_encoding_and_each_decodes_whole
         assert value == codec().encode("Fired", record)
 
 
-def prepared_slot(state, index, j, slot, *, done=False, prepared_ms=None):
-    """What ``ScheduleState._prepare`` would attach, without the jobs table."""
-    from streams import misfire, schedule
-
-    fid = fire_id(j["job_id"], slot)
-    following = schedule.next_after(j["schedule"], j["job_id"], slot)
+def prepared_slot(index, j, slot, *, done=False, prepared_ms=None):
+    """Index ``j`` at ``slot`` with the preparation ``ScheduleState._prepare`` would attach."""
     index.set(j["job_id"], slot)
-    index.attach(j["job_id"], scheduler.Prepared(
-        slot, j, following, fid, done, slot - 1_000 if prepared_ms is None else prepared_ms,
-        scheduler.fired_frozen(j, fid, slot),
-        misfire.fired_until(slot_ms=slot, max_lateness_s=j["max_lateness_s"], paused=j["paused"]),
-        following))
+    ready = scheduler.prepare(j, slot, done)
+    index.attach(j["job_id"], ready if prepared_ms is None else ready._replace(
+        prepared_ms=prepared_ms))
 
 
 def test_the_spike_lane_fires_only_what_preparation_settled_and_leaves_the_rest_to_fire():
@@ -65,7 +59,7 @@ def test_the_spike_lane_fires_only_what_preparation_settled_and_leaves_the_rest_
     jobs["paused"]["paused"] = True
     index = DueIndex()
     for name, j in jobs.items():
-        prepared_slot(state, index, j, slot, done=name == "done",
+        prepared_slot(index, j, slot, done=name == "done",
                       prepared_ms=slot + 10 if name == "prepared-late" else None)
     rest = state._fire_on_time(3, index, index.pop_due(slot + 40, 100), now=slot + 40)
 
@@ -83,7 +77,7 @@ def test_the_spike_lane_fires_only_what_preparation_settled_and_leaves_the_rest_
 
     # the same slot reached past the misfire threshold is not the lane's to fire
     late = DueIndex()
-    prepared_slot(state, late, jobs["on-time"], slot + 60_000)
+    prepared_slot(late, jobs["on-time"], slot + 60_000)
     beyond = slot + 60_000 + MISFIRE_THRESHOLD_MS + 1
     assert [job_id for job_id, _, _ in state._fire_on_time(3, late, late.pop_due(beyond, 10),
                                                            now=beyond)] == ["on-time"]
