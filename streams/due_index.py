@@ -94,7 +94,7 @@ class DueIndex:
             # asking again which heap is ahead (in a spike, every due entry is in one heap: this
             # inner loop is where a spike's slots come from, a third of a slot's cost before)
             other = self._heap if source is self._staged else self._staged
-            bound = other[0] if other else None  # may be stale: then it only stops us early
+            bound = other[0] if other else None  # live: _earliest dropped the stale heads
             while len(due) < limit and source:
                 entry = source[0]
                 if entry[0] > now_ms or (bound is not None and entry > bound):

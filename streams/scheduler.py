@@ -309,8 +309,13 @@ class ScheduleState:
         one can have run it since), and return the others for ``_fire``, which decides them
         in full. It is ``_fire`` and ``decide`` for that one case, with nothing decided twice:
         in a top-of-minute spike every slot is this case, and the calls between deciding and
-        producing were half of a slot's cost in the spike's own second."""
+        producing were half of a slot's cost in the spike's own second. Within a round, the
+        lane's slots are produced before those it hands back; nothing orders records of
+        different jobs (one job has one slot in a round), and a handed-back slot's decision
+        is only later by the lane's share of the round (≤ ``FIRE_ROUND`` × a few µs)."""
         rest: list[tuple[str, int, Any]] = []
+        if not due:
+            return rest
         produce, pending = self.emitter.produce, self.reconciler.pending
         fired, run_at, run = 0, -1, b""
         for entry in due:

@@ -5,7 +5,8 @@ varying fields (``ScheduleState.emit_fired``)."""
 from bench.spike import job
 from streams import scheduler
 from streams.codec import codec
-from streams.schedule import fire_id
+from streams.schedule import fire_id, jitter_ms, next_after, now_ms
+from streams.topology import FIRED, LEDGER
 
 
 class Recorder:
@@ -13,9 +14,11 @@ class Recorder:
 
     def __init__(self) -> None:
         self.values: list[bytes] = []
+        self.topics: list[str] = []
 
     def produce(self, topic, key, value, partition=None, **_) -> None:
         self.values.append(value)
+        self.topics.append(topic.name)
 
 
 def test_records_sharing_a_millisecond_share_its_encoding_and_each_decodes_whole():
@@ -81,3 +84,42 @@ def test_the_spike_lane_fires_only_what_preparation_settled_and_leaves_the_rest_
     beyond = slot + 60_000 + MISFIRE_THRESHOLD_MS + 1
     assert [job_id for job_id, _, _ in state._fire_on_time(3, late, late.pop_due(beyond, 10),
                                                            now=beyond)] == ["on-time"]
+
+
+def test_a_round_fires_each_prepared_slot_once_at_its_moment_and_schedules_its_jittered_next():
+    """``fire_due`` end to end over the lane and ``_fire``: every due slot decided exactly once
+    (the lane's and the rest's), the fired record stamped with the moment it fired, the
+    reconciler expecting it from then, and the following slot due with its own jitter."""
+    from streams.due_index import DueIndex
+
+    state = scheduler.ScheduleState()
+    state._emitter = recorder = Recorder()
+    state.epoch = 2
+    yearly = "0 0 0 1 1 *"  # the following slot is months away: nothing else gets prepared
+    jittered, plain, paused = (codec().decode(job(name, yearly, 1_000))
+                               for name in ("jittered", "plain", "paused"))
+    jittered["jitter_s"], paused["paused"] = 30, True
+    state.indexes = {0: DueIndex(), 1: DueIndex()}
+    slot = now_ms() - 50  # reached 50 ms late: on time
+    ahead = slot - 1_000  # prepared before the slot, as in a spike
+    prepared_slot(state.indexes[0], jittered, slot, prepared_ms=ahead)
+    prepared_slot(state.indexes[1], plain, slot, prepared_ms=ahead)
+    prepared_slot(state.indexes[1], paused, slot, prepared_ms=ahead)
+
+    before = now_ms()
+    assert state.fire_due() is False  # nothing left that is due
+    after = now_ms()
+
+    fired = [codec().decode(value) for value, topic in zip(recorder.values, recorder.topics,
+                                                            strict=True) if topic == FIRED.name]
+    assert sorted(record["job_id"] for record in fired) == ["jittered", "plain"]  # once each
+    assert recorder.topics.count(LEDGER.name) == 1  # the paused job's skip, decided by _fire
+    assert state.decided == 3
+    for record in fired:
+        assert record["decision"] == "fired" and record["epoch"] == 2
+        assert before <= record["fired_ms"] <= after
+        assert state.reconciler.pending[record["fire_id"]].emitted_ms == record["fired_ms"]
+    following = next_after(jittered["schedule"], "jittered", slot)
+    assert state.indexes[0].next_slot("jittered") == following
+    assert state.indexes[0].peek() == following + jitter_ms(fire_id("jittered", following), 30)
+    assert jitter_ms(fire_id("jittered", following), 30) > 0  # the check above means something
