@@ -37,6 +37,15 @@ SINK_TEMPLATES = (REPO_ROOT / "connectors" / "ledger-sink.json",
                   REPO_ROOT / "connectors" / "recipient-outcomes-sink.json")
 LEDGER_SQL = REPO_ROOT / "connectors" / "ledger.sql"
 
+# The broker preallocates each segment's offset and time index as a sparse file of this size and
+# maps it. The first write to a new index faults on its first page, and the kernel's read-ahead
+# (8 MiB on this machine's disk) then zeroes up to 8 MiB of holes: with Kafka's default of
+# 10 MiB, a fresh stack's first top-of-minute spike, the first write to some forty partitions,
+# spent about a second of the broker's CPU in the kernel's memset (perf, docs/performance.md).
+# A segment rolls when an index is full; at one entry per 4 KiB of log, 256 KiB of offset index
+# (8 B an entry) and of time index (12 B) still cover 128 and 85 MiB of log a segment.
+BROKER_INDEX_BYTES = 256 * 1024
+
 
 class StackError(RuntimeError):
     """A component failed: the message names it, the reason, and where its log is."""
@@ -188,6 +197,7 @@ class Stack:
             "group.initial.rebalance.delay.ms=0",
             "auto.create.topics.enable=true",
             "log.cleaner.backoff.ms=5000",
+            f"log.index.size.max.bytes={BROKER_INDEX_BYTES}",
             "",
         ]))
         if not (data / "meta.properties").exists():

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from stack import processes
-from stack.local import Stack, StackError
+from stack.local import BROKER_INDEX_BYTES, Stack, StackError
 
 
 def test_up_twice_is_harmless(stack):
@@ -39,3 +39,19 @@ def test_status_command_lists_components(stack):
                          capture_output=True, text=True, check=True).stdout
     for name in ("kafka", "connect", "postgres", "api", "worker-1"):
         assert name in out
+
+
+def test_the_broker_preallocates_small_indexes(stack):
+    """A new segment's index is a sparse file of ``log.index.size.max.bytes``; at Kafka's 10 MiB,
+    the kernel's read-ahead zeroed megabytes of it on the first write to every new partition,
+    about a second of the broker's CPU in a fresh stack's first spike."""
+    from confluent_kafka.admin import ConfigResource
+
+    from streams import admin
+    from streams.topology import FIRED
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, FIRED.name)
+    configs = admin.client(stack.s.bootstrap).describe_configs([resource])[resource].result(30)
+    assert int(configs["segment.index.bytes"].value) == BROKER_INDEX_BYTES
+    index = next((stack.s.home / "kafka" / "data" / f"{FIRED.name}-0").glob("*.index"))
+    assert index.stat().st_size <= BROKER_INDEX_BYTES

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import yaml
 
+from stack.local import BROKER_INDEX_BYTES
 from streams import settings
 from streams.settings import REPO_ROOT
 
@@ -68,3 +69,8 @@ def test_registering_the_sinks_without_postgres_names_postgres_and_touches_no_co
                                          rf"127\.0\.0\.1:{port} \(ledger\.sql\)"):
         register_sink(f"http://127.0.0.1:{free_port()}", pg_host="127.0.0.1", pg_port=port,
                       schemas_dir=REPO_ROOT / "schemas")
+
+
+def test_compose_broker_preallocates_the_local_stacks_index_size():
+    kafka = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]["kafka"]
+    assert int(kafka["environment"]["KAFKA_LOG_INDEX_SIZE_MAX_BYTES"]) == BROKER_INDEX_BYTES
