@@ -316,7 +316,7 @@ class ScheduleState:
         rest: list[tuple[str, int, Any]] = []
         if not due:
             return rest
-        produce, pending = self.emitter.produce, self.reconciler.pending
+        produce, expect = self.emitter.produce, self.reconciler.expect
         fired, run_at, run = 0, -1, b""
         for entry in due:
             job_id, slot, ready = entry
@@ -328,8 +328,8 @@ class ScheduleState:
             if at != run_at:
                 run_at, run = at, self._run_of(at, "fired")
             produce(FIRED, job_id, FIRED_TEMPLATE.join(ready.frozen, run), part)
-            pending.setdefault(ready.fid, Pending(
-                ready.fid, job_id, part, slot, at, max(ready.job["max_lateness_s"], 1) * 1000))
+            expect(Pending(ready.fid, job_id, part, slot, at,
+                           max(ready.job["max_lateness_s"], 1) * 1000))
             if ready.following is None:
                 index.remove(job_id)
             else:
