@@ -1,33 +1,37 @@
 """What the API process holds: a producer, views of the tenants and jobs topics, rate limiters.
 
-The API owns no database: it writes commands to topics and reads state back from views of the
-compacted topics (``streams.views``) and run history from the ledger's sink in Postgres.
+The API owns no database of record: it writes commands to topics and reads state back from views
+of the compacted topics (``streams.views``) and run history from the ledger's sink in Postgres.
+The jobs view keeps its records in a SQLite file (``SqliteStore``, indexed by tenant) under the
+stack's home: millions of jobs fit neither a dict nor a restart that reads the whole topic.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import defaultdict
 from typing import Any
 
 from streams.emit import Emitter
 from streams.pacing import TokenBucket
 from streams.settings import Settings
 from streams.topology import CAMPAIGNS, JOBS, TENANTS
+from streams.view_stores import MemoryStore, SqliteStore
 from streams.views import TopicView
+
+JOBS_VIEW_START_S = 900  # a first start reads the whole jobs topic (1M jobs: see bench.scale)
 
 
 class ApiState:
     def __init__(self, conf: Settings) -> None:
         self.conf = conf
         self.emitter = Emitter(conf.bootstrap, "cronstream-api")
-        self.jobs_by_tenant: dict[str, set[str]] = defaultdict(set)
         self._lock = threading.Lock()
         self._buckets: dict[str, TokenBucket] = {}
         self._keys: dict[str, str] = {}
-        self.tenants = TopicView(conf.bootstrap, TENANTS, self._index_key).start()
-        self.jobs = TopicView(conf.bootstrap, JOBS, self._index_job).start()
+        self.tenants = TopicView(conf.bootstrap, TENANTS, MemoryStore(self._index_key)).start()
+        self.job_store = SqliteStore(conf.home / "api" / "jobs.sqlite3", "Job", "tenant")
+        self.jobs = TopicView(conf.bootstrap, JOBS, self.job_store).start(JOBS_VIEW_START_S)
         self.campaigns = TopicView(conf.bootstrap, CAMPAIGNS).start()
 
     def _index_key(self, name: str, tenant: dict[str, Any] | None) -> None:
@@ -37,22 +41,18 @@ class ApiState:
             if tenant is not None:
                 self._keys[tenant["key_sha256"]] = name
 
-    def _index_job(self, job_id: str, job: dict[str, Any] | None) -> None:
-        with self._lock:
-            if job is None:
-                for ids in self.jobs_by_tenant.values():
-                    ids.discard(job_id)
-            else:
-                self.jobs_by_tenant[job["tenant"]].add(job_id)
-
     def tenant_for_key(self, digest: str) -> dict[str, Any] | None:
         with self._lock:
             name = self._keys.get(digest)
         return self.tenants.get(name) if name else None
 
-    def job_ids(self, tenant: str) -> list[str]:
-        with self._lock:
-            return sorted(self.jobs_by_tenant.get(tenant, ()))
+    def job_ids(self, tenant: str, after: str | None, limit: int) -> list[str]:
+        """One page of the tenant's job ids, in id order, after the cursor ``after``."""
+        return self.job_store.keys_for(tenant, after, limit)
+
+    def job_count(self, tenant: str, cap: int) -> int:
+        """The tenant's jobs, counted up to ``cap`` (its quota)."""
+        return self.job_store.count_for(tenant, cap)
 
     def allow_request(self, tenant: dict[str, Any]) -> bool:
         rate = max(1, tenant["requests_per_s"])
@@ -62,5 +62,6 @@ class ApiState:
     def close(self) -> None:
         self.tenants.stop()
         self.jobs.stop()
+        self.job_store.close()
         self.campaigns.stop()
         self.emitter.close()

@@ -13,7 +13,13 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from streams.topology import APP_ID, PROCESSORS, TABLES, TOPICS, TopicSpec
@@ -113,6 +119,17 @@ def end_offsets(bootstrap: str, tps: set[tuple[str, int]] | list[tuple[str, int]
     def ask(admin: AdminClient) -> dict[tuple[str, int], int]:
         futures = admin.list_offsets(request, request_timeout=timeout_s)
         return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+    return call(bootstrap, ask)
+
+
+def topic_id(bootstrap: str, topic: str, timeout_s: float = 10.0) -> str:
+    """The topic's id, which a topic deleted and created again under the same name does not
+    keep: what a store checkpointed from one topic checks before it resumes from another."""
+
+    def ask(admin: AdminClient) -> str:
+        found = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout_s)
+        return str(found[topic].result().topic_id)
 
     return call(bootstrap, ask)
 

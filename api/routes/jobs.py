@@ -97,7 +97,7 @@ async def create_job(body: JobIn, request: Request, response: Response, tenant: 
             return job_view(existing)
     else:
         job_id = str(uuid.uuid4())
-    if len(api.job_ids(tenant["tenant"])) >= tenant["max_jobs"]:
+    if api.job_count(tenant["tenant"], tenant["max_jobs"]) >= tenant["max_jobs"]:
         raise problem(403, "", f"tenant {tenant['tenant']} has reached its quota of "
                       f"{tenant['max_jobs']} jobs", "quota_exceeded")
     now = schedule.now_ms()
@@ -113,7 +113,7 @@ async def create_job(body: JobIn, request: Request, response: Response, tenant: 
 async def list_jobs(request: Request, tenant: Tenant, cursor: str | None = None,
                     limit: Annotated[int, Query(ge=1, le=500)] = 100) -> dict[str, Any]:
     api = _api(request)
-    ids = [i for i in api.job_ids(tenant["tenant"]) if cursor is None or i > cursor][:limit]
+    ids = api.job_ids(tenant["tenant"], cursor, limit)
     items = [job_view(job) for i in ids if (job := api.jobs.get(i)) is not None]
     return {"items": items, "next_cursor": ids[-1] if len(ids) == limit else None}
 

@@ -114,3 +114,33 @@ def test_a_template_refuses_a_gapped_run_and_unknown_fields():
         template.freeze(_fired(colour="red"))
     with pytest.raises(SchemaError):
         template.fill(template.freeze(_fired()), {"fired_ms": 1, "decision": "fired"})
+
+
+@pytest.mark.parametrize("field", ["job_id", "tenant"])
+def test_a_leading_string_is_read_without_a_decode(field):
+    job = {**_job(), "tenant": "tënant-" + "x" * 200}  # a two-byte length, non-ASCII text
+    data = codec().encode("Job", job)
+    assert codec().leading_string(data, "Job", field) == job[field]
+    # the bytes after the field are never read: cut them off and the answer stays
+    end = data.index(job["tenant"].encode()) + len(job["tenant"].encode())
+    assert codec().leading_string(data[:end], "Job", field) == job[field]
+    with pytest.raises(SchemaError):
+        codec().decode(data[:end])
+
+
+def test_a_field_after_other_types_is_read_by_a_whole_decode():
+    # max_jobs is an int after an array: not reachable by skipping strings
+    data = codec().encode("Tenant", {"tenant": "acme", "key_sha256": "ab", "allowed_targets": [],
+                                     "max_jobs": 5, "min_interval_s": 1, "requests_per_s": 9,
+                                     "created_ms": 1})
+    assert codec().leading_string(data, "Tenant", "max_jobs") == "5"
+
+
+def test_a_leading_string_refuses_another_record_and_truncated_bytes():
+    data = codec().encode("Job", _job())
+    with pytest.raises(SchemaError, match="where a Tenant was expected"):
+        codec().leading_string(data, "Tenant", "tenant")
+    with pytest.raises(SchemaError, match="known schema"):
+        codec().leading_string(b"\x00" * 20, "Job", "tenant")
+    with pytest.raises(SchemaError, match="truncated"):
+        codec().leading_string(data[:13], "Job", "tenant")

@@ -1,0 +1,90 @@
+"""The views' state stores: what a restarted API resumes from, and the tenant index it lists."""
+
+import pytest
+
+from streams.codec import SchemaError, codec
+from streams.view_stores import MemoryStore, SqliteStore
+
+
+def _job(job_id: str, tenant: str, revision: int = 1) -> dict:
+    return {"job_id": job_id, "tenant": tenant, "revision": revision, "paused": False,
+            "schedule": {"cron": "* * * * *", "timezone": "UTC"},
+            "target": {"type": "kafka", "topic": f"{tenant}.t", "value": "v"},
+            "created_ms": 1, "updated_ms": 1}
+
+
+def _rows(store, *changes):
+    return [store.prepare(key, None if job is None else codec().encode("Job", job))
+            for key, job in changes]
+
+
+@pytest.fixture
+def store(tmp_path):
+    opened = SqliteStore(tmp_path / "jobs.sqlite3", "Job", "tenant")
+    assert opened.resume("topic-a", {0: 0, 1: 0}) == {}
+    yield opened
+    opened.close()
+
+
+def test_a_batch_applies_in_order_and_checkpoints_its_positions(store, tmp_path):
+    store.write(_rows(store, ("j1", _job("j1", "acme")), ("j2", _job("j2", "acme")),
+                      ("j1", _job("j1", "acme", revision=2)), ("j2", None)), {0: 4})
+    assert store.get("j1")["revision"] == 2
+    assert store.get("j2") is None
+    assert len(store) == 1
+    store.close()
+    reopened = SqliteStore(tmp_path / "jobs.sqlite3", "Job", "tenant")
+    assert reopened.resume("topic-a", {0: 10, 1: 0}) == {0: 4}
+    assert reopened.get("j1")["revision"] == 2
+    reopened.close()
+
+
+def test_a_tenant_is_listed_in_pages_and_counted_up_to_a_cap(store):
+    jobs = [(f"j{i:03d}", _job(f"j{i:03d}", "acme" if i % 3 else "other")) for i in range(30)]
+    store.write(_rows(store, *jobs), {0: 30})
+    acme = sorted(k for k, j in jobs if j["tenant"] == "acme")
+    first = store.keys_for("acme", None, 7)
+    assert first == acme[:7]
+    assert store.keys_for("acme", first[-1], 100) == acme[7:]
+    assert store.count_for("acme", 1000) == 20
+    assert store.count_for("acme", 5) == 5
+    assert store.keys_for("nobody", None, 10) == [] and store.count_for("nobody", 10) == 0
+
+
+def test_a_local_write_is_read_back_and_indexed_before_the_topic_delivers_it(store):
+    store.put("j1", _job("j1", "acme"))
+    assert store.get("j1")["tenant"] == "acme" and store.keys_for("acme", None, 5) == ["j1"]
+    store.put("j1", None)
+    assert store.get("j1") is None and store.count_for("acme", 5) == 0
+
+
+@pytest.mark.parametrize("source, ends", [("topic-b", {0: 10}), ("topic-a", {0: 2})],
+                         ids=["another topic id", "checkpoint past the end"])
+def test_a_checkpoint_of_another_topic_is_thrown_away(store, source, ends):
+    store.write(_rows(store, ("j1", _job("j1", "acme"))), {0: 3})
+    assert store.resume(source, ends) == {}
+    assert store.get("j1") is None and len(store) == 0
+    assert store.resume(source, {0: 10}) == {}  # and the new source is remembered
+
+
+def test_a_file_that_is_not_a_database_is_rebuilt(tmp_path):
+    path = tmp_path / "jobs.sqlite3"
+    path.write_bytes(b"this is not a SQLite file" * 100)
+    store = SqliteStore(path, "Job", "tenant")
+    assert store.resume("topic-a", {0: 5}) == {}
+    store.close()
+
+
+def test_unreadable_bytes_are_refused_before_they_reach_the_store(store):
+    with pytest.raises(SchemaError):
+        store.prepare("j1", b"garbage bytes, not avro")
+    with pytest.raises(SchemaError):
+        MemoryStore().prepare("j1", codec().encode("Job", _job("j1", "acme"))[:15])
+
+
+def test_the_memory_store_tells_its_index_every_change():
+    seen = []
+    store = MemoryStore(lambda key, value: seen.append((key, value and value["tenant"])))
+    store.write(_rows(store, ("j1", _job("j1", "acme")), ("j1", None)), {0: 2})
+    assert seen == [("j1", "acme"), ("j1", None)] and store.get("j1") is None
+    assert store.resume("topic-a", {0: 2}) == {}  # nothing kept across processes
