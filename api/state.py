@@ -50,9 +50,8 @@ class ApiState:
         """One page of the tenant's job ids, in id order, after the cursor ``after``."""
         return self.job_store.keys_for(tenant, after, limit)
 
-    def job_count(self, tenant: str, cap: int) -> int:
-        """The tenant's jobs, counted up to ``cap`` (its quota)."""
-        return self.job_store.count_for(tenant, cap)
+    def job_count(self, tenant: str) -> int:
+        return self.job_store.count_for(tenant)
 
     def allow_request(self, tenant: dict[str, Any]) -> bool:
         rate = max(1, tenant["requests_per_s"])

@@ -14,6 +14,11 @@ jobs are deleted afterwards (tombstones). Target: 1M ready in <= 60 s with RSS <
 expression by default, so jobs share their next-slot searches on restart (``streams.schedule``
 caches them); ``--cron "H H 1 1 *"`` hashes each job's minute and hour, the case where none is
 shared.
+
+Then the API, which keeps its own view of the jobs (``streams.view_stores.SqliteStore``), is
+timed from start to healthy twice: with its store wiped (a first start reads the whole topic)
+and again (a restart reads only the tail after its checkpoint), with its peak RSS, and one page
+of the tenant's 1M jobs and its quota count are timed against that store.
 """
 
 from __future__ import annotations
@@ -29,9 +34,43 @@ from stack import processes
 from stack.local import Stack
 from streams import settings
 from streams.emit import Emitter
+from streams.settings import Settings
 from streams.topology import JOBS, partitions
+from streams.view_stores import SqliteStore
 
 WORKER = "worker-1"
+API_STORE = ("api", "jobs.sqlite3")  # where ``api.state.ApiState`` keeps the jobs view
+
+
+def time_api_start(stack: Stack, conf: Settings, wipe: bool) -> tuple[float, float]:
+    """Seconds from starting the API to its answering /healthz (its views caught up), and its
+    peak RSS in MiB; ``wipe`` empties its jobs store first, as on a new machine."""
+    processes.stop(stack.pidfile("api"))
+    if wipe:
+        shutil.rmtree(conf.home / API_STORE[0], ignore_errors=True)
+    started = time.monotonic()
+    stack.start_app("api", ["api"], health=stack.api_healthy, ready_timeout_s=1800)
+    ready_s = time.monotonic() - started
+    pid = processes.alive(stack.pidfile("api"))
+    assert pid is not None
+    return ready_s, rss_peak_mib(pid)
+
+
+def time_tenant_reads(conf: Settings, tenant: str, jobs: int) -> tuple[float, float]:
+    """Milliseconds for one page (100) of ``tenant``'s job ids and for its quota count (which
+    must be ``jobs``), read from the API's store file as the API reads them."""
+    store = SqliteStore(conf.home.joinpath(*API_STORE), "Job", "tenant")
+    try:
+        started = time.perf_counter()
+        page = store.keys_for(tenant, None, 100)
+        page_ms = (time.perf_counter() - started) * 1000
+        started = time.perf_counter()
+        counted = store.count_for(tenant)
+        count_ms = (time.perf_counter() - started) * 1000
+    finally:
+        store.close()
+    assert len(page) == 100 and counted == jobs, (len(page), counted)
+    return page_ms, count_ms
 
 
 def main() -> None:
@@ -47,6 +86,7 @@ def main() -> None:
     conf = settings.load()
     stack = Stack(conf)
     stack.up(with_app=False)
+    processes.stop(stack.pidfile("api"))  # timed on its own below, not while the worker loads
     for name in stack.app_names():  # one worker owns every partition
         if name.startswith("worker-") and name != WORKER:
             processes.stop(stack.pidfile(name))
@@ -76,6 +116,13 @@ def main() -> None:
     rss_ready = rss_mib(pid)
     print(f"restart to ready: {ready_s:.1f}s", flush=True)
 
+    api_first_s, api_peak = time_api_start(stack, conf, wipe=True)
+    api_restart_s, _ = time_api_start(stack, conf, wipe=False)
+    page_ms, count_ms = time_tenant_reads(conf, "bench", len(ids))
+    print(f"API ready: {api_first_s:.1f}s from an empty store (peak RSS {api_peak:.0f} MiB), "
+          f"{api_restart_s:.1f}s from its checkpoint; a page of 100 of {len(ids)} jobs "
+          f"{page_ms:.1f} ms, their count {count_ms:.2f} ms", flush=True)
+
     for job_id in ids:
         emitter.produce(JOBS, job_id, None)
     emitter.close()
@@ -99,6 +146,11 @@ def main() -> None:
         "10M extrapolated: load at this rate s": round(ten_m / rate),
         "10M plan: workers for ready <= 60 s": max(1, -(-round(ready_s * ten_m / len(ids)) // 60)),
         "partitions now": partitions(),
+        "API ready s: empty store / from its checkpoint": [round(api_first_s, 1),
+                                                            round(api_restart_s, 1)],
+        "API peak RSS MiB": api_peak,
+        "API: a page of 100 of the tenant's jobs ms": round(page_ms, 2),
+        "API: the tenant's quota count ms": round(count_ms, 2),
     }, {"schedules": args.schedules, "cold": args.cold, "cron": args.cron})
 
 

@@ -97,7 +97,7 @@ async def create_job(body: JobIn, request: Request, response: Response, tenant: 
             return job_view(existing)
     else:
         job_id = str(uuid.uuid4())
-    if api.job_count(tenant["tenant"], tenant["max_jobs"]) >= tenant["max_jobs"]:
+    if api.job_count(tenant["tenant"]) >= tenant["max_jobs"]:
         raise problem(403, "", f"tenant {tenant['tenant']} has reached its quota of "
                       f"{tenant['max_jobs']} jobs", "quota_exceeded")
     now = schedule.now_ms()

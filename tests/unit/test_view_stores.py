@@ -39,23 +39,33 @@ def test_a_batch_applies_in_order_and_checkpoints_its_positions(store, tmp_path)
     reopened.close()
 
 
-def test_a_tenant_is_listed_in_pages_and_counted_up_to_a_cap(store):
+def test_a_tenant_is_listed_in_pages_and_counted(store):
     jobs = [(f"j{i:03d}", _job(f"j{i:03d}", "acme" if i % 3 else "other")) for i in range(30)]
     store.write(_rows(store, *jobs), {0: 30})
     acme = sorted(k for k, j in jobs if j["tenant"] == "acme")
     first = store.keys_for("acme", None, 7)
     assert first == acme[:7]
     assert store.keys_for("acme", first[-1], 100) == acme[7:]
-    assert store.count_for("acme", 1000) == 20
-    assert store.count_for("acme", 5) == 5
-    assert store.keys_for("nobody", None, 10) == [] and store.count_for("nobody", 10) == 0
+    assert store.count_for("acme") == 20 and store.count_for("other") == 10
+    assert store.keys_for("nobody", None, 10) == [] and store.count_for("nobody") == 0
+
+
+def test_counts_follow_changes_of_tenant_deletes_and_repeats_within_a_batch(store):
+    store.write(_rows(store, ("j1", _job("j1", "acme")), ("j2", _job("j2", "acme"))), {0: 2})
+    store.write(_rows(store, ("j1", _job("j1", "acme", revision=2)),  # a change, same tenant
+                      ("j2", _job("j2", "other")),  # moved to another tenant
+                      ("j3", _job("j3", "acme")), ("j3", None),  # born and gone in one batch
+                      ("j4", None)), {0: 7})  # a tombstone of a key never seen
+    assert (store.count_for("acme"), store.count_for("other")) == (1, 1)
+    store.write(_rows(store, ("j1", None), ("j2", None)), {0: 9})
+    assert (store.count_for("acme"), store.count_for("other")) == (0, 0)
 
 
 def test_a_local_write_is_read_back_and_indexed_before_the_topic_delivers_it(store):
     store.put("j1", _job("j1", "acme"))
     assert store.get("j1")["tenant"] == "acme" and store.keys_for("acme", None, 5) == ["j1"]
     store.put("j1", None)
-    assert store.get("j1") is None and store.count_for("acme", 5) == 0
+    assert store.get("j1") is None and store.count_for("acme") == 0
 
 
 @pytest.mark.parametrize("source, ends", [("topic-b", {0: 10}), ("topic-a", {0: 2})],
@@ -63,7 +73,7 @@ def test_a_local_write_is_read_back_and_indexed_before_the_topic_delivers_it(sto
 def test_a_checkpoint_of_another_topic_is_thrown_away(store, source, ends):
     store.write(_rows(store, ("j1", _job("j1", "acme"))), {0: 3})
     assert store.resume(source, ends) == {}
-    assert store.get("j1") is None and len(store) == 0
+    assert store.get("j1") is None and len(store) == 0 and store.count_for("acme") == 0
     assert store.resume(source, {0: 10}) == {}  # and the new source is remembered
 
 
@@ -73,6 +83,23 @@ def test_a_file_that_is_not_a_database_is_rebuilt(tmp_path):
     store = SqliteStore(path, "Job", "tenant")
     assert store.resume("topic-a", {0: 5}) == {}
     store.close()
+
+
+def test_a_file_of_another_layout_is_rebuilt(tmp_path):
+    """A store written by an older cronstream (format 1 kept no counts) would otherwise resume
+    from its checkpoint with a quota count of zero."""
+    import sqlite3
+
+    path = tmp_path / "jobs.sqlite3"
+    store = SqliteStore(path, "Job", "tenant")
+    store.resume("topic-a", {0: 5})
+    store.write(_rows(store, ("j1", _job("j1", "acme"))), {0: 1})
+    store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA user_version = 1")
+    reopened = SqliteStore(path, "Job", "tenant")
+    assert reopened.resume("topic-a", {0: 5}) == {} and reopened.get("j1") is None
+    reopened.close()
 
 
 def test_unreadable_bytes_are_refused_before_they_reach_the_store(store):
