@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from streams.emit import Emitter
@@ -22,6 +23,15 @@ from streams.views import TopicView
 JOBS_VIEW_START_S = 900  # a first start reads the whole jobs topic (1M jobs: see bench.scale)
 
 
+def jobs_store_path(conf: Settings) -> Path:
+    """The API's store of the jobs view: one file per stack home, a cache of the jobs topic."""
+    return conf.home / "api" / "jobs.sqlite3"
+
+
+def jobs_store(conf: Settings) -> SqliteStore:
+    return SqliteStore(jobs_store_path(conf), "Job", "tenant")
+
+
 class ApiState:
     def __init__(self, conf: Settings) -> None:
         self.conf = conf
@@ -30,7 +40,7 @@ class ApiState:
         self._buckets: dict[str, TokenBucket] = {}
         self._keys: dict[str, str] = {}
         self.tenants = TopicView(conf.bootstrap, TENANTS, MemoryStore(self._index_key)).start()
-        self.job_store = SqliteStore(conf.home / "api" / "jobs.sqlite3", "Job", "tenant")
+        self.job_store = jobs_store(conf)
         self.jobs = TopicView(conf.bootstrap, JOBS, self.job_store).start(JOBS_VIEW_START_S)
         self.campaigns = TopicView(conf.bootstrap, CAMPAIGNS).start()
 
@@ -51,6 +61,7 @@ class ApiState:
         return self.job_store.keys_for(tenant, after, limit)
 
     def job_count(self, tenant: str) -> int:
+        """The tenant's jobs, for its quota: a kept count, not a count of the index."""
         return self.job_store.count_for(tenant)
 
     def allow_request(self, tenant: dict[str, Any]) -> bool:
@@ -60,7 +71,7 @@ class ApiState:
 
     def close(self) -> None:
         self.tenants.stop()
-        self.jobs.stop()
-        self.job_store.close()
+        if self.jobs.stop():  # else its thread may still write: the process is exiting anyway
+            self.job_store.close()
         self.campaigns.stop()
         self.emitter.close()

@@ -28,6 +28,7 @@ import shutil
 import time
 import uuid
 
+from api.state import jobs_store, jobs_store_path
 from bench.common import count_at_least, report, rss_mib, rss_peak_mib, wait_consumed
 from bench.spike import load
 from stack import processes
@@ -36,10 +37,8 @@ from streams import settings
 from streams.emit import Emitter
 from streams.settings import Settings
 from streams.topology import JOBS, partitions
-from streams.view_stores import SqliteStore
 
 WORKER = "worker-1"
-API_STORE = ("api", "jobs.sqlite3")  # where ``api.state.ApiState`` keeps the jobs view
 
 
 def time_api_start(stack: Stack, conf: Settings, wipe: bool) -> tuple[float, float]:
@@ -47,7 +46,9 @@ def time_api_start(stack: Stack, conf: Settings, wipe: bool) -> tuple[float, flo
     peak RSS in MiB; ``wipe`` empties its jobs store first, as on a new machine."""
     processes.stop(stack.pidfile("api"))
     if wipe:
-        shutil.rmtree(conf.home / API_STORE[0], ignore_errors=True)
+        path = jobs_store_path(conf)
+        for part in path.parent.glob(f"{path.name}*"):  # with its -wal and -shm
+            part.unlink()
     started = time.monotonic()
     stack.start_app("api", ["api"], health=stack.api_healthy, ready_timeout_s=1800)
     ready_s = time.monotonic() - started
@@ -59,7 +60,7 @@ def time_api_start(stack: Stack, conf: Settings, wipe: bool) -> tuple[float, flo
 def time_tenant_reads(conf: Settings, tenant: str, jobs: int) -> tuple[float, float]:
     """Milliseconds for one page (100) of ``tenant``'s job ids and for its quota count (which
     must be ``jobs``), read from the API's store file as the API reads them."""
-    store = SqliteStore(conf.home.joinpath(*API_STORE), "Job", "tenant")
+    store = jobs_store(conf)
     try:
         started = time.perf_counter()
         page = store.keys_for(tenant, None, 100)

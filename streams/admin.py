@@ -20,7 +20,7 @@ from confluent_kafka import (
     TopicCollection,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec
 
 from streams.topology import APP_ID, PROCESSORS, TABLES, TOPICS, TopicSpec
 
@@ -112,9 +112,20 @@ def end_offsets(bootstrap: str, tps: set[tuple[str, int]] | list[tuple[str, int]
     """The end (high watermark) of each (topic, partition), from the process's AdminClient: a
     consumer's ``get_watermark_offsets`` called from another thread was seen blocking for
     minutes behind its own poll loop."""
+    return _list_offsets(bootstrap, tps, OffsetSpec.latest(), timeout_s)
+
+
+def start_offsets(bootstrap: str, tps: set[tuple[str, int]] | list[tuple[str, int]],
+                  timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
+    """The first offset still in the log of each (topic, partition) (the low watermark)."""
+    return _list_offsets(bootstrap, tps, OffsetSpec.earliest(), timeout_s)
+
+
+def _list_offsets(bootstrap: str, tps: set[tuple[str, int]] | list[tuple[str, int]],
+                  spec: OffsetSpec, timeout_s: float) -> dict[tuple[str, int], int]:
     if not tps:
         return {}
-    request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in tps}
+    request = {TopicPartition(t, p): spec for t, p in tps}
 
     def ask(admin: AdminClient) -> dict[tuple[str, int], int]:
         futures = admin.list_offsets(request, request_timeout=timeout_s)
@@ -130,6 +141,17 @@ def topic_id(bootstrap: str, topic: str, timeout_s: float = 10.0) -> str:
     def ask(admin: AdminClient) -> str:
         found = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout_s)
         return str(found[topic].result().topic_id)
+
+    return call(bootstrap, ask)
+
+
+def topic_config(bootstrap: str, topic: str, name: str, timeout_s: float = 10.0) -> str:
+    """One config of a topic as the broker applies it (its own or the broker's default)."""
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+
+    def ask(admin: AdminClient) -> str:
+        found = admin.describe_configs([resource], request_timeout=timeout_s)[resource]
+        return str(found.result()[name].value)
 
     return call(bootstrap, ask)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
+from fastavro.read import SchemaResolutionError
 from fastavro.schema import to_parsing_canonical_form
 
 SCHEMAS_DIR = Path(__file__).resolve().parent.parent / "schemas"
@@ -126,7 +127,7 @@ class Codec:
             record: dict[str, Any] = fastavro.schemaless_reader(
                 io.BytesIO(data[HEADER_LEN:]), writer, reader, return_record_name=False
             )
-        except (EOFError, ValueError, UnicodeDecodeError, IndexError) as exc:
+        except (EOFError, ValueError, IndexError, SchemaResolutionError) as exc:
             # truncated or corrupt bytes: a SchemaError, which readers log and skip, rather
             # than an EOFError that stopped whatever read it
             raise SchemaError(f"{writer['name']}: unreadable body ({exc!r})") from exc
@@ -153,7 +154,10 @@ class Codec:
             start, pos = pos, pos + length
             if length < 0 or pos > len(data):
                 raise SchemaError(f"{name}: truncated record")
-        return data[start:pos].decode("utf-8")
+        try:
+            return data[start:pos].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SchemaError(f"{name}.{field} is not UTF-8: {exc}") from exc
 
     def fingerprint(self, name: str) -> bytes:
         return self._by_name[name][1][2:]

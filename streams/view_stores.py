@@ -12,8 +12,8 @@ Two stores, because the compacted topics the views follow differ by orders of ma
   one tenant's jobs sorted all of them. On disk the API restarts from its checkpoint and reads
   only the topic's tail; a tenant's jobs are a range of an index.
 
-Both are rebuilt from the topic at will, so neither needs backups: a SQLite file whose topic
-was recreated (another topic id) or whose checkpoint lies past the topic's end is emptied.
+Both are rebuilt from the topic at will, so neither needs backups. A SQLite file is emptied and
+read again when its checkpoint cannot be trusted (``SqliteStore.resume``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,13 +31,32 @@ from streams.codec import codec
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2  # the file's layout (``PRAGMA user_version``); bump it with every change to _SCHEMA
+FORMAT = 3  # the file's layout (``PRAGMA user_version``); bump it with every change to _SCHEMA
 _IN_CHUNK = 500  # keys per ``IN (...)`` lookup, well under SQLite's limit on bound parameters
 Row = tuple[str, Any]  # (key, what the store keeps of the record; None for a tombstone)
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """What a view knows of its topic when it starts, to judge a stored checkpoint by."""
+
+    source: str  # the topic's id: another id is another topic under the same name
+    starts: dict[int, int]  # first offset still in the log, per partition
+    ends: dict[int, int]  # next offset to be written, per partition
+    tombstones_kept_ms: int  # the topic's delete.retention.ms
+    now_ms: int
+
+
 class ViewStore(Protocol):
     durable: bool  # keeps records and positions across processes (``resume`` is meaningful)
+
+    def resume(self, checkpoint: Checkpoint) -> dict[int, int]:
+        """The next offset per partition to read from, given what the topic is now."""
+
+    def mark_current(self, now_ms: int) -> None:
+        """The view has read everything the topic held at ``now_ms``."""
+
+    def close(self) -> None: ...
 
     def prepare(self, key: str, value: bytes | None) -> Row:
         """What the store will keep of one record; raises ``SchemaError`` for unreadable bytes
@@ -44,9 +64,6 @@ class ViewStore(Protocol):
 
     def write(self, rows: list[Row], positions: dict[int, int]) -> None:
         """Apply a batch in order and, for a durable store, checkpoint ``positions`` with it."""
-
-    def resume(self, source: str, ends: dict[int, int]) -> dict[int, int]:
-        """The next offset per partition to read from, given the topic's identity and ends."""
 
     def get(self, key: str) -> dict[str, Any] | None: ...
 
@@ -72,8 +89,14 @@ class MemoryStore:
         for key, value in rows:
             self.put(key, value)
 
-    def resume(self, source: str, ends: dict[int, int]) -> dict[int, int]:
+    def resume(self, checkpoint: Checkpoint) -> dict[int, int]:
         return {}
+
+    def mark_current(self, now_ms: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
     def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:
@@ -95,7 +118,7 @@ CREATE TABLE IF NOT EXISTS records (
 CREATE INDEX IF NOT EXISTS records_by_indexed ON records (indexed, key);
 CREATE TABLE IF NOT EXISTS counts (indexed TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS positions (partition INTEGER PRIMARY KEY, next_offset INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS source (id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS source (id TEXT NOT NULL, current_ms INTEGER);
 """
 
 
@@ -120,7 +143,9 @@ class SqliteStore:
     def _open(self) -> sqlite3.Connection:
         try:
             return self._connect()
-        except sqlite3.DatabaseError as exc:  # not a database any more: it is only a cache
+        except sqlite3.DatabaseError as exc:
+            if exc.sqlite_errorname not in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
+                raise  # locked, full, unwritable: the file may be fine, so keep it
             log.warning("view store %s unreadable (%s): rebuilding it from the topic", self.path,
                         exc)
             for stale in (self.path, *self.path.parent.glob(f"{self.path.name}-*")):
@@ -129,9 +154,17 @@ class SqliteStore:
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.execute("PRAGMA busy_timeout=10000")
+        try:
+            db.execute("PRAGMA busy_timeout=10000")  # first: another process may hold it now
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            self._ensure_format(db)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _ensure_format(self, db: sqlite3.Connection) -> None:
         found = db.execute("PRAGMA user_version").fetchone()[0]
         if found != FORMAT:  # another layout (or a new file): it is a cache, so start it over
             if found:
@@ -141,7 +174,6 @@ class SqliteStore:
                              "DROP TABLE IF EXISTS positions; DROP TABLE IF EXISTS source;")
             db.executescript(_SCHEMA)
             db.execute(f"PRAGMA user_version = {FORMAT}")
-        return db
 
     def prepare(self, key: str, value: bytes | None) -> Row:
         if value is None:
@@ -190,24 +222,43 @@ class SqliteStore:
             [(indexed, n) for indexed, n in moves.items() if n])
         self._db.execute("DELETE FROM counts WHERE n = 0")
 
-    def resume(self, source: str, ends: dict[int, int]) -> dict[int, int]:
-        """The checkpoint, when it belongs to this topic; else an empty store read from the
-        beginning. A checkpoint past a partition's end means the topic was recreated under the
-        same id (or the broker lost data): nothing in the file can be trusted then either."""
+    def resume(self, checkpoint: Checkpoint) -> dict[int, int]:
+        """The stored positions, when they can be trusted; else an empty store, to be read from
+        the beginning. Not trusted: another topic (its id); a position past a partition's end
+        (the broker lost data) or before its start (records deleted unread); and a view not
+        known current within half the topic's tombstone retention. Why the last: compaction
+        removes a tombstone ``delete.retention.ms`` after it was cleaned, so a store that
+        stopped reading for longer might never see the delete of a job it holds, and would
+        list that job for ever. Everything written after the view was last current is younger
+        than that, so its tombstones are still there; half leaves room for the cleaner's
+        timing."""
         with self._lock:
-            known = [row[0] for row in self._db.execute("SELECT id FROM source")]
+            rows = list(self._db.execute("SELECT id, current_ms FROM source"))
             positions = dict(self._db.execute("SELECT partition, next_offset FROM positions"))
-        ahead = {p: at for p, at in positions.items() if at > ends.get(p, 0)}
-        if known == [source] and not ahead:
+        problems = [f"partition {p}: position {at} outside [{checkpoint.starts.get(p, 0)}, "
+                    f"{checkpoint.ends.get(p, 0)}]" for p, at in positions.items()
+                    if not checkpoint.starts.get(p, 0) <= at <= checkpoint.ends.get(p, 0)]
+        if not rows or rows[0][0] != checkpoint.source:
+            problems.append(f"topic id {rows[0][0] if rows else None}, now {checkpoint.source}")
+        elif rows[0][1] is None:
+            problems.append("never caught up")
+        elif checkpoint.now_ms - rows[0][1] > checkpoint.tombstones_kept_ms // 2:
+            problems.append(f"last current {(checkpoint.now_ms - rows[0][1]) / 3_600_000:.1f} h "
+                            f"ago, tombstones are kept {checkpoint.tombstones_kept_ms / 3_600_000:g} h")
+        if not problems:
             return positions
-        if known or positions:
-            log.warning("view store %s belongs to %s (now %s), or is ahead of the topic's end "
-                        "(%s): rebuilding it from the topic", self.path, known, source, ahead)
+        if rows or positions:
+            log.warning("view store %s: rebuilding it from the topic (%s)", self.path,
+                        "; ".join(problems))
         with self._lock:
             self._db.executescript("BEGIN; DELETE FROM records; DELETE FROM counts; "
                                    "DELETE FROM positions; DELETE FROM source; COMMIT;")
-            self._db.execute("INSERT INTO source (id) VALUES (?)", (source,))
+            self._db.execute("INSERT INTO source (id) VALUES (?)", (checkpoint.source,))
         return {}
+
+    def mark_current(self, now_ms: int) -> None:
+        with self._lock:
+            self._db.execute("UPDATE source SET current_ms = ?", (now_ms,))
 
     def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:
@@ -215,8 +266,8 @@ class SqliteStore:
         return codec().decode(row[0]) if row else None
 
     def put(self, key: str, value: dict[str, Any] | None) -> None:
-        kept = None if value is None else (value[self.field], codec().encode(self.record, value))
-        self.write([(key, kept)], {})
+        encoded = None if value is None else codec().encode(self.record, value)
+        self.write([self.prepare(key, encoded)], {})
 
     def keys_for(self, indexed: str, after: str | None, limit: int) -> list[str]:
         """Up to ``limit`` keys whose field is ``indexed``, in key order, after ``after``."""

@@ -19,30 +19,38 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
 from streams.codec import SchemaError
+from streams.schedule import now_ms
 from streams.topology import TopicSpec
-from streams.view_stores import MemoryStore, Row, ViewStore
+from streams.view_stores import Checkpoint, MemoryStore, Row, ViewStore
 
 log = logging.getLogger(__name__)
 
 WATCHDOG_S = 5.0  # how often a view compares its positions with the partitions' ends
 STUCK_S = 10.0  # behind for this long without reading a record: reconnect
+MARK_CURRENT_S = 60.0  # how often a current view with a durable store says so (``resume``)
 BATCH = 5000  # records per consume and per store write: one message per poll took 74 s for 2.2M
 
 
 class TopicView:
     def __init__(self, bootstrap: str, topic: TopicSpec, store: ViewStore | None = None) -> None:
+        """A view of ``topic`` kept in ``store`` (a ``MemoryStore`` when None); nothing is read
+        until ``start``."""
         self.topic = topic
         self.store: ViewStore = store if store is not None else MemoryStore()
         self._stop = threading.Event()
         self._ready = threading.Event()
         self.positions: dict[int, int] = {}  # next offset to read, per partition
         self._seen_positions: dict[int, int] = {}
+        self._marked_current = 0.0
         self._failure: BaseException | None = None
         self._config = {
             "bootstrap.servers": bootstrap,
             "group.id": f"cronstream-view-{uuid.uuid4()}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
+            # a resumed position below the log's start (records deleted) reads from the start;
+            # librdkafka's default, the end, would skip records without a word
+            "auto.offset.reset": "earliest",
         }
         self._consumer = Consumer(self._config)
         self._thread = threading.Thread(target=self._run, name=f"view-{topic.name}", daemon=True)
@@ -57,9 +65,11 @@ class TopicView:
                 raise TimeoutError(f"view of {self.topic.name} not caught up after {timeout_s}s")
         return self
 
-    def stop(self) -> None:
+    def stop(self) -> bool:
+        """Stop reading; True once the view's thread has ended (its store is then unused)."""
         self._stop.set()
         self._thread.join(timeout=5)
+        return not self._thread.is_alive()
 
     def get(self, key: str) -> dict[str, Any] | None:
         return self.store.get(key)
@@ -86,7 +96,8 @@ class TopicView:
         return False
 
     def put(self, key: str, value: dict[str, Any] | None) -> None:
-        """Apply a write this process just made (the topic will deliver it again, harmlessly)."""
+        """Apply a write this process just made. The topic delivers it again; until then a view
+        that lags may still apply an older record of the key over it, briefly."""
         self.store.put(key, value)
 
     def _partitions(self) -> list[int]:
@@ -127,34 +138,49 @@ class TopicView:
             if time.monotonic() > next_check:
                 next_check = time.monotonic() + WATCHDOG_S
                 stuck_since = self._watchdog(parts, stuck_since)
-            ends = self._apply(self._consumer.consume(BATCH, 0.2))
+            first = self._consumer.poll(0.2)  # at once when a record comes: views serve lookups
+            if first is None:
+                continue
+            ends = self._apply([first, *self._consumer.consume(BATCH - 1, 0)])
             for partition, offset in ends.items():
                 self.positions[partition] = max(self.positions.get(partition, 0), offset)
                 at_end.add(partition)
             if len(at_end) == len(parts) and not self._ready.is_set():
                 log.info("view %s caught up in %.1fs (resumed from %s)", self.topic.name,
                          time.monotonic() - started, resume or "the beginning")
+                self._mark_current()
                 self._ready.set()
         self._consumer.close()
 
+    def _mark_current(self) -> None:
+        """Tell a durable store the view has read everything there was (now), once a minute
+        at most: how long ago that was decides whether its checkpoint can be resumed."""
+        if self.store.durable and time.monotonic() - self._marked_current > MARK_CURRENT_S:
+            self._marked_current = time.monotonic()
+            self.store.mark_current(now_ms())
+
     def _resume(self, parts: list[int]) -> dict[int, int]:
-        """Where a durable store left off, checked against the topic's identity and ends."""
+        """Where a durable store left off, if the topic as it is now lets it resume there."""
         if not self.store.durable:
             return {}
-        from streams.admin import end_offsets, topic_id
+        from streams.admin import end_offsets, start_offsets, topic_config, topic_id
 
-        bootstrap = self._config["bootstrap.servers"]
-        while True:
+        bootstrap, name = self._config["bootstrap.servers"], self.topic.name
+        tps = [(name, p) for p in parts]
+        while not self._stop.is_set():
             try:
-                source = topic_id(bootstrap, self.topic.name)
-                ends = end_offsets(bootstrap, [(self.topic.name, p) for p in parts])
-                break
+                checkpoint = Checkpoint(
+                    source=topic_id(bootstrap, name),
+                    starts={p: at for (_, p), at in start_offsets(bootstrap, tps).items()},
+                    ends={p: at for (_, p), at in end_offsets(bootstrap, tps).items()},
+                    tombstones_kept_ms=int(topic_config(bootstrap, name, "delete.retention.ms")),
+                    now_ms=now_ms())
             except Exception as exc:  # noqa: BLE001 - a broker still starting: wait for it
-                if self._stop.is_set():
-                    raise
-                log.info("view %s: waiting for the topic's id and ends (%s)", self.topic.name, exc)
+                log.info("view %s: waiting for the topic's id, offsets and config (%s)", name, exc)
                 time.sleep(0.5)
-        return self.store.resume(source, {p: end for (_, p), end in ends.items()})
+                continue
+            return self.store.resume(checkpoint)
+        return {}
 
     def _apply(self, batch: list[Message]) -> dict[int, int]:
         """Write a consumed batch to the store, then count it read (so a record counted is
@@ -179,9 +205,25 @@ class TopicView:
                           self.topic.name, msg.partition(), msg.offset(), key, exc)
             read[msg.partition()] = msg.offset() + 1
         if read:
-            self.store.write(rows, read)
+            self._write(rows, read)
             self.positions.update(read)
         return ends
+
+    def _write(self, rows: list[Row], read: dict[int, int]) -> None:
+        """Write a batch, retrying while the store fails (a full disk): a view that stopped
+        here would serve ever older records without anyone noticing."""
+        delay = 0.5
+        while True:
+            try:
+                self.store.write(rows, read)
+                return
+            except Exception:
+                log.exception("view %s: could not store %d records up to offsets %s; retrying "
+                              "in %.1fs", self.topic.name, len(rows), read, delay)
+                if self._stop.is_set():
+                    raise
+            self._stop.wait(delay)
+            delay = min(delay * 2, 30.0)
 
     def _watchdog(self, parts: list[int], stuck_since: float | None) -> float | None:
         """Re-create the consumer if it sits behind the end of a partition without reading.
@@ -199,6 +241,7 @@ class TopicView:
             return stuck_since
         behind = [p for p in parts if self.positions.get(p, 0) < ends[(self.topic.name, p)]]
         if not behind:
+            self._mark_current()
             return None
         now = time.monotonic()
         if stuck_since is None or self.positions != self._seen_positions:

@@ -144,3 +144,6 @@ def test_a_leading_string_refuses_another_record_and_truncated_bytes():
         codec().leading_string(b"\x00" * 20, "Job", "tenant")
     with pytest.raises(SchemaError, match="truncated"):
         codec().leading_string(data[:13], "Job", "tenant")
+    with pytest.raises(SchemaError, match="not UTF-8"):
+        codec().leading_string(codec().encode("Job", {**_job(), "tenant": "ab"}).replace(
+            b"\x04ab", b"\x04a\xff"), "Job", "tenant")

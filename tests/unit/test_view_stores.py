@@ -1,9 +1,20 @@
 """The views' state stores: what a restarted API resumes from, and the tenant index it lists."""
 
 import pytest
+from confluent_kafka import KafkaError, Message
 
 from streams.codec import SchemaError, codec
-from streams.view_stores import MemoryStore, SqliteStore
+from streams.topology import JOBS
+from streams.view_stores import Checkpoint, MemoryStore, SqliteStore
+from streams.views import TopicView
+
+DAY_MS = 86_400_000
+NOW = 1_800_000_000_000
+
+
+def _at(source="topic-a", ends=None, starts=None, now=NOW, kept=DAY_MS):
+    return Checkpoint(source=source, starts=starts or {}, ends=ends or {0: 100, 1: 100},
+                      tombstones_kept_ms=kept, now_ms=now)
 
 
 def _job(job_id: str, tenant: str, revision: int = 1) -> dict:
@@ -21,7 +32,7 @@ def _rows(store, *changes):
 @pytest.fixture
 def store(tmp_path):
     opened = SqliteStore(tmp_path / "jobs.sqlite3", "Job", "tenant")
-    assert opened.resume("topic-a", {0: 0, 1: 0}) == {}
+    assert opened.resume(_at()) == {}
     yield opened
     opened.close()
 
@@ -29,12 +40,13 @@ def store(tmp_path):
 def test_a_batch_applies_in_order_and_checkpoints_its_positions(store, tmp_path):
     store.write(_rows(store, ("j1", _job("j1", "acme")), ("j2", _job("j2", "acme")),
                       ("j1", _job("j1", "acme", revision=2)), ("j2", None)), {0: 4})
+    store.mark_current(NOW)
     assert store.get("j1")["revision"] == 2
     assert store.get("j2") is None
     assert len(store) == 1
     store.close()
     reopened = SqliteStore(tmp_path / "jobs.sqlite3", "Job", "tenant")
-    assert reopened.resume("topic-a", {0: 10, 1: 0}) == {0: 4}
+    assert reopened.resume(_at(ends={0: 10, 1: 0}, now=NOW + DAY_MS // 2)) == {0: 4}
     assert reopened.get("j1")["revision"] == 2
     reopened.close()
 
@@ -68,20 +80,34 @@ def test_a_local_write_is_read_back_and_indexed_before_the_topic_delivers_it(sto
     assert store.get("j1") is None and store.count_for("acme") == 0
 
 
-@pytest.mark.parametrize("source, ends", [("topic-b", {0: 10}), ("topic-a", {0: 2})],
-                         ids=["another topic id", "checkpoint past the end"])
-def test_a_checkpoint_of_another_topic_is_thrown_away(store, source, ends):
+@pytest.mark.parametrize("checkpoint", [
+    _at(source="topic-b"), _at(ends={0: 2}), _at(starts={0: 4}),
+    _at(now=NOW + DAY_MS // 2 + 1), _at(now=NOW + 7 * DAY_MS // 2 + 1, kept=7 * DAY_MS),
+], ids=["another topic id", "past the end", "before the start (records deleted unread)",
+        "current too long ago: a tombstone may be gone", "the same with a week's retention"])
+def test_a_checkpoint_that_cannot_be_trusted_is_thrown_away(store, checkpoint):
     store.write(_rows(store, ("j1", _job("j1", "acme"))), {0: 3})
-    assert store.resume(source, ends) == {}
+    store.mark_current(NOW)
+    assert store.resume(checkpoint) == {}
     assert store.get("j1") is None and len(store) == 0 and store.count_for("acme") == 0
-    assert store.resume(source, {0: 10}) == {}  # and the new source is remembered
+    store.mark_current(NOW)
+    assert store.resume(_at(source=checkpoint.source)) == {}  # the new source is remembered
+
+
+def test_a_checkpoint_is_kept_while_tombstones_are_and_only_once_the_view_was_current(store):
+    store.write(_rows(store, ("j1", _job("j1", "acme"))), {0: 3})
+    assert store.resume(_at()) == {}  # killed in its first catch-up: never current
+    store.write(_rows(store, ("j1", _job("j1", "acme"))), {0: 3})
+    store.mark_current(NOW)
+    assert store.resume(_at(now=NOW + DAY_MS // 2, kept=DAY_MS)) == {0: 3}
+    assert store.resume(_at(now=NOW + 5 * DAY_MS, kept=30 * DAY_MS)) == {0: 3}
 
 
 def test_a_file_that_is_not_a_database_is_rebuilt(tmp_path):
     path = tmp_path / "jobs.sqlite3"
     path.write_bytes(b"this is not a SQLite file" * 100)
     store = SqliteStore(path, "Job", "tenant")
-    assert store.resume("topic-a", {0: 5}) == {}
+    assert store.resume(_at()) == {}
     store.close()
 
 
@@ -92,13 +118,14 @@ def test_a_file_of_another_layout_is_rebuilt(tmp_path):
 
     path = tmp_path / "jobs.sqlite3"
     store = SqliteStore(path, "Job", "tenant")
-    store.resume("topic-a", {0: 5})
+    store.resume(_at())
     store.write(_rows(store, ("j1", _job("j1", "acme"))), {0: 1})
+    store.mark_current(NOW)
     store.close()
     with sqlite3.connect(path) as db:
         db.execute("PRAGMA user_version = 1")
     reopened = SqliteStore(path, "Job", "tenant")
-    assert reopened.resume("topic-a", {0: 5}) == {} and reopened.get("j1") is None
+    assert reopened.resume(_at()) == {} and reopened.get("j1") is None
     reopened.close()
 
 
@@ -114,4 +141,25 @@ def test_the_memory_store_tells_its_index_every_change():
     store = MemoryStore(lambda key, value: seen.append((key, value and value["tenant"])))
     store.write(_rows(store, ("j1", _job("j1", "acme")), ("j1", None)), {0: 2})
     assert seen == [("j1", "acme"), ("j1", None)] and store.get("j1") is None
-    assert store.resume("topic-a", {0: 2}) == {}  # nothing kept across processes
+    assert store.resume(_at()) == {}  # nothing kept across processes
+
+
+def test_a_view_stores_a_batch_skips_unreadable_records_and_counts_them_read(store, caplog):
+    """``TopicView._apply``: records are stored before their offsets count as read, an
+    unreadable one is logged with its partition and offset and passed over, and an end of
+    partition is reported with its offset."""
+    view = TopicView("127.0.0.1:1", JOBS, store)  # never started: nothing connects
+    good = codec().encode("Job", _job("j1", "acme"))
+    bad_utf8 = good.replace(b"acme", b"ac\xffe")
+    ends = view._apply([
+        Message(topic=JOBS.name, partition=0, offset=7, key=b"j1", value=good),
+        Message(topic=JOBS.name, partition=1, offset=3, key=b"j9", value=bad_utf8),
+        Message(topic=JOBS.name, partition=1, offset=4,
+                error=KafkaError(KafkaError._PARTITION_EOF)),
+    ])
+    assert ends == {1: 4}
+    assert view.positions == {0: 8, 1: 4}
+    assert store.get("j1")["tenant"] == "acme" and store.get("j9") is None
+    assert "partition 1 offset 3 (key j9) unreadable" in caplog.text
+    store.mark_current(NOW)
+    assert store.resume(_at()) == {0: 8, 1: 4}  # the positions went in with the rows
