@@ -74,3 +74,16 @@ def test_registering_the_sinks_without_postgres_names_postgres_and_touches_no_co
 def test_compose_broker_preallocates_the_local_stacks_index_size():
     kafka = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]["kafka"]
     assert int(kafka["environment"]["KAFKA_LOG_INDEX_SIZE_MAX_BYTES"]) == BROKER_INDEX_BYTES
+
+
+def test_the_stateful_services_keep_their_home_on_a_volume():
+    """A worker's RocksDB and the API's jobs store live under CRONSTREAM_HOME: on a container's
+    own disk a restart would recover every changelog and re-read the whole jobs topic."""
+    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
+    home = next(line.split("=", 1)[1] for line in dockerfile.splitlines()
+                if line.startswith("ENV CRONSTREAM_HOME="))
+    compose = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
+    for name in ("worker", "api"):
+        mounts = dict(v.split(":") for v in compose["services"][name].get("volumes", []))
+        assert home in mounts.values(), name
+        assert next(k for k, v in mounts.items() if v == home) in compose["volumes"], name
