@@ -15,12 +15,10 @@ from typing import Any
 
 from streams.emit import Emitter
 from streams.pacing import TokenBucket
-from streams.settings import Settings
+from streams.settings import API_START_S, Settings
 from streams.topology import CAMPAIGNS, JOBS, TENANTS
 from streams.view_stores import MemoryStore, SqliteStore
 from streams.views import TopicView
-
-JOBS_VIEW_START_S = 900  # a first start reads the whole jobs topic (1M jobs: see bench.scale)
 
 
 def jobs_store_path(conf: Settings) -> Path:
@@ -41,7 +39,7 @@ class ApiState:
         self._keys: dict[str, str] = {}
         self.tenants = TopicView(conf.bootstrap, TENANTS, MemoryStore(self._index_key)).start()
         self.job_store = jobs_store(conf)
-        self.jobs = TopicView(conf.bootstrap, JOBS, self.job_store).start(JOBS_VIEW_START_S)
+        self.jobs = TopicView(conf.bootstrap, JOBS, self.job_store).start(API_START_S)
         self.campaigns = TopicView(conf.bootstrap, CAMPAIGNS).start()
 
     def _index_key(self, name: str, tenant: dict[str, Any] | None) -> None:

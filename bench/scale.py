@@ -50,7 +50,7 @@ def time_api_start(stack: Stack, conf: Settings, wipe: bool) -> tuple[float, flo
         for part in path.parent.glob(f"{path.name}*"):  # with its -wal and -shm
             part.unlink()
     started = time.monotonic()
-    stack.start_app("api", ["api"], health=stack.api_healthy, ready_timeout_s=1800)
+    stack.start_api()
     ready_s = time.monotonic() - started
     pid = processes.alive(stack.pidfile("api"))
     assert pid is not None

@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 
 from stack import isolated, processes
-from streams.settings import REPO_ROOT, Settings
+from streams.settings import API_START_S, REPO_ROOT, Settings
 
 JAVA_POMS = (REPO_ROOT / "stack" / "pom.xml", REPO_ROOT / "connectors" / "avro-converter" / "pom.xml")
 # the ledger's sinks (connectors/*.json) and the Postgres tables and trigger they write into
@@ -368,6 +368,11 @@ class Stack:
             _wait(name, health, ready_timeout_s, log, pidfile)
         return pid
 
+    def start_api(self) -> int:
+        """Start the API and wait for its health as long as its first catch-up may take."""
+        return self.start_app("api", ["api"], health=self.api_healthy,
+                              ready_timeout_s=API_START_S + 30)
+
     def start_worker(self, name: str, ready_timeout_s: float = 60) -> int:
         """Start a worker and wait until it has recovered its partitions and can fire."""
         ready = self.s.run_dir / f"{name}.ready"
@@ -460,7 +465,7 @@ class Stack:
         if with_app:
             for i in range(1, workers + 1):
                 self.start_worker(f"worker-{i}")
-            self.start_app("api", ["api"], health=self.api_healthy)
+            self.start_api()
         say("stack is up")
 
     def down(self) -> None:

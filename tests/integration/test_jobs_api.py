@@ -256,7 +256,7 @@ def test_a_restarted_api_reads_only_the_tail_of_the_jobs_topic(stack, api):
     emitter.flush(30)
     emitter.close()
     log_size = log.stat().st_size
-    stack.start_app("api", ["api"], health=stack.api_healthy)
+    stack.start_api()
 
     started = log.read_text()[log_size:]
     assert "view cronstream.jobs caught up in" in started and "(resumed from {" in started, started

@@ -83,3 +83,18 @@ def test_a_call_in_a_child_returns_its_result_and_survives_its_abort():
         isolated.call("os:abort", timeout_s=60)
     with pytest.raises(isolated.ChildCallFailed, match="ZeroDivisionError"):
         isolated.call("operator:truediv", 1, 0, timeout_s=60)
+
+
+def test_the_stack_waits_for_the_api_as_long_as_its_first_catch_up_may_take(monkeypatch):
+    """The API reads the whole jobs topic on a first start (15 s per million jobs): the 60 s the
+    stack gives other components would call a healthy API with 5M jobs failed."""
+    from stack.local import Stack
+    from streams import settings
+    from streams.settings import API_START_S
+
+    seen = {}
+    stack = Stack(settings.load())
+    monkeypatch.setattr(stack, "start_app", lambda name, args, health=None, env=None,
+                        ready_timeout_s=60: seen.update(name=name, timeout=ready_timeout_s) or 1)
+    stack.start_api()
+    assert seen == {"name": "api", "timeout": seen["timeout"]} and seen["timeout"] >= API_START_S
