@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
@@ -81,11 +82,8 @@ class TopicView:
         by its thread, was seen blocking such a call for minutes."""
         from streams.admin import end_offsets
 
-        parts = list(self.positions) or [0]
         try:
-            highs = {p: high for (_, p), high in end_offsets(
-                self._config["bootstrap.servers"], [(self.topic.name, p) for p in parts],
-                min(timeout_s, 10)).items()}
+            highs = self._offsets(end_offsets, list(self.positions) or [0], min(timeout_s, 10))
         except Exception:  # noqa: BLE001 - cannot tell: the caller answers from what it has
             return False
         deadline = time.monotonic() + timeout_s
@@ -99,6 +97,15 @@ class TopicView:
         """Apply a write this process just made. The topic delivers it again; until then a view
         that lags may still apply an older record of the key over it, briefly."""
         self.store.put(key, value)
+
+    def _offsets(self, lookup: Callable[..., dict[tuple[str, int], int]], parts: list[int],
+                 timeout_s: float = 10.0) -> dict[int, int]:
+        """``lookup`` (``admin.end_offsets`` or ``start_offsets``) for this topic's ``parts``,
+        by partition. Through the process's AdminClient: the view's own consumer, polled by its
+        thread, was seen blocking such calls for minutes."""
+        found = lookup(self._config["bootstrap.servers"], [(self.topic.name, p) for p in parts],
+                       timeout_s)
+        return {p: at for (_, p), at in found.items()}
 
     def _partitions(self) -> list[int]:
         """The topic's partitions, waiting out a broker that is still starting."""
@@ -166,13 +173,12 @@ class TopicView:
         from streams.admin import end_offsets, start_offsets, topic_config, topic_id
 
         bootstrap, name = self._config["bootstrap.servers"], self.topic.name
-        tps = [(name, p) for p in parts]
         while not self._stop.is_set():
             try:
                 checkpoint = Checkpoint(
                     source=topic_id(bootstrap, name),
-                    starts={p: at for (_, p), at in start_offsets(bootstrap, tps).items()},
-                    ends={p: at for (_, p), at in end_offsets(bootstrap, tps).items()},
+                    starts=self._offsets(start_offsets, parts),
+                    ends=self._offsets(end_offsets, parts),
                     tombstones_kept_ms=int(topic_config(bootstrap, name, "delete.retention.ms")),
                     now_ms=now_ms())
             except Exception as exc:  # noqa: BLE001 - a broker still starting: wait for it
@@ -235,11 +241,10 @@ class TopicView:
 
         try:  # from the AdminClient: the view's own consumer is the suspect (it answered
             # nothing either after a broker restart, so the view was never judged stuck)
-            ends = end_offsets(self._config["bootstrap.servers"],
-                               [(self.topic.name, p) for p in parts], timeout_s=5)
+            ends = self._offsets(end_offsets, parts, 5)
         except Exception:  # noqa: BLE001 - a broker away: nothing to judge yet
             return stuck_since
-        behind = [p for p in parts if self.positions.get(p, 0) < ends[(self.topic.name, p)]]
+        behind = [p for p in parts if self.positions.get(p, 0) < ends[p]]
         if not behind:
             self._mark_current()
             return None
