@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -50,16 +50,26 @@ class Emitter:
         """Queue one record; the callback runs on the poll thread when the broker answers.
 
         ``partition`` places a record keyed by something else on its job's partition."""
-        extra: dict[str, Any] = {} if partition is None else {"partition": partition}
+        self.produce_all(topic, ((key, value),), partition, on_delivery, headers)
+
+    def produce_all(self, topic: TopicSpec, records: Iterable[tuple[str, bytes | None]],
+                    partition: int | None = None, on_delivery: DeliveryCallback | None = None,
+                    headers: dict[str, str | bytes] | None = None) -> None:
+        """Queue ``records`` (key, value) in order, as ``produce`` queues one. One loop for many:
+        a spike's round queues hundreds of fired records, and what ``produce`` does around the
+        call into librdkafka (its arguments built again) was a real share of a slot's cost."""
+        extra: dict[str, Any] = {"on_delivery": on_delivery}
         if headers:
             extra["headers"] = list(headers.items())
-        while True:
-            try:
-                self._producer.produce(topic.name, value=value, key=key.encode(),
-                                       on_delivery=on_delivery, **extra)
-                return
-            except BufferError:  # local queue full: wait for deliveries, never drop
-                self._producer.poll(0.05)
+        name, produce = topic.name, self._producer.produce
+        part = -1 if partition is None else partition  # -1: librdkafka's partitioner decides
+        for key, value in records:
+            while True:
+                try:
+                    produce(name, value, key.encode(), part, **extra)
+                    break
+                except BufferError:  # local queue full: wait for deliveries, never drop
+                    self._producer.poll(0.05)
 
     def acked(self, topic: TopicSpec, records: Sequence[tuple[str, bytes | None]],
               partition: int | None = None,
@@ -77,8 +87,7 @@ class Emitter:
             return done
         countdown = _Countdown(len(records), lambda error: loop.call_soon_threadsafe(
             _resolve, done, error))
-        for key, value in records:
-            self.produce(topic, key, value, partition, countdown.delivered, headers)
+        self.produce_all(topic, records, partition, countdown.delivered, headers)
         return done
 
     async def send(self, topic: TopicSpec, key: str, value: bytes | None,

@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+RUNS_HELD_S = 1.0  # a burst's runs start no sooner than this after the burst did
+
 
 class Gate:
-    def __init__(self) -> None:
+    def __init__(self, held_s: float = RUNS_HELD_S) -> None:
         self._open = asyncio.Event()
         self._open.set()
+        self._held_s = held_s
+        self._reopens_at = 0.0  # time.monotonic() before which passed() still waits
 
     @property
     def is_open(self) -> bool:
@@ -28,7 +33,9 @@ class Gate:
 
     @contextmanager
     def held(self) -> Iterator[None]:
-        """Closed for the body of the ``with``, open again however it ends."""
+        """Closed for the body of the ``with`` and at least ``held_s`` from its start, open again
+        however it ends."""
+        self._reopens_at = time.monotonic() + self._held_s
         self._open.clear()
         try:
             yield
@@ -36,9 +43,13 @@ class Gate:
             self._open.set()
 
     async def passed(self) -> None:
-        """Return at once while open; otherwise when the holder lets go."""
+        """Return at once while open; otherwise once the holder lets go and ``held_s`` from the
+        hold's start has passed."""
         if not self._open.is_set():
             await self._open.wait()
+        wait = self._reopens_at - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
 
 
 DECIDING = Gate()

@@ -57,6 +57,7 @@ from streams.warm_index import WarmIndex
 
 log = logging.getLogger(__name__)
 
+FIRE_TICK_S = 0.05  # the deciding punctuator's interval
 FIRE_ROUND = 500  # slots popped per partition per round
 FIRE_BUDGET_S = 0.1  # time one tick may spend deciding before yielding the event loop
 MARK_EVERY_S = 1.0
@@ -84,6 +85,10 @@ class Prepared(NamedTuple):
     frozen: tuple[bytes, bytes]  # the fired record around its last-moment fields
     fired_until: int | None  # reached by then, the slot fires (misfire.fired_until)
     following_due: int | None  # when the following slot falls due (its jitter applied)
+    # reached by then, the spike lane fires it: ``fired_until`` if nothing but the moment is
+    # left to decide (not done, prepared before its slot), else -1 (``_fire`` decides it)
+    lane_until: int
+    max_lateness_ms: int  # the reconciler's bound for the slot (at least a second)
 
     def done_still_known(self) -> bool:
         """Prepared before its nominal time, the slot could not have run since (nobody fires a
@@ -110,6 +115,7 @@ class ScheduleState:
         self._run = b""  # their encoding (codec.RecordTemplate.encode_run)
         self._emitter: Emitter | None = None
         self._last_mark = 0.0
+        self.next_due_ms: int | None = None  # the earliest due time left after fire_due
 
     @property
     def emitter(self) -> Emitter:
@@ -264,12 +270,14 @@ class ScheduleState:
                 ahead = sum(ready is not None for _, _, ready in due)
                 if ahead:  # one increment a round rather than one lock a slot
                     self._uncounted_reached["ahead"] += ahead
-        oldest = now
+        oldest, self.next_due_ms = now, None
         for part, index in self.indexes.items():
             earliest = index.peek()
             through = now if earliest is None or earliest > now else earliest - 1
             self.fired_through[part] = max(self.fired_through.get(part, 0), through)
             oldest = min(oldest, through + 1)
+            if earliest is not None and (self.next_due_ms is None or earliest < self.next_due_ms):
+                self.next_due_ms = earliest
         self.count()
         if not busy:
             self.prepare_upcoming(now, time.monotonic() + PREPARE_BUDGET_S)
@@ -309,34 +317,34 @@ class ScheduleState:
         one can have run it since), and return the others for ``_fire``, which decides them
         in full. It is ``_fire`` and ``decide`` for that one case, with nothing decided twice:
         in a top-of-minute spike every slot is this case, and the calls between deciding and
-        producing were half of a slot's cost in the spike's own second. Within a round, the
-        lane's slots are produced before those it hands back; nothing orders records of
-        different jobs (one job has one slot in a round), and a handed-back slot's decision
-        is only later by the lane's share of the round (≤ ``FIRE_ROUND`` × a few µs)."""
+        producing were half of a slot's cost in the spike's own second. The lane's records are
+        queued together at its end (``Emitter.produce_all``), before those of the slots it
+        hands back; nothing orders records of different jobs (one job has one slot in a round),
+        and a handed-back slot's decision is only later by the lane's share of the round
+        (≤ ``FIRE_ROUND`` × a few µs)."""
         rest: list[tuple[str, int, Any]] = []
         if not due:
             return rest
-        produce, expect = self.emitter.produce, self.reconciler.expect
-        fired, run_at, run = 0, -1, b""
+        expect = self.reconciler.expect
+        join, records = FIRED_TEMPLATE.join, []
+        run_at, run = -1, b""
         for entry in due:
             job_id, slot, ready = entry
-            if (ready is None or ready.done or ready.prepared_ms >= slot
-                    or ready.fired_until is None or now > ready.fired_until):
+            if ready is None or now > ready.lane_until:
                 rest.append(entry)
                 continue
             at = now_ms()
             if at != run_at:
                 run_at, run = at, self._run_of(at, "fired")
-            produce(FIRED, job_id, FIRED_TEMPLATE.join(ready.frozen, run), part)
-            expect(Pending(ready.fid, job_id, part, slot, at,
-                           max(ready.job["max_lateness_s"], 1) * 1000))
+            records.append((job_id, join(ready.frozen, run)))
+            expect(Pending(ready.fid, job_id, part, slot, at, ready.max_lateness_ms))
             if ready.following is None:
                 index.remove(job_id)
             else:
                 index.set(job_id, ready.following, ready.following_due)
-            fired += 1
-        if fired:
-            self._uncounted["fired"] = self._uncounted.get("fired", 0) + fired
+        if records:
+            self.emitter.produce_all(FIRED, records, part)
+            self._uncounted["fired"] = self._uncounted.get("fired", 0) + len(records)
         return rest
 
     def _fire(self, part: int, index: DueIndex, job_id: str, slot: int,
@@ -517,15 +525,20 @@ class Burst:
                 f"{self.in_rounds:.3f} s")
 
 
-def prepare(job: dict[str, Any], slot: int, done: bool) -> Prepared:
+def prepare(job: dict[str, Any], slot: int, done: bool, prepared_ms: int | None = None
+            ) -> Prepared:
     """A slot's preparation: everything firing it needs that does not depend on the moment it
-    is reached. ``done``: whether the done table had the slot's fire id just now."""
+    is reached. ``done``: whether the done table had the slot's fire id just now, which is
+    ``prepared_ms`` (default: now)."""
     fid = schedule.fire_id(job["job_id"], slot)
     following = schedule.next_after(job["schedule"], job["job_id"], slot)
-    return Prepared(slot, job, following, fid, done, now_ms(), fired_frozen(job, fid, slot),
-                    misfire.fired_until(slot_ms=slot, max_lateness_s=job["max_lateness_s"],
-                                        paused=job["paused"]),
-                    None if following is None else ScheduleState._due(job, following))
+    at = now_ms() if prepared_ms is None else prepared_ms
+    until = misfire.fired_until(slot_ms=slot, max_lateness_s=job["max_lateness_s"],
+                                paused=job["paused"])
+    return Prepared(slot, job, following, fid, done, at, fired_frozen(job, fid, slot), until,
+                    None if following is None else ScheduleState._due(job, following),
+                    until if until is not None and not done and at < slot else -1,
+                    max(job["max_lateness_s"], 1) * 1000)
 
 
 def fired_frozen(job: dict[str, Any], fid: str, slot: int, redrives: int = 0
@@ -616,13 +629,24 @@ async def observe_decisions(stream: Any) -> Any:
         state.reconciler.resolve(event.key.decode())
 
 
-@app.timer(interval=0.05)
+@app.timer(interval=FIRE_TICK_S)
 async def fire_due() -> None:
     """Punctuator: decide due slots, then (about once a second) persist progress marks. In a
     spike it keeps deciding round after round, yielding to the event loop in between, so the
     slots due now come before running the ones already fired; a backlog of late slots (after
-    an outage) goes at the tick's pace instead."""
+    an outage) goes at the tick's pace instead. A slot due before the next tick is waited for
+    and decided at its moment: the tick alone would have added up to 50 ms (25 on average) to
+    every fire."""
     HEALTH.tick()
+    await _decide_due()
+    await state.maybe_mark()
+    wait_ms = -1 if state.next_due_ms is None else state.next_due_ms - now_ms()
+    if 0 <= wait_ms < FIRE_TICK_S * 1000:
+        await asyncio.sleep((wait_ms + 1) / 1000)  # +1: woken a hair early, nothing is due yet
+        await _decide_due()
+
+
+async def _decide_due() -> None:
     burst = Burst(state.decided, state.reached_at_due)
     if burst.round(state.fire_due):
         with DECIDING.held(), collections_deferred():  # the executor waits (streams.priority)
@@ -630,7 +654,6 @@ async def fire_due() -> None:
                 HEALTH.tick()
                 await asyncio.sleep(0)
         log.info("burst: %s", burst.report(state.decided, state.reached_at_due))
-    await state.maybe_mark()
 
 
 @app.timer(interval=5.0)

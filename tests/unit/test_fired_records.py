@@ -17,8 +17,12 @@ class Recorder:
         self.topics: list[str] = []
 
     def produce(self, topic, key, value, partition=None, **_) -> None:
-        self.values.append(value)
-        self.topics.append(topic.name)
+        self.produce_all(topic, [(key, value)], partition)
+
+    def produce_all(self, topic, records, partition=None, **_) -> None:
+        for _key, value in records:
+            self.values.append(value)
+            self.topics.append(topic.name)
 
 
 def test_records_sharing_a_millisecond_share_its_encoding_and_each_decodes_whole():
@@ -41,9 +45,7 @@ def test_records_sharing_a_millisecond_share_its_encoding_and_each_decodes_whole
 def prepared_slot(index, j, slot, *, done=False, prepared_ms=None):
     """Index ``j`` at ``slot`` with the preparation ``ScheduleState._prepare`` would attach."""
     index.set(j["job_id"], slot)
-    ready = scheduler.prepare(j, slot, done)
-    index.attach(j["job_id"], ready if prepared_ms is None else ready._replace(
-        prepared_ms=prepared_ms))
+    index.attach(j["job_id"], scheduler.prepare(j, slot, done, prepared_ms))
 
 
 def test_the_spike_lane_fires_only_what_preparation_settled_and_leaves_the_rest_to_fire():
@@ -115,6 +117,8 @@ def test_a_round_fires_each_prepared_slot_once_at_its_moment_and_schedules_its_j
     assert sorted(record["job_id"] for record in fired) == ["jittered", "plain"]  # once each
     assert recorder.topics.count(LEDGER.name) == 1  # the paused job's skip, decided by _fire
     assert state.decided == 3
+    # the punctuator waits for the earliest slot left when it falls before its next tick
+    assert state.next_due_ms == min(index.peek() for index in state.indexes.values()) > after
     for record in fired:
         assert record["decision"] == "fired" and record["epoch"] == 2
         assert before <= record["fired_ms"] <= after

@@ -1,5 +1,6 @@
 import asyncio
 import gc
+import time
 
 import pytest
 
@@ -8,7 +9,7 @@ from streams.priority import Gate, collections_deferred
 
 def test_the_gate_holds_waiters_for_the_burst_and_opens_however_it_ends():
     async def scenario() -> list[str]:
-        gate, order = Gate(), []
+        gate, order = Gate(held_s=0), []
 
         async def executor() -> None:
             await gate.passed()
@@ -26,6 +27,24 @@ def test_the_gate_holds_waiters_for_the_burst_and_opens_however_it_ends():
         return order
 
     assert asyncio.run(scenario()) == ["decided", "ran"]
+
+
+def test_runs_wait_held_s_from_the_burst_start_not_only_its_end():
+    """The first worker done with its burst must leave the cores to the others' bursts of the
+    same second: its runs start ``held_s`` after its burst started, or when the burst ends if
+    that is later."""
+    async def waited_after(gate: Gate, burst_s: float) -> float:
+        started = time.monotonic()
+        with gate.held():
+            waiting = asyncio.ensure_future(gate.passed())
+            await asyncio.sleep(burst_s)
+        await waiting
+        return time.monotonic() - started
+
+    short = asyncio.run(waited_after(Gate(held_s=0.3), burst_s=0.02))
+    assert 0.3 <= short < 1.0
+    long = asyncio.run(waited_after(Gate(held_s=0.05), burst_s=0.3))
+    assert 0.3 <= long < 0.25 + 0.3  # the burst's end, not its start plus held_s, came last
 
 
 @pytest.mark.parametrize("enabled", [True, False])
