@@ -104,7 +104,9 @@ class Executor:
                         part, event.message.offset)
             await stream.ack(event)
             return
-        arrival = classify(done_table.get(fid.encode()), self.in_flight.get(fid),
+        # get_in: the record's partition is the done table's (co-partitioned), and a RocksDB
+        # read without faust's mapping layers was 4 % of a draining executor's GIL time
+        arrival = classify(done_table.get_in(part, fid.encode()), self.in_flight.get(fid),
                            (part, event.message.offset))
         if arrival is Arrival.UNKNOWN_SEND:
             # an email whose send began before a crash: it may have left. Never send it twice
