@@ -428,7 +428,7 @@ class ScheduleState:
                                     self._run_of(now, decision))
         self.emitter.produce(FIRED, job["job_id"], value, partition)
         self.reconciler.expect(Pending(fid, job["job_id"], partition, slot, now,
-                                       max(job["max_lateness_s"], 1) * 1000, redrives))
+                                       lateness_bound_ms(job), redrives))
 
     def _run_of(self, now: int, decision: str) -> bytes:
         """The encoding of a fired record's last-moment fields: a spike's slots share it,
@@ -538,7 +538,14 @@ def prepare(job: dict[str, Any], slot: int, done: bool, prepared_ms: int | None 
     return Prepared(slot, job, following, fid, done, at, fired_frozen(job, fid, slot), until,
                     None if following is None else ScheduleState._due(job, following),
                     until if until is not None and not done and at < slot else -1,
-                    max(job["max_lateness_s"], 1) * 1000)
+                    lateness_bound_ms(job))
+
+
+def lateness_bound_ms(job: dict[str, Any]) -> int:
+    """How late the reconciler lets a fired slot of ``job`` go undecided before expiring it:
+    the job's max lateness, and at least a second, so a job allowing no lateness is not expired
+    the moment it fires."""
+    return max(job["max_lateness_s"], 1) * 1000
 
 
 def fired_frozen(job: dict[str, Any], fid: str, slot: int, redrives: int = 0
