@@ -66,12 +66,12 @@ PREPARE_AHEAD_MS = 10_000  # how long before its due time a slot may be prepared
 PREPARE_BUDGET_S = 0.03  # time one tick may spend preparing, after firing what is due
 PREPARED_MAX = 200_000  # per worker: bounds the memory of a far larger spike (~1 KiB each)
 # How long the scheduler's producer gathers records into a batch. Why not librdkafka's 5 ms
-# (the other emitters'): the broker's cost of a spike is per batch more than per record, and a
-# 100k-slot second sent at 5 ms took the broker about 0.6 s of CPU, on the two cores the workers
-# were deciding on, and sent at 50 ms 0.2-0.3 s (two producers of fired records alone, paced as
-# a spike's: docs/performance.md). A record's CreateTime, its fire time, is still the moment it
-# was decided; what waits up to 50 ms more is its append, and in a burst its run waits a second
-# anyway (streams.priority).
+# (the other emitters'): the broker's cost of a spike is per batch more than per record. Two
+# producers sending a 100k-slot second at 5 ms took the broker 0.62 s of CPU, on the two cores
+# the workers decide on, and at 50 ms 0.15 s (``bench.batching``: medians of 5 rounds on a fresh
+# broker). A record's CreateTime, its fire time, is still the moment it was decided; what waits
+# up to 50 ms more is its append, and in a burst its run waits a second anyway
+# (streams.priority).
 FIRED_LINGER_MS = 50
 
 jobs_topic = raw_topic(JOBS)
