@@ -16,6 +16,15 @@ have consumed every fired record (the time that takes is reported: a backlog mea
 run slower than the jobs fire) and the reconciler has had its turn; the count of those without
 one must be 0. The killed worker is restarted at the
 end. Target: its partitions fire again within 15 s.
+
+``--spike N`` kills the worker in the middle of a top-of-minute spike instead: N more jobs, due
+together once (at a minute boundary planned as ``bench.spike`` plans its spike), and the kill
+``--kill-into-spike-ms`` after that second began, while the victim is still deciding its share.
+Every spike slot must end up with a decision too, and the report gives how long the slots of
+the killed worker's partitions took to be fired, by the victim before the kill or by the
+survivor after it (those slots are late by the takeover; ``bench.spike``'s jobs allow 60 s).
+Fewer jobs firing every second suit it (``--jobs 100``): one survivor runs about a thousand
+slots a second, and the spike's runs queue behind them.
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ from bench.common import (
     wait_consumed,
     wait_standbys,
 )
-from bench.spike import job, load
+from bench.spike import job, load, plan_spike, stop
 from stack import processes
 from stack.local import Stack
 from streams import schedule
@@ -74,12 +83,44 @@ def read(bootstrap: str, topic: str, start: dict[int, int], prefix: str,
     return found
 
 
+def once_at(ms: int) -> str:
+    """A cron expression (with seconds, UTC) due at ``ms`` and not again within the year."""
+    at = time.gmtime(ms // 1000)
+    return f"{at.tm_sec} {at.tm_min} {at.tm_hour} {at.tm_mday} {at.tm_mon} *"
+
+
+def spike_figures(spike: list[str], spike_ms: int, killed_ms: int,
+                  fired: list[tuple[str, int, int]], victim_parts: set[int],
+                  count: int) -> dict[str, object]:
+    """When the spike's slots on the killed worker's partitions were first fired (the CreateTime
+    of each one's first fired record), by the victim before the kill or after it. A spike job
+    has one slot, so its fired records (keyed by job id) are all that slot's."""
+    slots = {j for j in spike if partition_for(j, count) in victim_parts}
+    first: dict[str, int] = {}
+    for key, _, ts in fired:
+        if key in slots and ts < first.get(key, 1 << 62):
+            first[key] = ts
+    after = [ts for ts in first.values() if ts >= killed_ms]
+    return {
+        "jobs due in the spike's second": len(spike),
+        "of them on the killed worker's partitions": len(slots),
+        "fired by it before the kill": len(first) - len(after),
+        "fired after the kill": len(after),
+        "never fired": len(slots) - len(first),
+        "last of them fired, s after the spike": (
+            round((max(first.values()) - spike_ms) / 1000, 1) if first else None),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=count_at_least(1), default=1000)
     parser.add_argument("--idle", type=count_at_least(0), default=0)
     parser.add_argument("--workers", type=count_at_least(2), default=2)
     parser.add_argument("--after-s", type=count_at_least(1), default=60)
+    parser.add_argument("--spike", type=count_at_least(0), default=0,
+                        help="jobs due together once; the worker is killed during their second")
+    parser.add_argument("--kill-into-spike-ms", type=count_at_least(0), default=250)
     args = parser.parse_args()
 
     conf, stack, workers = stack_with_workers(args.workers)
@@ -96,6 +137,9 @@ def main() -> None:
     for job_id in ids:
         emitter.produce(JOBS, job_id, job(job_id, "* * * * * *", now, "fire_all", 600))
     emitter.flush(60)
+    spike_ms = plan_spike(args.spike) if args.spike else None
+    spike = [] if spike_ms is None else load(emitter, f"{prefix}-spike", args.spike,
+                                             once_at(spike_ms), start_ms=spike_ms)
     wait_consumed(conf.bootstrap, JOBS)  # an earlier run's tombstones come first
     # a standby reads its changelogs after the worker's own partitions: just after a million
     # jobs were loaded it trails by tens of thousands of records, which a takeover replays
@@ -103,7 +147,17 @@ def main() -> None:
     print(f"standbys current {standby_s:.0f} s after the jobs were consumed", flush=True)
     fired_start, ledger_start = topic_ends(conf.bootstrap, FIRED.name), topic_ends(
         conf.bootstrap, LEDGER.name)
-    time.sleep(WARM_UP_S)
+    if spike_ms is None:
+        time.sleep(WARM_UP_S)
+    else:
+        kill_at = spike_ms + args.kill_into_spike_ms
+        if schedule.now_ms() > kill_at - WARM_UP_S * 1000:
+            stop(emitter, ids, idle, spike)
+            raise SystemExit("the jobs took longer to index than planned and the spike is less "
+                             f"than {WARM_UP_S} s away or past; nothing measured (lower --spike)")
+        print(f"the spike is at {spike_ms}; the kill {args.kill_into_spike_ms} ms into it",
+              flush=True)
+        time.sleep((kill_at - schedule.now_ms()) / 1000)
 
     victim_parts = held_partitions(stack, victim)
     pid = processes.alive(stack.pidfile(victim))
@@ -114,9 +168,7 @@ def main() -> None:
     time.sleep(args.after_s)
     window = (killed_ms // 1000 * 1000 - 10_000, killed_ms + args.after_s * 1000)
 
-    for job_id in ids + idle:  # stop firing, then let the reconciler settle what is pending
-        emitter.produce(JOBS, job_id, None)
-    emitter.flush(60)
+    stop(emitter, ids, idle, spike)  # stop firing, then let the reconciler settle what is pending
     backlog_s = wait_consumed(conf.bootstrap, FIRED, every_s=2)  # executors working it off
     time.sleep(SETTLE_S)
     fired = read(conf.bootstrap, FIRED.name, fired_start, prefix,
@@ -142,8 +194,9 @@ def main() -> None:
     expected = {schedule.fire_id(job_id, second) for job_id in ids
                 for second in range(window[0], window[1] - 5_000, 1000)}
     missed = expected - decided
+    spike_slots = set() if spike_ms is None else {schedule.fire_id(j, spike_ms) for j in spike}
     per_part = {p: sum(1 for j in ids if partition_for(j, count) == p) for p in victim_parts}
-    report("failover", {
+    figures: dict[str, object] = {
         "jobs firing every second": args.jobs,
         "idle schedules loaded": args.idle,
         "killed worker's partitions": sorted(victim_parts),
@@ -157,9 +210,15 @@ def main() -> None:
         "slots in the window": len(expected),
         "slots without a decision (missed)": len(missed),
         "executor backlog after the window s": round(backlog_s, 1),
-    }, {"jobs": args.jobs, "idle": args.idle, "workers": args.workers, "after_s": args.after_s})
-    if missed:
-        print(f"  e.g. missed: {sorted(missed)[:5]}")
+    }
+    if spike_ms is not None:
+        figures["spike"] = {**spike_figures(spike, spike_ms, killed_ms, fired, victim_parts, count),
+                            "slots without a decision (missed)": len(spike_slots - decided)}
+    report("failover", figures, {"jobs": args.jobs, "idle": args.idle, "workers": args.workers,
+                                 "after_s": args.after_s, "spike": args.spike,
+                                 "kill_into_spike_ms": args.kill_into_spike_ms})
+    if missed or spike_slots - decided:
+        print(f"  e.g. missed: {sorted(missed | (spike_slots - decided))[:5]}")
 
 
 if __name__ == "__main__":
