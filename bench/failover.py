@@ -22,7 +22,10 @@ together once (at a minute boundary planned as ``bench.spike`` plans its spike),
 ``--kill-into-spike-ms`` after that second began, while the victim is still deciding its share.
 Every spike slot must end up with a decision too, and the report gives how long the slots of
 the killed worker's partitions took to be fired, by the victim before the kill or by the
-survivor after it (those slots are late by the takeover; ``bench.spike``'s jobs allow 60 s).
+survivor after it. They are ``fire_all`` jobs, as the ones firing every second: the slots the
+victim had not fired are late by the takeover, and a ``skip`` job's would be skipped (its
+policy for a slot over 5 s late), so the survivor catches them up instead, paced
+(``streams.scheduler.CATCH_UP_PER_S``).
 Fewer jobs firing every second suit it (``--jobs 100``): one survivor runs about a thousand
 slots a second, and the spike's runs queue behind them.
 """
@@ -139,7 +142,7 @@ def main() -> None:
     emitter.flush(60)
     spike_ms = plan_spike(args.spike) if args.spike else None
     spike = [] if spike_ms is None else load(emitter, f"{prefix}-spike", args.spike,
-                                             once_at(spike_ms), start_ms=spike_ms)
+                                             once_at(spike_ms), spike_ms, "fire_all", 600)
     wait_consumed(conf.bootstrap, JOBS)  # an earlier run's tombstones come first
     # a standby reads its changelogs after the worker's own partitions: just after a million
     # jobs were loaded it trails by tens of thousands of records, which a takeover replays

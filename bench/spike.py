@@ -69,12 +69,13 @@ def job(job_id: str, cron: str, now: int, misfire_policy: str = "skip",
     })
 
 
-def load(emitter: Emitter, prefix: str, count: int, cron: str,
-         start_ms: int | None = None) -> list[str]:
+def load(emitter: Emitter, prefix: str, count: int, cron: str, start_ms: int | None = None,
+         misfire_policy: str = "skip", max_lateness_s: int = 60) -> list[str]:
     ids = [f"{prefix}-{i:07d}" for i in range(count)]
     now = now_ms()
     for job_id in ids:
-        emitter.produce(JOBS, job_id, job(job_id, cron, now, start_ms=start_ms))
+        emitter.produce(JOBS, job_id, job(job_id, cron, now, misfire_policy, max_lateness_s,
+                                          start_ms))
     emitter.flush(120)
     return ids
 
