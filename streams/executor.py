@@ -33,6 +33,7 @@ from streams.fanout import fanout
 from streams.fencing import EpochFence
 from streams.ledger import job_entry
 from streams.priority import DECIDING
+from streams.reconciler import TakenUp
 from streams.replays import INTENT, Arrival, Position, classify
 from streams.schedule import now_ms
 from streams.topology import DLQ, DONE_TABLE, FIRED, LEDGER, TENANTS
@@ -51,6 +52,7 @@ class Executor:
         self.running: dict[str, int] = {}  # job id -> runs in flight
         self.buffered: dict[str, tuple[Any, Any, dict[str, Any]]] = {}  # job -> (stream, event, fired)
         self.in_flight: dict[str, Position] = {}  # fire id -> where its running record was read
+        self.taken_up: dict[int, TakenUp] = {}  # partition -> the fired record last taken up
         self.fence = EpochFence()
         self.replays = 0
         self._slots: asyncio.Semaphore | None = None
@@ -97,6 +99,7 @@ class Executor:
     async def accept(self, stream: Any, event: Any) -> None:
         fired = codec().decode(event.value)
         part = event.message.partition
+        self.taken_up[part] = TakenUp(fired["fired_ms"], now_ms())  # for the reconciler
         fid, job_id = fired["fire_id"], fired["job_id"]
         if not self.fence.admit(part, fired["epoch"]):
             log.warning("fenced %s of job %s tenant %s: epoch %d < %d on partition %d offset %d",
@@ -244,6 +247,10 @@ def in_flight() -> set[str]:
     return set(executor.in_flight)
 
 
+def taken_up() -> dict[int, TakenUp]:
+    return dict(executor.taken_up)
+
+
 @app.agent(fired_topic)
 async def execute_fired(stream: Any) -> Any:
     acking = stream.noack()
@@ -257,3 +264,4 @@ async def _on_revoked(app: Any, revoked: set[Any], **kwargs: Any) -> None:
     for tp in revoked:
         if tp.topic == FIRED.name:
             executor.fence.forget(tp.partition)
+            executor.taken_up.pop(tp.partition, None)

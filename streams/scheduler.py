@@ -43,7 +43,7 @@ from streams.due_index import DueIndex
 from streams.emit import Emitter
 from streams.ledger import job_entry
 from streams.priority import DECIDING, collections_deferred
-from streams.reconciler import Pending, Reconciler
+from streams.reconciler import Pending, Reconciler, TakenUp
 from streams.schedule import now_ms
 from streams.topology import (
     APP_ID,
@@ -477,9 +477,9 @@ class ScheduleState:
                                 "backfilled", now)
 
     # -- reconciler ----------------------------------------------------------------------------
-    def reconcile(self, in_flight: set[str]) -> None:
+    def reconcile(self, in_flight: set[str], taken_up: dict[int, TakenUp] | None = None) -> None:
         now = now_ms()
-        for catch in self.reconciler.sweep(now, in_flight):
+        for catch in self.reconciler.sweep(now, in_flight, taken_up):
             item = catch.pending
             raw = jobs_table.get_in(item.partition, item.job_id.encode())
             log.warning("reconciler caught %s (job %s partition %d): %s -> %s", item.fire_id,
@@ -675,6 +675,6 @@ async def _decide_due() -> None:
 @app.timer(interval=5.0)
 async def reconcile() -> None:
     """Punctuator: the cleanup crew, trailing the scheduler by the reconciler's lag."""
-    from streams.executor import in_flight
+    from streams.executor import in_flight, taken_up
 
-    state.reconcile(in_flight())
+    state.reconcile(in_flight(), taken_up())

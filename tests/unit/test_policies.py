@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from streams import overlap, retry, tenants
 from streams.fencing import EpochFence
 from streams.pacing import TokenBucket, walker_bucket
-from streams.reconciler import Pending, Reconciler
+from streams.reconciler import BUSY_MS, Pending, Reconciler, TakenUp, behind
 from streams.schedule import fire_id, jitter_ms
 
 
@@ -119,6 +119,27 @@ def test_reconciler_leaves_resolved_and_in_flight_slots_alone():
     rec.resolve("a@1")
     assert rec.sweep(1000, in_flight={"b@1"}) == []
     assert list(rec.pending) == ["b@1"]
+
+
+def test_a_slot_still_queued_behind_a_busy_executor_is_not_overdue():
+    rec = Reconciler(lag_ms=100)
+    rec.expect(pending(emitted=1_000))
+    now = 200_000
+    working = {0: TakenUp(fired_ms=900, at_ms=now - 50)}  # busy, not at the slot's records yet
+    assert rec.sweep(now, taken_up=working) == [] and list(rec.pending) == ["j@1"]
+    assert rec.sweep(now, taken_up={1: working[0]}) != [], "another partition's queue: no"
+
+
+def test_a_slot_the_executor_had_the_chance_to_read_is_overdue():
+    now = 200_000
+    assert not behind(1_000, TakenUp(fired_ms=1_000, at_ms=now - 50), now), "past it"
+    assert not behind(1_000, TakenUp(fired_ms=900, at_ms=now - BUSY_MS), now), "idle"
+    assert not behind(1_000, None, now), "nothing taken up since the partition came"
+    assert behind(1_000, TakenUp(fired_ms=999, at_ms=now - BUSY_MS + 1), now)
+    rec = Reconciler(lag_ms=100)
+    rec.expect(pending(emitted=1_000))
+    caught = rec.sweep(now, taken_up={0: TakenUp(fired_ms=900, at_ms=now - BUSY_MS)})
+    assert [c.action for c in caught] == ["redrive"], "a lost record on a quiet partition"
 
 
 def test_reconciler_expires_slots_past_max_lateness():
