@@ -127,3 +127,31 @@ def test_a_round_fires_each_prepared_slot_once_at_its_moment_and_schedules_its_j
     assert state.indexes[0].next_slot("jittered") == following
     assert state.indexes[0].peek() == following + jitter_ms(fire_id("jittered", following), 30)
     assert jitter_ms(fire_id("jittered", following), 30) > 0  # the check above means something
+
+
+def test_the_reconciler_does_not_redrive_a_slot_the_done_table_has(monkeypatch):
+    """The ledger's observer can trail a busy worker by a minute; a slot already run is resolved,
+    not re-driven (the run queued again) or expired (a second, false decision)."""
+    from streams.due_index import DueIndex
+
+    class Jobs:
+        def get_in(self, partition, key):
+            return job(key.decode(), "0 * * * * *", 1_000)
+
+    state = scheduler.ScheduleState()
+    state._emitter = recorder = Recorder()
+    state.indexes[1] = DueIndex()
+    state.reconciler.lag_ms = 0
+    monkeypatch.setattr(scheduler, "jobs_table", Jobs())
+    jobs = [codec().decode(job(f"job-{i}", "0 * * * * *", 1_000)) for i in range(2)]
+    slot = now_ms() - 1_000
+    for j in jobs:
+        state.emit_fired(1, j, fire_id(j["job_id"], slot), slot, "fired", slot + 10)
+    done = fire_id("job-0", slot)
+    monkeypatch.setattr(scheduler.ScheduleState, "already_done",
+                        staticmethod(lambda partition, fid: fid == done))
+    recorder.values.clear()
+    state.reconcile(set())
+    assert done not in state.reconciler.pending
+    redriven = [codec().decode(value) for value in recorder.values]
+    assert [(r["fire_id"], r["redrives"]) for r in redriven] == [(fire_id("job-1", slot), 1)]
