@@ -22,6 +22,7 @@ import logging
 from typing import Any
 
 import httpx
+from faust.types import TP
 
 from ops import metrics
 from streams import overlap, retry, ses, targets
@@ -33,7 +34,7 @@ from streams.fanout import fanout
 from streams.fencing import EpochFence
 from streams.ledger import job_entry
 from streams.priority import DECIDING
-from streams.reconciler import TakenUp
+from streams.reconciler import ExecutorQueue
 from streams.replays import INTENT, Arrival, Position, classify
 from streams.schedule import now_ms
 from streams.topology import DLQ, DONE_TABLE, FIRED, LEDGER, TENANTS
@@ -52,7 +53,7 @@ class Executor:
         self.running: dict[str, int] = {}  # job id -> runs in flight
         self.buffered: dict[str, tuple[Any, Any, dict[str, Any]]] = {}  # job -> (stream, event, fired)
         self.in_flight: dict[str, Position] = {}  # fire id -> where its running record was read
-        self.taken_up: dict[int, TakenUp] = {}  # partition -> the fired record last taken up
+        self.taken_up: dict[int, tuple[int, int]] = {}  # partition -> (fired_ms, next offset)
         self.fence = EpochFence()
         self.replays = 0
         self._slots: asyncio.Semaphore | None = None
@@ -99,7 +100,7 @@ class Executor:
     async def accept(self, stream: Any, event: Any) -> None:
         fired = codec().decode(event.value)
         part = event.message.partition
-        self.taken_up[part] = TakenUp(fired["fired_ms"], now_ms())  # for the reconciler
+        self.taken_up[part] = (fired["fired_ms"], event.message.offset + 1)  # the reconciler's
         fid, job_id = fired["fire_id"], fired["job_id"]
         if not self.fence.admit(part, fired["epoch"]):
             log.warning("fenced %s of job %s tenant %s: epoch %d < %d on partition %d offset %d",
@@ -247,8 +248,15 @@ def in_flight() -> set[str]:
     return set(executor.in_flight)
 
 
-def taken_up() -> dict[int, TakenUp]:
-    return dict(executor.taken_up)
+def queues() -> dict[int, ExecutorQueue]:
+    """Where the executor stands on each fired partition it has taken records up from."""
+    assigned = app.consumer.assignment()
+    out = {}
+    for part, (fired_ms, next_offset) in list(executor.taken_up.items()):
+        tp = TP(FIRED.name, part)
+        if tp in assigned:  # mid-rebalance; aiokafka asserts on a partition it does not hold
+            out[part] = ExecutorQueue(fired_ms, next_offset, app.consumer.highwater(tp))
+    return out
 
 
 @app.agent(fired_topic)

@@ -10,10 +10,11 @@ Every catch is logged and counted. Pure bookkeeping: the scheduler does the prod
 
 A slot whose record is still queued for the executor is not overdue, only behind a backlog.
 After a worker died in the middle of a 100k-slot spike, its survivor had some 80,000 fired
-records to run at about a thousand a second; at two minutes the reconciler re-drove every slot
-still waiting, 85,914 more fired records into the same queue, each logged, on the event loop
-the executor needed (``bench.failover --spike``). So a partition on which the executor is busy
-taking up records fired before a slot was emitted holds that slot's sweep back (``behind``).
+records to run at about a thousand a second; from two minutes on, the reconciler re-drove
+85,914 slots that were only waiting (and expired 37,676), each logged, on the event loop the
+executor needed (``bench.failover --spike``). So a slot on a partition where the executor still
+has records to take up, and has not reached those fired when the slot was, is left alone
+(``behind``); and the scheduler resolves a caught slot the done table already has.
 """
 
 from __future__ import annotations
@@ -24,23 +25,25 @@ from typing import NamedTuple
 
 DEFAULT_LAG_MS = 120_000
 MAX_REDRIVES = 2
-BUSY_MS = 10_000  # an executor that took up a record this recently is still working a queue
 
 
-class TakenUp(NamedTuple):
-    """The fired record an executor last took up on a partition."""
+class ExecutorQueue(NamedTuple):
+    """Where this worker's executor stands on a partition of the fired topic."""
 
-    fired_ms: int  # when it was fired: records of a partition are fired in order
-    at_ms: int  # when the executor took it up
+    fired_ms: int  # when the record it last took up was fired (a partition's are in order)
+    next_offset: int  # the offset after that record
+    end_offset: int | None  # the partition's end as last fetched (None: not known yet)
 
 
-def behind(item_emitted_ms: int, taken_up: TakenUp | None, now_ms: int) -> bool:
-    """Whether a slot emitted at ``item_emitted_ms`` may still be waiting in the executor's queue:
-    the executor is busy on its partition and has not reached records fired that late. An idle
-    executor, or one past the slot's emission, has had the chance to read it: a slot still
-    undecided then was lost or dropped, and is the reconciler's."""
-    return (taken_up is not None and taken_up.fired_ms < item_emitted_ms
-            and now_ms - taken_up.at_ms < BUSY_MS)
+def behind(emitted_ms: int, queue: ExecutorQueue | None) -> bool:
+    """Whether a slot emitted at ``emitted_ms`` may still wait in the executor's queue: records
+    are left to take up, and the executor has not reached those fired that late. Not a clock of
+    when it last took one up: the one agent takes up the partitions' records in turns, and a
+    busy event loop (the sweep itself, logging thousands of catches) left some untouched for
+    longer than any such clock. A slot the executor went past undecided (a record lost or
+    dropped), or one on a partition with nothing left to take up, is the reconciler's."""
+    return (queue is not None and queue.fired_ms < emitted_ms
+            and queue.end_offset is not None and queue.next_offset < queue.end_offset)
 
 
 @dataclass(slots=True)  # one per fired slot: slots make it cheaper to make in a spike's second
@@ -79,15 +82,15 @@ class Reconciler:
             del self.pending[fire_id]
 
     def sweep(self, now_ms: int, in_flight: set[str] | frozenset[str] = frozenset(),
-              taken_up: Mapping[int, TakenUp] | None = None) -> list[Catch]:
-        """Slots overdue for a decision, with what to do about each. ``taken_up``: per partition,
-        the record the executor last took up (slots still ``behind`` it are left alone)."""
+              queues: Mapping[int, ExecutorQueue] | None = None) -> list[Catch]:
+        """Slots overdue for a decision, with what to do about each. ``queues``: per partition,
+        where the executor stands (slots still ``behind`` in its queue are left alone)."""
         catches = []
-        taken_up = taken_up or {}
+        queues = queues or {}
         for item in list(self.pending.values()):
             if now_ms - item.emitted_ms < self.lag_ms or item.fire_id in in_flight:
                 continue
-            if behind(item.emitted_ms, taken_up.get(item.partition), now_ms):
+            if behind(item.emitted_ms, queues.get(item.partition)):
                 continue
             late = now_ms - item.nominal_ms
             if item.redrives >= self.max_redrives or late > item.max_lateness_ms:

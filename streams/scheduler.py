@@ -43,7 +43,7 @@ from streams.due_index import DueIndex
 from streams.emit import Emitter
 from streams.ledger import job_entry
 from streams.priority import DECIDING, collections_deferred
-from streams.reconciler import Pending, Reconciler, TakenUp
+from streams.reconciler import ExecutorQueue, Pending, Reconciler
 from streams.schedule import now_ms
 from streams.topology import (
     APP_ID,
@@ -477,9 +477,10 @@ class ScheduleState:
                                 "backfilled", now)
 
     # -- reconciler ----------------------------------------------------------------------------
-    def reconcile(self, in_flight: set[str], taken_up: dict[int, TakenUp] | None = None) -> None:
+    def reconcile(self, in_flight: set[str],
+                  queues: dict[int, ExecutorQueue] | None = None) -> None:
         now = now_ms()
-        for catch in self.reconciler.sweep(now, in_flight, taken_up):
+        for catch in self.reconciler.sweep(now, in_flight, queues):
             item = catch.pending
             if item.partition in self.indexes and self.already_done(item.partition, item.fire_id):
                 # run and on the ledger, but the ledger's observer, on the same busy event loop,
@@ -681,6 +682,6 @@ async def _decide_due() -> None:
 @app.timer(interval=5.0)
 async def reconcile() -> None:
     """Punctuator: the cleanup crew, trailing the scheduler by the reconciler's lag."""
-    from streams.executor import in_flight, taken_up
+    from streams.executor import in_flight, queues
 
-    state.reconcile(in_flight(), taken_up())
+    state.reconcile(in_flight(), queues())

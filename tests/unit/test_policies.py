@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from streams import overlap, retry, tenants
 from streams.fencing import EpochFence
 from streams.pacing import TokenBucket, walker_bucket
-from streams.reconciler import BUSY_MS, Pending, Reconciler, TakenUp, behind
+from streams.reconciler import ExecutorQueue, Pending, Reconciler, behind
 from streams.schedule import fire_id, jitter_ms
 
 
@@ -124,21 +124,20 @@ def test_reconciler_leaves_resolved_and_in_flight_slots_alone():
 def test_a_slot_still_queued_behind_a_busy_executor_is_not_overdue():
     rec = Reconciler(lag_ms=100)
     rec.expect(pending(emitted=1_000))
-    now = 200_000
-    working = {0: TakenUp(fired_ms=900, at_ms=now - 50)}  # busy, not at the slot's records yet
-    assert rec.sweep(now, taken_up=working) == [] and list(rec.pending) == ["j@1"]
-    assert rec.sweep(now, taken_up={1: working[0]}) != [], "another partition's queue: no"
+    working = {0: ExecutorQueue(fired_ms=900, next_offset=50, end_offset=9_000)}
+    assert rec.sweep(200_000, queues=working) == [] and list(rec.pending) == ["j@1"]
+    assert rec.sweep(200_000, queues={1: working[0]}) != [], "another partition's queue: no"
 
 
 def test_a_slot_the_executor_had_the_chance_to_read_is_overdue():
-    now = 200_000
-    assert not behind(1_000, TakenUp(fired_ms=1_000, at_ms=now - 50), now), "past it"
-    assert not behind(1_000, TakenUp(fired_ms=900, at_ms=now - BUSY_MS), now), "idle"
-    assert not behind(1_000, None, now), "nothing taken up since the partition came"
-    assert behind(1_000, TakenUp(fired_ms=999, at_ms=now - BUSY_MS + 1), now)
+    assert behind(1_000, ExecutorQueue(fired_ms=999, next_offset=50, end_offset=51))
+    assert not behind(1_000, ExecutorQueue(1_000, 50, 9_000)), "went past it: lost or dropped"
+    assert not behind(1_000, ExecutorQueue(900, 9_000, 9_000)), "nothing left to take up"
+    assert not behind(1_000, ExecutorQueue(900, 50, None)), "the partition's end not known"
+    assert not behind(1_000, None), "nothing taken up since the partition came"
     rec = Reconciler(lag_ms=100)
     rec.expect(pending(emitted=1_000))
-    caught = rec.sweep(now, taken_up={0: TakenUp(fired_ms=900, at_ms=now - BUSY_MS)})
+    caught = rec.sweep(200_000, queues={0: ExecutorQueue(900, 9_000, 9_000)})
     assert [c.action for c in caught] == ["redrive"], "a lost record on a quiet partition"
 
 
