@@ -428,6 +428,16 @@ class ScheduleState:
 
         return done_table.get_in(partition, fid.encode()) is not None
 
+    @staticmethod
+    def outcome_recorded(partition: int, fid: str) -> bool:
+        """Whether the executor put the slot's outcome on the ledger (its done mark follows the
+        ledger's acknowledgement). An email's intent mark is not one: its send may have begun,
+        and only the executor, reading the record again, records it as ``unknown``."""
+        from streams.executor import done_table
+        from streams.replays import INTENT
+
+        return done_table.get_in(partition, fid.encode()) not in (None, INTENT)
+
     def emit_fired(self, partition: int, job: dict[str, Any], fid: str, slot: int,
                    decision: str, now: int, redrives: int = 0,
                    frozen: tuple[bytes, bytes] | None = None) -> None:
@@ -482,7 +492,8 @@ class ScheduleState:
         now = now_ms()
         for catch in self.reconciler.sweep(now, in_flight, queues):
             item = catch.pending
-            if item.partition in self.indexes and self.already_done(item.partition, item.fire_id):
+            if item.partition in self.indexes and self.outcome_recorded(item.partition,
+                                                                        item.fire_id):
                 # run and on the ledger, but the ledger's observer, on the same busy event loop,
                 # had not read it yet (70 s behind in bench.failover --spike): re-driving it
                 # only queued the run again, and expiring it wrote a second, false decision

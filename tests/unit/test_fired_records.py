@@ -148,10 +148,27 @@ def test_the_reconciler_does_not_redrive_a_slot_the_done_table_has(monkeypatch):
     for j in jobs:
         state.emit_fired(1, j, fire_id(j["job_id"], slot), slot, "fired", slot + 10)
     done = fire_id("job-0", slot)
-    monkeypatch.setattr(scheduler.ScheduleState, "already_done",
+    monkeypatch.setattr(scheduler.ScheduleState, "outcome_recorded",
                         staticmethod(lambda partition, fid: fid == done))
     recorder.values.clear()
     state.reconcile(set())
     assert done not in state.reconciler.pending
     redriven = [codec().decode(value) for value in recorder.values]
     assert [(r["fire_id"], r["redrives"]) for r in redriven] == [(fire_id("job-1", slot), 1)]
+
+
+def test_an_emails_intent_mark_is_no_recorded_outcome(monkeypatch):
+    """A caught email slot with only its intent mark goes on to the executor, which records it
+    as ``unknown``; resolving it here would leave it without any decision."""
+    from streams import executor
+    from streams.replays import INTENT
+
+    class Done:
+        marks = {b"a@1": b"succeeded", b"b@1": INTENT}
+
+        def get_in(self, partition, key):
+            return self.marks.get(key)
+
+    monkeypatch.setattr(executor, "done_table", Done())
+    recorded = scheduler.ScheduleState.outcome_recorded
+    assert recorded(1, "a@1") and not recorded(1, "b@1") and not recorded(1, "c@1")
