@@ -34,7 +34,9 @@ from stack.local import Stack
 from streams import settings
 from streams.admin import client as admin_client
 from streams.codec import codec
+from streams.emit import Emitter
 from streams.schedule import fire_id, now_ms
+from streams.scheduler import FIRE_ROUND, FIRED_TEMPLATE, fired_frozen
 from streams.topology import FIRED
 
 PRODUCERS = 2  # the spike's two workers
@@ -44,7 +46,6 @@ SETTLE_S = 5.0  # time the broker gets to create the scratch topics' logs before
 
 def records(count: int) -> list[tuple[str, bytes]]:
     """``count`` fired records as the scheduler's spike lane writes them (keyed by job id)."""
-    from streams.scheduler import FIRED_TEMPLATE, fired_frozen
     slot = now_ms() // 1000 * 1000
     out = []
     for i in range(count):
@@ -58,9 +59,6 @@ def records(count: int) -> list[tuple[str, bytes]]:
 def produce(bootstrap: str, topic: str, linger_ms: int, count: int, rate: int, start: float,
             done: Queue) -> None:
     """One worker's burst: rounds of the scheduler's size, paced to ``rate``, then a flush."""
-    from streams.emit import Emitter
-    from streams.scheduler import FIRE_ROUND
-
     spec = replace(FIRED, name=topic)
     batch = records(count)
     emitter = Emitter(bootstrap, f"bench-batching-{linger_ms}", **{"linger.ms": linger_ms})

@@ -14,12 +14,12 @@ records to run at about a thousand a second; from two minutes on, the reconciler
 85,914 slots that were only waiting (and expired 37,676), each logged, on the event loop the
 executor needed (``bench.failover --spike``). So a slot on a partition where the executor still
 has records to take up, and has not reached those fired when the slot was, is left alone
-(``behind``); and the scheduler resolves a caught slot the done table already has.
+(``behind``), and one whose outcome is recorded is resolved (``sweep``'s ``recorded``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -82,15 +82,24 @@ class Reconciler:
             del self.pending[fire_id]
 
     def sweep(self, now_ms: int, in_flight: set[str] | frozenset[str] = frozenset(),
-              queues: Mapping[int, ExecutorQueue] | None = None) -> list[Catch]:
+              queues: Mapping[int, ExecutorQueue] | None = None,
+              recorded: Callable[[Pending], bool] | None = None) -> list[Catch]:
         """Slots overdue for a decision, with what to do about each. ``queues``: per partition,
-        where the executor stands (slots still ``behind`` in its queue are left alone)."""
+        where the executor stands (slots still ``behind`` in its queue are left alone).
+        ``recorded``: whether a slot's outcome is already recorded (the done table), asked of an
+        overdue slot only: one that is has been decided, however far the ledger's observer
+        trails (70 s behind a busy survivor in ``bench.failover --spike``), and is resolved;
+        re-driving it only queued the run again, and expiring it wrote a second, false
+        decision."""
         catches = []
         queues = queues or {}
         for item in list(self.pending.values()):
             if now_ms - item.emitted_ms < self.lag_ms or item.fire_id in in_flight:
                 continue
             if behind(item.emitted_ms, queues.get(item.partition)):
+                continue
+            if recorded is not None and recorded(item):
+                del self.pending[item.fire_id]
                 continue
             late = now_ms - item.nominal_ms
             if item.redrives >= self.max_redrives or late > item.max_lateness_ms:

@@ -44,6 +44,7 @@ from streams.emit import Emitter
 from streams.ledger import job_entry
 from streams.priority import DECIDING, collections_deferred
 from streams.reconciler import ExecutorQueue, Pending, Reconciler
+from streams.replays import INTENT
 from streams.schedule import now_ms
 from streams.topology import (
     APP_ID,
@@ -422,21 +423,28 @@ class ScheduleState:
                 self._uncounted_reached[prepared] = 0
 
     @staticmethod
-    def already_done(partition: int, fid: str) -> bool:
-        """The executor's done table is co-partitioned with the jobs (``cronstream.fired``)."""
+    def done_mark(partition: int, fid: str) -> bytes | None:
+        """The slot's mark in the executor's done table, co-partitioned with the jobs
+        (``cronstream.fired``): its outcome, or an email's intent, or None."""
         from streams.executor import done_table
 
-        return done_table.get_in(partition, fid.encode()) is not None
+        mark: bytes | None = done_table.get_in(partition, fid.encode())
+        return mark
 
-    @staticmethod
-    def outcome_recorded(partition: int, fid: str) -> bool:
+    @classmethod
+    def already_done(cls, partition: int, fid: str) -> bool:
+        return cls.done_mark(partition, fid) is not None
+
+    @classmethod
+    def outcome_recorded(cls, partition: int, fid: str) -> bool:
         """Whether the executor put the slot's outcome on the ledger (its done mark follows the
         ledger's acknowledgement). An email's intent mark is not one: its send may have begun,
         and only the executor, reading the record again, records it as ``unknown``."""
-        from streams.executor import done_table
-        from streams.replays import INTENT
+        return cls.done_mark(partition, fid) not in (None, INTENT)
 
-        return done_table.get_in(partition, fid.encode()) not in (None, INTENT)
+    def _outcome_recorded_for(self, item: Pending) -> bool:
+        return item.partition in self.indexes and self.outcome_recorded(item.partition,
+                                                                        item.fire_id)
 
     def emit_fired(self, partition: int, job: dict[str, Any], fid: str, slot: int,
                    decision: str, now: int, redrives: int = 0,
@@ -490,15 +498,8 @@ class ScheduleState:
     def reconcile(self, in_flight: set[str],
                   queues: dict[int, ExecutorQueue] | None = None) -> None:
         now = now_ms()
-        for catch in self.reconciler.sweep(now, in_flight, queues):
+        for catch in self.reconciler.sweep(now, in_flight, queues, self._outcome_recorded_for):
             item = catch.pending
-            if item.partition in self.indexes and self.outcome_recorded(item.partition,
-                                                                        item.fire_id):
-                # run and on the ledger, but the ledger's observer, on the same busy event loop,
-                # had not read it yet (70 s behind in bench.failover --spike): re-driving it
-                # only queued the run again, and expiring it wrote a second, false decision
-                self.reconciler.resolve(item.fire_id)
-                continue
             raw = jobs_table.get_in(item.partition, item.job_id.encode())
             log.warning("reconciler caught %s (job %s partition %d): %s -> %s", item.fire_id,
                         item.job_id, item.partition, catch.reason, catch.action)

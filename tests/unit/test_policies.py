@@ -141,6 +141,15 @@ def test_a_slot_the_executor_had_the_chance_to_read_is_overdue():
     assert [c.action for c in caught] == ["redrive"], "a lost record on a quiet partition"
 
 
+def test_an_overdue_slot_whose_outcome_is_recorded_is_resolved_not_caught():
+    rec = Reconciler(lag_ms=100)
+    rec.expect(pending("a@1"))
+    rec.expect(pending("b@1"))
+    caught = rec.sweep(1000, recorded=lambda item: item.fire_id == "a@1")
+    assert [c.pending.fire_id for c in caught] == ["b@1"]
+    assert "a@1" not in rec.pending and rec.caught == {"redrive": 1, "expire": 0}
+
+
 def test_reconciler_expires_slots_past_max_lateness():
     rec = Reconciler(lag_ms=100)
     rec.expect(pending(lateness=500))
