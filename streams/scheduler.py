@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 from ops import metrics
 from streams import misfire, progress, schedule, standbys
 from streams.app import HEALTH, SETTINGS, WORKER_ID, app, raw_table, raw_topic, ready_file
+from streams.catch_up import CatchUpLane
 from streams.codec import codec
 from streams.due_index import DueIndex
 from streams.emit import Emitter
@@ -62,7 +63,7 @@ FIRE_TICK_S = 0.05  # the deciding punctuator's interval
 FIRE_ROUND = 500  # slots popped per partition per round
 FIRE_BUDGET_S = 0.1  # time one tick may spend deciding before yielding the event loop
 MARK_EVERY_S = 1.0
-CATCH_UP_PER_S = 200  # missed slots re-run per partition per second (fire_all pacing)
+CATCH_UP_PER_S = 200  # missed slots run per partition per second, in turns (streams.catch_up)
 PREPARE_AHEAD_MS = 10_000  # how long before its due time a slot may be prepared
 PREPARE_BUDGET_S = 0.03  # time one tick may spend preparing, after firing what is due
 PREPARED_MAX = 200_000  # per worker: bounds the memory of a far larger spike (~1 KiB each)
@@ -115,7 +116,7 @@ class ScheduleState:
         self.fired_through: dict[int, int] = {}
         self.epoch = 0
         self.reconciler = Reconciler()
-        self.catch_up_budget: dict[int, tuple[int, int]] = {}  # partition -> (second, used)
+        self.catch_up: dict[int, CatchUpLane] = {}  # partition -> its missed slots' turns
         # slots decided and slots reached without a preparation since the worker started
         self.decided = self.reached_at_due = 0
         self._uncounted: dict[str, int] = {}  # decision -> slots not in the metric yet
@@ -226,6 +227,7 @@ class ScheduleState:
         the partition is this worker's standby or comes back)."""
         index = self.indexes.pop(partition, None)
         self.reconciler.drop_partition(partition)
+        self.catch_up.pop(partition, None)
         if index is not None:
             index.detach()
             self.warm[partition] = WarmIndex(index, scan_from=None)
@@ -284,8 +286,12 @@ class ScheduleState:
         for part, index in self.indexes.items():
             earliest = index.peek()
             through = now if earliest is None or earliest > now else earliest - 1
-            self.fired_through[part] = max(self.fired_through.get(part, 0), through)
             oldest = min(oldest, through + 1)
+            lane = self.catch_up.get(part)
+            bound = None if lane is None else lane.mark_bound(now, through == now)
+            if bound is not None:  # missed slots wait for their turns (streams.catch_up)
+                through = min(through, bound)
+            self.fired_through[part] = max(self.fired_through.get(part, 0), through)
             if earliest is not None and (self.next_due_ms is None or earliest < self.next_due_ms):
                 self.next_due_ms = earliest
         self.count()
@@ -370,21 +376,14 @@ class ScheduleState:
             policy=job["misfire_policy"], max_lateness_s=job["max_lateness_s"],
             paused=job["paused"],
         )
-        if verdict.decision == "missed_caught_up" and not self._catch_up_allowed(part, now):
-            index.set(job_id, slot, now + 1000 // CATCH_UP_PER_S + 1)  # paced: later
-            index.attach(job_id, ready)
-            return
+        if verdict.decision == "missed_caught_up":
+            lane = self.catch_up.setdefault(part, CatchUpLane(CATCH_UP_PER_S))
+            turn = lane.turn(job_id, slot, self._due(job, slot), now)
+            if turn is not None:  # decided again at its turn, prepared again then (memory)
+                index.set(job_id, slot, turn)
+                return
         self.decide(part, job, slot, verdict, now_ms(), ready=ready)
         self._schedule(index, job, ready.following)
-
-    def _catch_up_allowed(self, partition: int, now: int) -> bool:
-        second, used = self.catch_up_budget.get(partition, (0, 0))
-        if second != now // 1000:
-            second, used = now // 1000, 0
-        if used >= CATCH_UP_PER_S:
-            return False
-        self.catch_up_budget[partition] = (second, used + 1)
-        return True
 
     def decide(self, partition: int, job: dict[str, Any], slot: int,
                verdict: misfire.SlotDecision, now: int, redrives: int = 0,
