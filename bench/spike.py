@@ -227,11 +227,11 @@ def cores_between(readings: Readings) -> dict[str, float] | None:
 
 
 def stop(emitter: Emitter, *groups: list[str]) -> None:
-    """Delete the benchmark's jobs (tombstones)."""
+    """Delete the benchmark's jobs (tombstones), once the broker has them."""
     for ids in groups:
         for job_id in ids:
             emitter.produce(JOBS, job_id, None)
-    emitter.close()
+    emitter.flush(120)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ import logging
 from typing import Any
 
 import httpx
-from faust.types import TP
 
 from ops import metrics
 from streams import overlap, retry, ses, targets
@@ -248,15 +247,11 @@ def in_flight() -> set[str]:
     return set(executor.in_flight)
 
 
-def queues() -> dict[int, ExecutorQueue]:
-    """Where the executor stands on each fired partition it has taken records up from."""
-    assigned = app.consumer.assignment()
-    out = {}
-    for part, (fired_ms, next_offset) in list(executor.taken_up.items()):
-        tp = TP(FIRED.name, part)
-        if tp in assigned:  # mid-rebalance; aiokafka asserts on a partition it does not hold
-            out[part] = ExecutorQueue(fired_ms, next_offset, app.consumer.highwater(tp))
-    return out
+def queues(ends: dict[int, int]) -> dict[int, ExecutorQueue]:
+    """Where the executor stands on each fired partition it has taken records up from, against
+    the partition's end (``ends``, read from the broker just before)."""
+    return {part: ExecutorQueue(fired_ms, next_offset, ends.get(part))
+            for part, (fired_ms, next_offset) in list(executor.taken_up.items())}
 
 
 @app.agent(fired_topic)

@@ -32,7 +32,7 @@ class ExecutorQueue(NamedTuple):
 
     fired_ms: int  # when the record it last took up was fired (a partition's are in order)
     next_offset: int  # the offset after that record
-    end_offset: int | None  # the partition's end as last fetched (None: not known yet)
+    end_offset: int | None  # the partition's end, from the broker (None: not known)
 
 
 def behind(emitted_ms: int, queue: ExecutorQueue | None) -> bool:

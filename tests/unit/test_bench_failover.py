@@ -31,3 +31,19 @@ def test_spike_slots_are_told_apart_by_who_fired_them_and_when():
     assert figures["fired after the kill"] == 1
     assert figures["never fired"] == len(theirs) - 2
     assert figures["last of them fired, s after the spike"] == 12.0
+
+
+def test_spike_decisions_are_counted_once_each_and_timed_from_the_kill():
+    slots = {"a@1", "b@1", "c@1"}
+    killed = MINUTE + 250
+    ledger = [("a@1", 0, MINUTE + 900), ("b@1", 1, MINUTE + 40_250),
+              ("b@1", 1, MINUTE + 41_000),  # a second decision of the same slot
+              ("x@1", 0, MINUTE + 99_000)]  # not a spike slot
+    figures = failover.decision_figures(slots, killed, ledger)
+    assert figures == {"slots without a decision (missed)": 1,
+                       "slots decided more than once": 1,
+                       "every slot decided, s after the kill": None}
+    ledger.append(("c@1", 2, MINUTE + 60_250))
+    figures = failover.decision_figures(slots, killed, ledger)
+    assert figures["every slot decided, s after the kill"] == 60.0
+    assert figures["slots without a decision (missed)"] == 0
