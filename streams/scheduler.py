@@ -36,7 +36,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from ops import metrics
-from streams import admin, misfire, progress, schedule, standbys
+from streams import admin, fired_tail, misfire, progress, schedule, standbys
 from streams.app import HEALTH, SETTINGS, WORKER_ID, app, raw_table, raw_topic, ready_file
 from streams.catch_up import CatchUpLane
 from streams.codec import codec
@@ -114,6 +114,8 @@ class ScheduleState:
         self.indexes: dict[int, DueIndex] = {}
         self.warm: dict[int, WarmIndex] = {}  # standby partitions (streams.warm_index)
         self.fired_through: dict[int, int] = {}
+        # partition -> fire id -> fired_ms: fired past the mark by a previous owner
+        self.fired_before: dict[int, dict[str, int]] = {}
         self.epoch = 0
         self.reconciler = Reconciler()
         self.catch_up: dict[int, CatchUpLane] = {}  # partition -> its missed slots' turns
@@ -193,8 +195,10 @@ class ScheduleState:
         new = assigned - set(self.indexes)
         if not new:
             return
-        marks = progress.load_marks(SETTINGS.bootstrap)
         started = time.monotonic()
+        marks = progress.load_marks(SETTINGS.bootstrap)
+        fired_before = fired_tail.read(SETTINGS.bootstrap, {p: marks.get(p, 0) for p in new})
+        tail_s = time.monotonic() - started
         scanned = redone = adopted = 0
         collecting = gc.isenabled()
         gc.disable()  # collections while the index grows took a fifth of it (on_recover freezes)
@@ -205,6 +209,7 @@ class ScheduleState:
                 warm = warm or WarmIndex()
                 self.indexes[part] = warm.index
                 self.fired_through[part] = marks.get(part, 0)
+                self.fired_before[part] = fired_before.get(part, {})
                 scanned += warm.scan(partial(jobs_table.items_in, part),
                                      lambda _index, raw, part=part: self.track(
                                          part, codec().decode(raw)), limit=None)
@@ -219,8 +224,10 @@ class ScheduleState:
             if collecting:
                 gc.enable()
         log.info("scheduler took partitions %s (%d from a warm standby index): %d jobs read, "
-                 "%d indexed again from the fired-through mark, in %.2fs (epoch %d)",
-                 sorted(new), adopted, scanned, redone, time.monotonic() - started, self.epoch)
+                 "%d indexed again from the fired-through mark, %d slots found fired past it "
+                 "(%.2fs), in %.2fs (epoch %d)", sorted(new), adopted, scanned, redone,
+                 sum(map(len, fired_before.values())), tail_s, time.monotonic() - started,
+                 self.epoch)
 
     def drop(self, partition: int) -> None:
         """Revoked: the partition's index stays as a warm one (the next rebuild drops it unless
@@ -228,6 +235,7 @@ class ScheduleState:
         index = self.indexes.pop(partition, None)
         self.reconciler.drop_partition(partition)
         self.catch_up.pop(partition, None)
+        self.fired_before.pop(partition, None)
         if index is not None:
             index.detach()
             self.warm[partition] = WarmIndex(index, scan_from=None)
@@ -363,6 +371,12 @@ class ScheduleState:
             self._uncounted["fired"] = self._uncounted.get("fired", 0) + len(records)
         return rest
 
+    def _fired_by_previous_owner(self, part: int, fid: str) -> int | None:
+        """When a previous owner of the partition fired ``fid`` past its mark
+        (``streams.fired_tail``), asked once per slot; None if it did not."""
+        fires = self.fired_before.get(part)
+        return fires.pop(fid, None) if fires else None
+
     def _fire(self, part: int, index: DueIndex, job_id: str, slot: int,
               ready: Prepared | None, now: int) -> None:
         if ready is None:
@@ -371,6 +385,12 @@ class ScheduleState:
                 return
             self._uncounted_reached["at_due"] += 1
         job = ready.job
+        fired_ms = self._fired_by_previous_owner(part, ready.fid)
+        if fired_ms is not None:  # its record is on the topic: expected, not fired again
+            self.reconciler.expect(Pending(ready.fid, job_id, part, slot, fired_ms,
+                                           ready.max_lateness_ms))
+            self._schedule(index, job, ready.following)
+            return
         verdict = misfire.decide(
             slot_ms=slot, following_slot_ms=ready.following, now_ms=now,
             policy=job["misfire_policy"], max_lateness_s=job["max_lateness_s"],

@@ -1,0 +1,78 @@
+"""What a partition's previous owner fired after its last fired-through mark, read from the
+fired topic's tail when the partition is taken, so that the new owner does not fire it again.
+
+Why: the mark is written about once a second. A worker killed 250 ms into a top-of-minute spike
+had fired 26,000 slots past its last mark, and its survivor, resuming from the mark, fired them
+all again, as missed slots in turns (``streams.catch_up``), before the 24,000 the victim never
+reached: for 28 s every turn went to a slot already on the topic, and every such record was one
+more for the executor to take up and drop (``bench.failover --spike``). Those records are
+decided slots: the executor, which reads the same partitions, runs them. A slot found here is
+still expected by the reconciler, from the record's time, so one whose record is lost or fenced
+off (a zombie's, ``streams.fencing``) is re-driven.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+from confluent_kafka import Consumer, TopicPartition
+
+from streams.codec import codec
+from streams.fencing import EpochFence
+from streams.topology import FIRED
+
+Record = tuple[int, str, int, int]  # partition, fire id, epoch, fired_ms
+
+
+def previous_fires(records: Iterable[Record]) -> dict[int, dict[str, int]]:
+    """Per partition, fire id -> fired_ms of its first record, of ``records`` in log order that
+    the executor admits (an older epoch after a newer one is a zombie's: it is fenced off)."""
+    fence = EpochFence()
+    fires: dict[int, dict[str, int]] = {}
+    for part, fid, epoch, fired_ms in records:
+        if fence.admit(part, epoch):
+            fires.setdefault(part, {}).setdefault(fid, fired_ms)
+    return fires
+
+
+def read(bootstrap: str, marks: dict[int, int], timeout_s: float = 10.0
+         ) -> dict[int, dict[str, int]]:
+    """``previous_fires`` of each partition's records written at or after its mark (``marks``:
+    partition -> fired-through ms; a partition without a mark has had no owner to repeat).
+
+    A slot falls due after the mark and is fired no sooner than it falls due, so its record's
+    CreateTime is past the mark: the records before the first at the mark's time are not read."""
+    since = {p: mark for p, mark in marks.items() if mark > 0}
+    if not since:
+        return {}
+    consumer = Consumer({"bootstrap.servers": bootstrap, "enable.auto.commit": False,
+                         "group.id": f"cronstream-fired-tail-{uuid.uuid4()}"})
+    records: list[Record] = []
+    try:
+        starts = consumer.offsets_for_times(
+            [TopicPartition(FIRED.name, p, mark) for p, mark in since.items()], timeout=timeout_s)
+        ends: dict[int, int] = {}
+        for tp in starts:
+            _, high = consumer.get_watermark_offsets(TopicPartition(FIRED.name, tp.partition),
+                                                     timeout=timeout_s)
+            if 0 <= tp.offset < high:  # -1: nothing written since the mark
+                ends[tp.partition] = high
+        consumer.assign([tp for tp in starts if tp.partition in ends])
+        while ends:
+            batch = consumer.consume(10_000, timeout_s)
+            if not batch:
+                raise TimeoutError(f"reading {FIRED.name} partitions {sorted(ends)} stalled")
+            for msg in batch:
+                if msg.error():
+                    raise RuntimeError(f"reading {FIRED.name}: {msg.error()}")
+                end = ends.get(msg.partition(), 0)
+                if msg.offset() < end and msg.value() is not None:
+                    fired = codec().decode(msg.value())
+                    records.append((msg.partition(), fired["fire_id"], fired["epoch"],
+                                    fired["fired_ms"]))
+                if msg.offset() + 1 >= end:
+                    ends.pop(msg.partition(), None)
+    finally:
+        consumer.close()
+    return previous_fires(records)

@@ -1,0 +1,47 @@
+"""A partition's new owner leaves the slots its previous owner fired past the mark to their
+records (``streams.fired_tail``), and still expects their decisions."""
+
+from bench.spike import job
+from streams import scheduler
+from streams.codec import codec
+from streams.due_index import DueIndex
+from streams.fired_tail import previous_fires
+from streams.schedule import fire_id
+from streams.topology import FIRED
+from tests.unit.test_catch_up import Jobs
+from tests.unit.test_fired_records import Recorder
+
+
+def test_only_records_the_executor_admits_count_as_fired():
+    records = [(0, "a@1", 3, 100), (1, "b@1", 2, 101),
+               (0, "a@1", 3, 140),  # the same slot again: its first record counts
+               (0, "c@1", 4, 150),  # a newer owner
+               (0, "d@1", 3, 160),  # the older epoch after it: a zombie's, fenced off
+               (1, "e@1", 2, 170)]
+    assert previous_fires(records) == {0: {"a@1": 100, "c@1": 150}, 1: {"b@1": 101, "e@1": 170}}
+
+
+def test_a_slot_the_previous_owner_fired_is_expected_not_fired_again(monkeypatch):
+    slot = 1_800_000_000_000
+    now = slot + 11_000  # the takeover, 11 s after the spike's second
+    monkeypatch.setattr(scheduler, "now_ms", lambda: now)
+    monkeypatch.setattr(scheduler.ScheduleState, "done_mark", staticmethod(lambda p, f: None))
+    raw = {name: job(name, "0 * * * * *", slot - 60_000, "fire_all", 3600)
+           for name in ("fired-by-victim", "never-fired")}
+    monkeypatch.setattr(scheduler, "jobs_table", Jobs(raw))
+    state = scheduler.ScheduleState()
+    state._emitter = recorder = Recorder()
+    index = state.indexes[2] = DueIndex()
+    for name in raw:
+        index.set(name, slot)
+    state.fired_before[2] = {fire_id("fired-by-victim", slot): slot + 120}
+
+    state.fire_due()
+
+    fired = [codec().decode(v) for v, t in zip(recorder.values, recorder.topics, strict=True)
+             if t == FIRED.name]
+    assert [(r["job_id"], r["decision"]) for r in fired] == [("never-fired", "missed_caught_up")]
+    expected = state.reconciler.pending[fire_id("fired-by-victim", slot)]
+    assert (expected.partition, expected.emitted_ms, expected.redrives) == (2, slot + 120, 0)
+    assert index.next_slot("fired-by-victim") == slot + 60_000, "its following slot is owed"
+    assert state.fired_before[2] == {}, "asked once"
