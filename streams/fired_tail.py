@@ -18,6 +18,7 @@ from collections.abc import Iterable
 
 from confluent_kafka import Consumer, TopicPartition
 
+from streams import admin
 from streams.codec import codec
 from streams.fencing import EpochFence
 from streams.topology import FIRED
@@ -39,10 +40,13 @@ def previous_fires(records: Iterable[Record]) -> dict[int, dict[str, int]]:
 def read(bootstrap: str, marks: dict[int, int], timeout_s: float = 10.0
          ) -> dict[int, dict[str, int]]:
     """``previous_fires`` of each partition's records written at or after its mark (``marks``:
-    partition -> fired-through ms; a partition without a mark has had no owner to repeat).
+    partition -> fired-through ms). A partition without a mark is not read: an owner that died
+    before its first mark leaves its slots to be fired again (the executor runs a fire id once).
 
-    A slot falls due after the mark and is fired no sooner than it falls due, so its record's
-    CreateTime is past the mark: the records before the first at the mark's time are not read."""
+    A slot falls due after the mark and the scheduler fires it no sooner, and a fired record's
+    timestamp is its CreateTime, stamped by the producer on the same clock: the records before
+    the first at the mark's time are not read. (A trigger or a backfill fires a slot at another
+    time; one read here is left to its record, one not read is fired again: both are safe.)"""
     since = {p: mark for p, mark in marks.items() if mark > 0}
     if not since:
         return {}
@@ -52,12 +56,12 @@ def read(bootstrap: str, marks: dict[int, int], timeout_s: float = 10.0
     try:
         starts = consumer.offsets_for_times(
             [TopicPartition(FIRED.name, p, mark) for p, mark in since.items()], timeout=timeout_s)
-        ends: dict[int, int] = {}
         for tp in starts:
-            _, high = consumer.get_watermark_offsets(TopicPartition(FIRED.name, tp.partition),
-                                                     timeout=timeout_s)
-            if 0 <= tp.offset < high:  # -1: nothing written since the mark
-                ends[tp.partition] = high
+            if tp.error is not None:
+                raise RuntimeError(f"{FIRED.name} partition {tp.partition}: {tp.error}")
+        highs = admin.end_offsets(bootstrap, [(FIRED.name, p) for p in since], timeout_s)
+        ends = {tp.partition: highs[(FIRED.name, tp.partition)] for tp in starts
+                if 0 <= tp.offset < highs[(FIRED.name, tp.partition)]}  # -1: nothing since
         consumer.assign([tp for tp in starts if tp.partition in ends])
         while ends:
             batch = consumer.consume(10_000, timeout_s)

@@ -114,8 +114,10 @@ class ScheduleState:
         self.indexes: dict[int, DueIndex] = {}
         self.warm: dict[int, WarmIndex] = {}  # standby partitions (streams.warm_index)
         self.fired_through: dict[int, int] = {}
-        # partition -> fire id -> fired_ms: fired past the mark by a previous owner
+        # partition -> fire id -> fired_ms: fired past the mark by a previous owner, and the
+        # latest of those times (once the partition's mark reaches it, none is asked for again)
         self.fired_before: dict[int, dict[str, int]] = {}
+        self._fired_before_until: dict[int, int] = {}
         self.epoch = 0
         self.reconciler = Reconciler()
         self.catch_up: dict[int, CatchUpLane] = {}  # partition -> its missed slots' turns
@@ -195,9 +197,15 @@ class ScheduleState:
         new = assigned - set(self.indexes)
         if not new:
             return
-        started = time.monotonic()
         marks = progress.load_marks(SETTINGS.bootstrap)
-        fired_before = fired_tail.read(SETTINGS.bootstrap, {p: marks.get(p, 0) for p in new})
+        started = time.monotonic()
+        try:
+            fired_before = fired_tail.read(SETTINGS.bootstrap, {p: marks.get(p, 0) for p in new})
+        except Exception:  # only spares work: without it those slots are fired again
+            log.exception("the fired records of partitions %s since their marks not read; "
+                          "their slots fired past the marks are fired again (epoch %d)",
+                          sorted(new), self.epoch)
+            fired_before = {}
         tail_s = time.monotonic() - started
         scanned = redone = adopted = 0
         collecting = gc.isenabled()
@@ -209,7 +217,9 @@ class ScheduleState:
                 warm = warm or WarmIndex()
                 self.indexes[part] = warm.index
                 self.fired_through[part] = marks.get(part, 0)
-                self.fired_before[part] = fired_before.get(part, {})
+                if fired_before.get(part):
+                    self.fired_before[part] = fired_before[part]
+                    self._fired_before_until[part] = max(fired_before[part].values())
                 scanned += warm.scan(partial(jobs_table.items_in, part),
                                      lambda _index, raw, part=part: self.track(
                                          part, codec().decode(raw)), limit=None)
@@ -234,8 +244,12 @@ class ScheduleState:
         the partition is this worker's standby or comes back)."""
         index = self.indexes.pop(partition, None)
         self.reconciler.drop_partition(partition)
-        self.catch_up.pop(partition, None)
-        self.fired_before.pop(partition, None)
+        lane = self.catch_up.pop(partition, None)
+        self._forget_fired_before(partition)
+        if index is not None and lane is not None:
+            for job_id, (slot, due) in lane.waiting().items():
+                if index.next_slot(job_id) == slot:  # back at its due: below any next mark
+                    index.set(job_id, slot, due)
         if index is not None:
             index.detach()
             self.warm[partition] = WarmIndex(index, scan_from=None)
@@ -300,6 +314,10 @@ class ScheduleState:
             if bound is not None:  # missed slots wait for their turns (streams.catch_up)
                 through = min(through, bound)
             self.fired_through[part] = max(self.fired_through.get(part, 0), through)
+            if through >= self._fired_before_until.get(part, through + 1):
+                # every slot due by then is decided: what is left was fired at another time
+                # (a trigger, a re-drive) or is a job's since changed or deleted
+                self._forget_fired_before(part)
             if earliest is not None and (self.next_due_ms is None or earliest < self.next_due_ms):
                 self.next_due_ms = earliest
         self.count()
@@ -370,6 +388,10 @@ class ScheduleState:
             self.emitter.produce_all(FIRED, records, part)
             self._uncounted["fired"] = self._uncounted.get("fired", 0) + len(records)
         return rest
+
+    def _forget_fired_before(self, part: int) -> None:
+        self.fired_before.pop(part, None)
+        self._fired_before_until.pop(part, None)
 
     def _fired_by_previous_owner(self, part: int, fid: str) -> int | None:
         """When a previous owner of the partition fired ``fid`` past its mark
@@ -725,7 +747,7 @@ async def reconcile() -> None:
     try:
         ends = await asyncio.get_running_loop().run_in_executor(
             None, admin.end_offsets, SETTINGS.bootstrap, [(FIRED.name, p) for p in parts])
-    except Exception as exc:  # an exception in a faust timer stops the worker
+    except Exception as exc:  # the broker did not answer: the sweep waits for the next tick
         log.warning("reconciler sweep skipped: the ends of %s partitions %s unknown (%s; "
                     "epoch %d)", FIRED.name, parts, exc, state.epoch)
         return
