@@ -13,6 +13,7 @@ off (a zombie's, ``streams.fencing``) is re-driven.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterable
 
@@ -24,6 +25,7 @@ from streams.fencing import EpochFence
 from streams.topology import FIRED
 
 Record = tuple[int, str, int, int]  # partition, fire id, epoch, fired_ms
+BATCH_WAIT_S = 0.05
 
 
 def previous_fires(records: Iterable[Record]) -> dict[int, dict[str, int]]:
@@ -37,8 +39,8 @@ def previous_fires(records: Iterable[Record]) -> dict[int, dict[str, int]]:
     return fires
 
 
-def read(bootstrap: str, marks: dict[int, int], timeout_s: float = 10.0
-         ) -> dict[int, dict[str, int]]:
+def read(bootstrap: str, marks: dict[int, int], timeout_s: float = 10.0,
+         topic: str = FIRED.name) -> dict[int, dict[str, int]]:
     """``previous_fires`` of each partition's records written at or after its mark (``marks``:
     partition -> fired-through ms). A partition without a mark is not read: an owner that died
     before its first mark leaves its slots to be fired again (the executor runs a fire id once).
@@ -55,21 +57,27 @@ def read(bootstrap: str, marks: dict[int, int], timeout_s: float = 10.0
     records: list[Record] = []
     try:
         starts = consumer.offsets_for_times(
-            [TopicPartition(FIRED.name, p, mark) for p, mark in since.items()], timeout=timeout_s)
+            [TopicPartition(topic, p, mark) for p, mark in since.items()], timeout=timeout_s)
         for tp in starts:
             if tp.error is not None:
-                raise RuntimeError(f"{FIRED.name} partition {tp.partition}: {tp.error}")
-        highs = admin.end_offsets(bootstrap, [(FIRED.name, p) for p in since], timeout_s)
-        ends = {tp.partition: highs[(FIRED.name, tp.partition)] for tp in starts
-                if 0 <= tp.offset < highs[(FIRED.name, tp.partition)]}  # -1: nothing since
+                raise RuntimeError(f"{topic} partition {tp.partition}: {tp.error}")
+        highs = admin.end_offsets(bootstrap, [(topic, p) for p in since], timeout_s)
+        ends = {tp.partition: highs[(topic, tp.partition)] for tp in starts
+                if 0 <= tp.offset < highs[(topic, tp.partition)]}  # -1: nothing since
         consumer.assign([tp for tp in starts if tp.partition in ends])
+        stalls_at = time.monotonic() + timeout_s
         while ends:
-            batch = consumer.consume(10_000, timeout_s)
+            # a short wait: librdkafka returns a batch once it is full or the wait is over, and
+            # a takeover waited out the whole timeout for the last, short batch (10 s)
+            batch = consumer.consume(10_000, BATCH_WAIT_S)
             if not batch:
-                raise TimeoutError(f"reading {FIRED.name} partitions {sorted(ends)} stalled")
+                if time.monotonic() > stalls_at:
+                    raise TimeoutError(f"reading {topic} partitions {sorted(ends)} stalled")
+                continue
+            stalls_at = time.monotonic() + timeout_s
             for msg in batch:
                 if msg.error():
-                    raise RuntimeError(f"reading {FIRED.name}: {msg.error()}")
+                    raise RuntimeError(f"reading {topic}: {msg.error()}")
                 end = ends.get(msg.partition(), 0)
                 if msg.offset() < end and msg.value() is not None:
                     fired = codec().decode(msg.value())

@@ -1,0 +1,58 @@
+"""The fired topic's tail since a mark, read from a real broker (``streams.fired_tail.read``):
+what a partition's new owner leaves to the records its previous owner already wrote."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import NewTopic
+
+from bench.spike import job
+from streams import fired_tail, scheduler
+from streams.admin import client as admin_client
+from streams.codec import codec
+from streams.schedule import fire_id, now_ms
+
+
+def fired_value(job_id: str, slot: int, epoch: int, fired_ms: int) -> bytes:
+    """A fired record as the scheduler writes it."""
+    j = codec().decode(job(job_id, "0 * * * * *", slot - 60_000))
+    return scheduler.FIRED_TEMPLATE.join(
+        scheduler.fired_frozen(j, fire_id(job_id, slot), slot),
+        scheduler.FIRED_TEMPLATE.encode_run({"fired_ms": fired_ms, "decision": "fired",
+                                             "epoch": epoch}))
+
+
+def test_the_tail_since_each_mark_is_read_whole_without_a_zombies_records(stack):
+    topic = f"cronstream-test-fired-{uuid.uuid4().hex[:8]}"
+    admin_client(stack.s.bootstrap).create_topics([NewTopic(topic, 3, 1)])[topic].result()
+    producer = Producer({"bootstrap.servers": stack.s.bootstrap})
+    mark = now_ms() - 60_000
+    slot = mark - mark % 60_000 + 60_000
+
+    def write(partition: int, job_id: str, epoch: int, at: int) -> None:
+        producer.produce(topic, key=job_id, value=fired_value(job_id, slot, epoch, at),
+                         partition=partition, timestamp=at)
+
+    write(0, "before-the-mark", 3, mark - 5_000)
+    bulk = [f"bulk-{i}" for i in range(12_000)]  # more than one batch of the consumer
+    for i, job_id in enumerate(bulk):
+        write(0, job_id, 3, mark + 100 + i)
+    write(0, "new-owner", 4, mark + 20_000)
+    write(0, "zombie", 3, mark + 20_001)  # an older epoch after a newer one: fenced off
+    write(1, "only-before", 3, mark - 1)  # nothing on partition 1 since its mark
+    write(2, "no-mark", 3, mark + 10)  # partition 2 has no mark: not read
+    assert producer.flush(30) == 0
+
+    started = time.monotonic()
+    fires = fired_tail.read(stack.s.bootstrap, {0: mark, 1: mark, 2: 0}, timeout_s=30,
+                            topic=topic)
+    took = time.monotonic() - started
+
+    assert set(fires) == {0}
+    assert fires[0] == {**{fire_id(j, slot): mark + 100 + i for i, j in enumerate(bulk)},
+                        fire_id("new-owner", slot): mark + 20_000}
+    # its last batch is short: waiting for a full one until the timeout stalled a takeover 10 s
+    assert took < 15, f"read the tail in {took:.1f} s: it waited for its stall timeout"
