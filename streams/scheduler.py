@@ -63,7 +63,7 @@ FIRE_TICK_S = 0.05  # the deciding punctuator's interval
 FIRE_ROUND = 500  # slots popped per partition per round
 FIRE_BUDGET_S = 0.1  # time one tick may spend deciding before yielding the event loop
 MARK_EVERY_S = 1.0
-CATCH_UP_PER_S = 200  # missed slots run per partition per second, in turns (streams.catch_up)
+CATCH_UP_PER_JOB_S = 20  # a job's missed slots run a second, in turns (streams.catch_up)
 PREPARE_AHEAD_MS = 10_000  # how long before its due time a slot may be prepared
 PREPARE_BUDGET_S = 0.03  # time one tick may spend preparing, after firing what is due
 PREPARED_MAX = 200_000  # per worker: bounds the memory of a far larger spike (~1 KiB each)
@@ -419,7 +419,7 @@ class ScheduleState:
             paused=job["paused"],
         )
         if verdict.decision == "missed_caught_up":
-            lane = self.catch_up.setdefault(part, CatchUpLane(CATCH_UP_PER_S))
+            lane = self.catch_up.setdefault(part, CatchUpLane(CATCH_UP_PER_JOB_S))
             turn = lane.turn(job_id, slot, self._due(job, slot), now)
             if turn is not None:  # decided again at its turn, prepared again then (memory)
                 index.set(job_id, slot, turn)
