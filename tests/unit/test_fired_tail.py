@@ -47,3 +47,29 @@ def test_a_slot_the_previous_owner_fired_is_expected_not_fired_again(monkeypatch
     assert (expected.partition, expected.emitted_ms, expected.redrives) == (2, slot + 120, 0)
     assert index.next_slot("fired-by-victim") == slot + 60_000, "its following slot is owed"
     assert 2 not in state.fired_before, "the mark passed them all: nothing is asked again"
+
+
+def test_slots_a_previous_owner_fired_are_settled_after_the_slots_due_now(monkeypatch):
+    """The victim fired its first slots in the order its survivor reaches them: those come out
+    of the index first, and only after the slots due now have fired are their jobs read and
+    their following slots indexed, the mark held below them meanwhile."""
+    from tests.unit.test_catch_up import SLOT, late_backlog
+
+    state, clock, _ = late_backlog(monkeypatch, once=0, every_second=305)
+    state.fired_before[0] = {fire_id(f"every-{i}", SLOT): SLOT + 100 for i in range(300)}
+    state._fired_before_until[0] = SLOT + 100
+    monkeypatch.setattr(scheduler, "PREPARE_BUDGET_S", 0.0)  # no time left to settle
+    state.fire_due()
+    fired = [codec().decode(v) for v in state._emitter.values]
+    assert sorted(r["job_id"] for r in fired) == [f"every-{i}" for i in range(300, 305)]
+    assert len(state._to_settle[0]) == 300
+    assert fire_id("every-0", SLOT) not in state.reconciler.pending
+    assert state.fired_through[0] == SLOT - 1, "their following slots are not indexed yet"
+
+    monkeypatch.setattr(scheduler, "PREPARE_BUDGET_S", 60.0)
+    clock[0] += 10
+    state.fire_due()
+    assert 0 not in state._to_settle
+    assert state.reconciler.pending[fire_id("every-0", SLOT)].emitted_ms == SLOT + 100
+    assert state.indexes[0].next_slot("every-0") == SLOT + 1_000
+    assert state.fired_through[0] == SLOT + 1_000 - 1
