@@ -40,15 +40,6 @@ class TokenBucket:
         self._refill(now_s)
         return 0.0 if self.tokens >= n else (n - self.tokens) / self.rate_per_s
 
-    def reserve(self, now_s: float, n: float = 1.0) -> float:
-        """Take ``n`` tokens whether they are there or not and return how long until they would
-        have been: for a caller that is queued, never refused (a caught-up slot is owed its
-        run). Reservations queue behind each other: the tokens go below zero and refill from
-        there."""
-        self._refill(now_s)
-        self.tokens -= n
-        return 0.0 if self.tokens >= 0 else -self.tokens / self.rate_per_s
-
 
 def walker_bucket(rate_per_s: float, partition: int, partitions: int, chunk: int) -> TokenBucket:
     """One fan-out walker's share of a campaign's rate (a walker sends one partition's chunks).
