@@ -1,4 +1,5 @@
-"""A token bucket: the one rate limiter (API requests per tenant, catch-up, sends). Pure."""
+"""A token bucket: the one rate limiter of requests and sends (a tenant's API requests, a
+campaign's sends). Pure."""
 
 from __future__ import annotations
 
