@@ -431,16 +431,13 @@ class ScheduleState:
         self.fired_before.pop(part, None)
         self._fired_before_until.pop(part, None)
 
-    def _fired_by_previous_owner(self, part: int, fid: str) -> int | None:
-        """When a previous owner of the partition fired ``fid`` past its mark
-        (``streams.fired_tail``), asked once per slot; None if it did not."""
-        fires = self.fired_before.get(part)
-        return fires.pop(fid, None) if fires else None
-
     def _fire(self, part: int, index: DueIndex, job_id: str, slot: int,
               ready: Prepared | None, now: int) -> None:
-        fired_ms = self._fired_by_previous_owner(
-            part, ready.fid if ready is not None else schedule.fire_id(job_id, slot))
+        # fired past its mark by a previous owner (streams.fired_tail), asked once per slot,
+        # and only on a partition just taken over: no fire id is made for the question otherwise
+        fires = self.fired_before.get(part)
+        fired_ms = fires.pop(ready.fid if ready is not None else schedule.fire_id(job_id, slot),
+                             None) if fires else None
         if fired_ms is not None:  # its record is on the topic: not fired again
             self._to_settle.setdefault(part, deque()).append((job_id, slot, fired_ms))
             self._to_settle_floor[part] = min(slot, self._to_settle_floor.get(part, slot))
