@@ -10,7 +10,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.routes import campaigns, jobs, ops, suppressions
 from api.state import ApiState
-from streams import admin, settings
+from streams.runtime import admin, settings
 
 MAX_BODY_BYTES = 512 * 1024  # every body but recipient uploads; documented in the README
 

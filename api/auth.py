@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
-from streams.tenants import key_hash
+from streams.adapters.tenants import key_hash
 
 
 def current_tenant(request: Request) -> dict[str, Any]:

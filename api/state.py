@@ -1,7 +1,7 @@
 """What the API process holds: a producer, views of the tenants and jobs topics, rate limiters.
 
 The API owns no database of record: it writes commands to topics and reads state back from views
-of the compacted topics (``streams.views``) and run history from the ledger's sink in Postgres.
+of the compacted topics (``streams.runtime.views``) and run history from the ledger's sink in Postgres.
 The jobs view keeps its records in a SQLite file (``SqliteStore``, indexed by tenant) under the
 stack's home: millions of jobs fit neither a dict nor a restart that reads the whole topic.
 """
@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from streams.emit import Emitter
-from streams.pacing import TokenBucket
-from streams.settings import API_START_S, Settings
+from streams.campaigns.pacing import TokenBucket
+from streams.runtime.emit import Emitter
+from streams.runtime.settings import API_START_S, Settings
+from streams.runtime.view_stores import MemoryStore, SqliteStore
+from streams.runtime.views import TopicView
 from streams.topology import CAMPAIGNS, JOBS, TENANTS
-from streams.view_stores import MemoryStore, SqliteStore
-from streams.views import TopicView
 
 
 def jobs_store_path(conf: Settings) -> Path:

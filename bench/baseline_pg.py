@@ -20,7 +20,7 @@ from confluent_kafka import Producer
 
 from bench.common import count_at_least, percentile, report
 from stack.local import Stack
-from streams import settings
+from streams.runtime import settings
 
 CLAIM = """
 WITH due AS (

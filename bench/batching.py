@@ -6,13 +6,13 @@ Why: in a spike's own second the broker shares the two cores with the workers de
 what it spends on their records is fire lag. Two producer processes (the two workers) each send
 ``--records`` fired records, encoded as the scheduler encodes them, at a spike's pace
 (``--rate`` a second each, in rounds of ``FIRE_ROUND``) into a scratch topic with the fired
-topic's partitions, through ``streams.emit.Emitter`` with ``linger.ms`` set to each of
+topic's partitions, through ``streams.runtime.emit.Emitter`` with ``linger.ms`` set to each of
 ``--lingers`` in turn, each burst into a topic of its own. The figure is the broker's CPU
 (user + system, ``/proc``) from just before the first record to the last acknowledgement. The
 lingers alternate over ``--rounds`` so the broker's JIT warming up through the run does not
 favour the later ones; the first round on a fresh broker is its cold case. Runs on the local
 stack (started if needed, no workers); the scratch topics are deleted afterwards.
-``streams.scheduler.FIRED_LINGER_MS`` comes from here.
+``streams.scheduling.scheduler.FIRED_LINGER_MS`` comes from here.
 """
 
 from __future__ import annotations
@@ -31,12 +31,13 @@ from bench.common import count_at_least, cpu_seconds, report
 from bench.spike import job
 from stack import processes
 from stack.local import Stack
-from streams import settings
-from streams.admin import client as admin_client
-from streams.codec import codec
-from streams.emit import Emitter
-from streams.schedule import fire_id, now_ms
-from streams.scheduler import FIRE_ROUND, FIRED_TEMPLATE, fired_frozen
+from streams.runtime import settings
+from streams.runtime.admin import client as admin_client
+from streams.runtime.clock import now_ms
+from streams.runtime.codec import codec
+from streams.runtime.emit import Emitter
+from streams.scheduling.schedule import fire_id
+from streams.scheduling.scheduler import FIRE_ROUND, FIRED_TEMPLATE, fired_frozen
 from streams.topology import FIRED
 
 PRODUCERS = 2  # the spike's two workers

@@ -17,10 +17,10 @@ import httpx
 
 from stack import processes
 from stack.local import Stack
-from streams import settings
-from streams.admin import client as admin_client
-from streams.admin import committed_offsets, end_offsets
-from streams.settings import REPO_ROOT, Settings
+from streams.runtime import settings
+from streams.runtime.admin import client as admin_client
+from streams.runtime.admin import committed_offsets, end_offsets
+from streams.runtime.settings import REPO_ROOT, Settings
 from streams.topology import APP_ID, TopicSpec
 
 RESULTS = REPO_ROOT / "bench" / "results"
@@ -133,7 +133,7 @@ def wait_consumed(bootstrap: str, topic: TopicSpec, every_s: float = 1.0) -> flo
 
 
 def standbys_behind(conf: Settings, workers: list[str]) -> int:
-    """Changelog records the workers' standbys have not read yet (``streams.standbys``), from
+    """Changelog records the workers' standbys have not read yet (``streams.runtime.standbys``), from
     each worker's ``/metrics``."""
     total = 0.0
     for name in workers:

@@ -19,11 +19,11 @@ import time
 
 from bench.common import count_at_least, report
 from bench.spike import job
-from streams import scheduler
-from streams.codec import codec
-from streams.due_index import DueIndex
-from streams.emit import Emitter
-from streams.schedule import now_ms
+from streams.runtime.clock import now_ms
+from streams.runtime.codec import codec
+from streams.runtime.emit import Emitter
+from streams.scheduling import scheduler
+from streams.scheduling.due_index import DueIndex
 
 NOWHERE = "127.0.0.1:1"  # no broker: produced records are queued, never sent
 # the jobs' expression: its following slot is months away, so nothing gets staged and
@@ -61,7 +61,7 @@ def main() -> None:
         raise SystemExit("preparing took longer than planned and the slot has passed; "
                          "nothing measured (lower --slots)")
     time.sleep((slot - now_ms()) / 1000 + 0.005)
-    gc.disable()  # as in a burst (streams.priority.collections_deferred)
+    gc.disable()  # as in a burst (streams.scheduling.priority.collections_deferred)
     cpu, wall = time.thread_time(), time.monotonic()
     while state.fire_due():
         pass

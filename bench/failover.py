@@ -26,7 +26,7 @@ the survivor after it, and when the last spike slot was decided (the benchmark w
 to ``SPIKE_DECIDED_TIMEOUT_S``, and deletes the idle and spike jobs only after measuring).
 They are ``fire_all`` jobs, as the ones firing every second: the slots the victim had not fired
 are late by the takeover, and a ``skip`` job's would be skipped (its policy for a slot over 5 s
-late), so the survivor catches them up instead, in turns (``streams.catch_up``).
+late), so the survivor catches them up instead, in turns (``streams.scheduling.catch_up``).
 Fewer jobs firing every second suit it (``--jobs 100``): one survivor runs about a thousand
 slots a second, and the spike's runs queue behind them.
 """
@@ -52,8 +52,9 @@ from bench.common import (
 from bench.spike import job, load, plan_spike, stop
 from stack import processes
 from stack.local import Stack
-from streams import schedule
-from streams.emit import Emitter
+from streams.runtime import clock
+from streams.runtime.emit import Emitter
+from streams.scheduling import schedule
 from streams.topology import FIRED, JOBS, LEDGER, partition_for, partitions
 
 WARM_UP_S = 20
@@ -171,7 +172,7 @@ def main() -> None:
     # the firing jobs are owed every slot from their creation: created while a million idle ones
     # were still being indexed, they would start with minutes of catch-up
     wait_consumed(conf.bootstrap, JOBS, every_s=2)
-    now = schedule.now_ms()
+    now = clock.now_ms()
     ids = [f"{prefix}-{i:06d}" for i in range(args.jobs)]
     for job_id in ids:
         emitter.produce(JOBS, job_id, job(job_id, "* * * * * *", now, "fire_all", 600))
@@ -190,18 +191,18 @@ def main() -> None:
         time.sleep(WARM_UP_S)
     else:
         kill_at = spike_ms + args.kill_into_spike_ms
-        if schedule.now_ms() > kill_at - WARM_UP_S * 1000:
+        if clock.now_ms() > kill_at - WARM_UP_S * 1000:
             stop(emitter, ids, idle, spike)
             raise SystemExit("the jobs took longer to index than planned and the spike is less "
                              f"than {WARM_UP_S} s away or past; nothing measured (lower --spike)")
         print(f"the spike is at {spike_ms}; the kill {args.kill_into_spike_ms} ms into it",
               flush=True)
-        time.sleep((kill_at - schedule.now_ms()) / 1000)
+        time.sleep((kill_at - clock.now_ms()) / 1000)
 
     victim_parts = held_partitions(stack, victim)
     pid = processes.alive(stack.pidfile(victim))
     assert pid is not None
-    killed_ms = schedule.now_ms()
+    killed_ms = clock.now_ms()
     os.kill(pid, signal.SIGKILL)
     print(f"SIGKILLed {victim} (partitions {sorted(victim_parts)}) at {killed_ms}", flush=True)
     time.sleep(args.after_s)

@@ -40,7 +40,8 @@ from bench.common import (
 from cli.demo import wait_for_key
 from stack import processes
 from stack.local import Stack
-from streams import ses, settings, tenants
+from streams.adapters import ses, tenants
+from streams.runtime import settings
 
 QUIET_S = 60.0  # no mail accepted for this long after the first: the campaign is over
 

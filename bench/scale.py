@@ -11,11 +11,11 @@ figure. ``--cold`` also wipes the worker's data directory before the restart, so
 comes back from the changelog, as on a machine that takes the partitions over. The benchmark's
 jobs are deleted afterwards (tombstones). Target: 1M ready in <= 60 s with RSS <= 2 GiB; the
 10M extrapolation assumes the measured per-schedule costs stay linear. Every job gets the same
-expression by default, so jobs share their next-slot searches on restart (``streams.schedule``
+expression by default, so jobs share their next-slot searches on restart (``streams.scheduling.schedule``
 caches them); ``--cron "H H 1 1 *"`` hashes each job's minute and hour, the case where none is
 shared.
 
-Then the API, which keeps its own view of the jobs (``streams.view_stores.SqliteStore``), is
+Then the API, which keeps its own view of the jobs (``streams.runtime.view_stores.SqliteStore``), is
 timed from start to healthy twice: with its store wiped (a first start reads the whole topic)
 and again (a restart reads only the tail after its checkpoint), with its peak RSS, and one page
 of the tenant's 1M jobs and its quota count are timed against that store.
@@ -33,9 +33,9 @@ from bench.common import count_at_least, report, rss_mib, rss_peak_mib, wait_con
 from bench.spike import load
 from stack import processes
 from stack.local import Stack
-from streams import settings
-from streams.emit import Emitter
-from streams.settings import Settings
+from streams.runtime import settings
+from streams.runtime.emit import Emitter
+from streams.runtime.settings import Settings
 from streams.topology import JOBS, partitions
 
 WORKER = "worker-1"

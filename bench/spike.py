@@ -42,9 +42,10 @@ from bench.common import (
     wait_consumed,
 )
 from stack import processes
-from streams.codec import codec
-from streams.emit import Emitter
-from streams.schedule import fire_id, now_ms
+from streams.runtime.clock import now_ms
+from streams.runtime.codec import codec
+from streams.runtime.emit import Emitter
+from streams.scheduling.schedule import fire_id
 from streams.topology import FIRED, JOBS, LEDGER
 
 SPIKE_INDEX_RATE = 1_000  # spike jobs/s the workers are assumed to index at, to plan the spike

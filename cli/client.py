@@ -71,7 +71,7 @@ class Client:
 
 
 def client(api_url: str | None, api_key: str | None) -> Client:
-    from streams import settings
+    from streams.runtime import settings
 
     key = api_key or os.environ.get("CRONSTREAM_API_KEY")
     if not key:

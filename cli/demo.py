@@ -12,9 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import psycopg
 
-from streams import tenants
-from streams.settings import Settings
-from streams.targets import FIRE_ID_HEADER, NOMINAL_TIME_HEADER
+from streams.adapters import tenants
+from streams.execution.targets import FIRE_ID_HEADER, NOMINAL_TIME_HEADER
+from streams.runtime.settings import Settings
 
 Behaviour = Callable[[str, int], tuple[int, float]]  # (fire id, nth arrival) -> (status, delay)
 

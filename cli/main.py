@@ -12,7 +12,7 @@ from cli.client import CliError
 
 def _stack(args: argparse.Namespace) -> int:
     from stack.local import Stack, StackError
-    from streams import settings
+    from streams.runtime import settings
 
     stack = Stack(settings.load())
     try:
@@ -31,7 +31,7 @@ def _stack(args: argparse.Namespace) -> int:
 
 def _worker(args: argparse.Namespace) -> int:
     sys.argv = ["cronstream-worker", "worker", "--loglevel", args.loglevel]
-    from streams.app import main
+    from streams.worker import main
 
     main()
     return 0
@@ -40,7 +40,7 @@ def _worker(args: argparse.Namespace) -> int:
 def _api(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from streams import settings
+    from streams.runtime import settings
 
     port = args.port or settings.load().api_port
     uvicorn.run("api.app:create_app", factory=True, host=args.host, port=port,
@@ -65,8 +65,10 @@ def _sink(args: argparse.Namespace) -> int:
 def _tenant(args: argparse.Namespace) -> int:
     import json
 
-    from streams import settings, tenants, warmup
-    from streams.schedule import now_ms
+    from streams.adapters import tenants
+    from streams.campaigns import warmup
+    from streams.runtime import settings
+    from streams.runtime.clock import now_ms
 
     try:
         pools = dict(warmup.parse_plan(text, now_ms()) for text in args.ip_pool)
@@ -94,7 +96,7 @@ def _tenant(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from cli import demo
     from stack.local import Stack, StackError
-    from streams import settings
+    from streams.runtime import settings
 
     conf = settings.load()
     try:

@@ -28,7 +28,7 @@ README_BLOCK = re.compile(r"(<!-- topology:begin -->\n```mermaid\n).*?(```\n<!--
 
 
 def _bootstrap(args: argparse.Namespace) -> str:
-    from streams import settings
+    from streams.runtime import settings
 
     return str(args.bootstrap or settings.load().bootstrap)
 
@@ -100,7 +100,7 @@ def replay(args: argparse.Namespace) -> int:
 
 def kafka(args: argparse.Namespace) -> int:
     """Kafka's tool ``args.tool`` on the local jars, ``--bootstrap-server`` defaulted."""
-    from streams import settings
+    from streams.runtime import settings
 
     conf = settings.load()
     lib = conf.home / "lib"

@@ -16,8 +16,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from streams.admin import client as admin_client
-from streams.admin import committed_offsets, end_offsets
+from streams.runtime.admin import client as admin_client
+from streams.runtime.admin import committed_offsets, end_offsets
 
 # consumers that never commit: the API's and workers' topic views, fan-out walkers
 EPHEMERAL_PREFIXES = ("cronstream-view-", "fanout-", "cronstream-lag-")

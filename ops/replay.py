@@ -22,7 +22,7 @@ from datetime import datetime
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from streams.emit import Emitter
+from streams.runtime.emit import Emitter
 from streams.topology import FANOUT, FIRED, LEDGER, TOPICS, TopicSpec
 
 SAFE: dict[str, str] = {

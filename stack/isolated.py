@@ -16,7 +16,7 @@ import subprocess
 import sys
 from typing import Any
 
-from streams.settings import REPO_ROOT
+from streams.runtime.settings import REPO_ROOT
 
 _CHILD = """
 import importlib, json, os, sys, traceback

@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 
 from stack import isolated, processes
-from streams.settings import API_START_S, REPO_ROOT, Settings
+from streams.runtime.settings import API_START_S, REPO_ROOT, Settings
 
 JAVA_POMS = (REPO_ROOT / "stack" / "pom.xml", REPO_ROOT / "connectors" / "avro-converter" / "pom.xml")
 # the ledger's sinks (connectors/*.json) and the Postgres tables and trigger they write into
@@ -80,7 +80,7 @@ def kafka_lists_a_broker(bootstrap: str, timeout_s: float = 3.0) -> bool:
     a test run's pytest process died (librdkafka abort) inside this probe while the fault suite
     restarted the broker, and a cached client can be stuck after a restart."""
     try:
-        return isolated.call("streams.admin:broker_count", bootstrap, timeout_s,
+        return isolated.call("streams.runtime.admin:broker_count", bootstrap, timeout_s,
                              timeout_s=timeout_s + 20) > 0
     except isolated.ChildCallFailed:
         return False
@@ -450,7 +450,7 @@ class Stack:
         # in a child: a client created here would live as long as the caller (a test run) and
         # through every broker restart it sees, where librdkafka aborted one (stack.isolated)
         try:
-            prepared = isolated.call("streams.admin:prepare_cluster", self.s.bootstrap,
+            prepared = isolated.call("streams.runtime.admin:prepare_cluster", self.s.bootstrap,
                                      timeout_s=300)
         except isolated.ChildCallFailed as exc:
             raise StackError("kafka", f"could not create the topics or seed the workers' group: "
@@ -469,7 +469,7 @@ class Stack:
         say("stack is up")
 
     def down(self) -> None:
-        from streams import admin
+        from streams.runtime import admin
 
         admin.forget_clients()  # none destroyed: a stuck client once blocked this for minutes
         for name in self.app_names():

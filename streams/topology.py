@@ -42,7 +42,7 @@ class TableSpec:
     source: TopicSpec
     key: str
     doc: str
-    # Kept on the other workers as a standby replica (streams.standbys): worth it where a
+    # Kept on the other workers as a standby replica (streams.runtime.standbys): worth it where a
     # takeover would otherwise wait on a long changelog (jobs, done fire ids, opt-outs); not for
     # a campaign's per-chunk marks, whose standby reads cost the fan-out 15-25 % on 2 cores.
     standby: bool = True
@@ -116,6 +116,8 @@ DONE_TABLE = TableSpec(
     name="fires-done", source=FIRED, key="fire_id",
     doc="Fire ids the executor has finished, so a replayed fired record is not run again.",
 )
+# the done table's value written before an email is sent: it may have left (streams.execution.replays)
+INTENT = b"intent"
 
 SEND_CHUNKS_TABLE = TableSpec(
     name="send-chunks", source=FANOUT, key="campaign_id:upload_id:seq", standby=False,
@@ -130,7 +132,7 @@ SUPPRESSED_TABLE = TableSpec(
 POOL_SENDS_TABLE = TableSpec(
     name="pool-sends", source=FANOUT, key="tenant:ip_pool:utc_day:partition", standby=False,
     doc="Emails a recipient partition sent through a warm-up IP pool on a UTC day, against its "
-        "share of the pool's daily cap (streams.warmup).",
+        "share of the pool's daily cap (streams.campaigns.warmup).",
 )
 
 TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, DONE_TABLE, SEND_CHUNKS_TABLE, SUPPRESSED_TABLE,
@@ -168,51 +170,52 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
         doc="HTTP API: validates and writes commands; reads state back from compacted topics.",
     ),
     ProcessorSpec(
-        "tenant_create", "api", "streams.tenants", produces=(TENANTS,),
+        "tenant_create", "api", "streams.adapters.tenants", produces=(TENANTS,),
         doc="`cronstream tenant create`: a tenant and the hash of its API key.",
     ),
     ProcessorSpec(
-        "apply_jobs", "agent", "streams.scheduler", consumes=(JOBS,), tables=(JOBS_TABLE,),
+        "apply_jobs", "agent", "streams.scheduling.scheduler", consumes=(JOBS,), tables=(JOBS_TABLE,),
         doc="Materialises job definitions into the jobs table and the in-memory due index.",
     ),
     ProcessorSpec(
-        "apply_job_commands", "agent", "streams.scheduler", consumes=(JOB_COMMANDS,),
+        "apply_job_commands", "agent", "streams.scheduling.scheduler", consumes=(JOB_COMMANDS,),
         produces=(FIRED,), doc="trigger / backfill: the job's owner emits the slots.",
     ),
     ProcessorSpec(
-        "observe_decisions", "agent", "streams.scheduler", consumes=(LEDGER,),
+        "observe_decisions", "agent", "streams.scheduling.scheduler", consumes=(LEDGER,),
         doc="Every decision resolves its slot for the reconciler.",
     ),
     ProcessorSpec(
-        "fire_due", "punctuator", "streams.scheduler", produces=(FIRED, LEDGER, SCHEDULER_PROGRESS),
+        "fire_due", "punctuator", "streams.scheduling.scheduler",
+        produces=(FIRED, LEDGER, SCHEDULER_PROGRESS),
         tables=(JOBS_TABLE,), reads=(SCHEDULER_PROGRESS,),
         doc="Every 50 ms: decide due slots (fire / skip by misfire policy), mark progress.",
     ),
     ProcessorSpec(
-        "reconcile", "punctuator", "streams.scheduler", produces=(FIRED, LEDGER),
+        "reconcile", "punctuator", "streams.scheduling.scheduler", produces=(FIRED, LEDGER),
         doc="Every 5 s: re-drive slots emitted but never decided (the cleanup crew).",
     ),
     ProcessorSpec(
-        "warm_up_standbys", "punctuator", "streams.scheduler", tables=(JOBS_TABLE,),
+        "warm_up_standbys", "punctuator", "streams.scheduling.scheduler", tables=(JOBS_TABLE,),
         doc="Every 100 ms: a step of reading a standby jobs partition into its warm due index "
             "(the changelog keeps it current after that), so a takeover need not rebuild it.",
     ),
     ProcessorSpec(
-        "watch_commits", "punctuator", "streams.commit_watch",
+        "watch_commits", "punctuator", "streams.runtime.commit_watch",
         doc="Every 10 s: seek a partition back to its committed offset when records there never "
             "reached the agent (the group's commits would stop for good).",
     ),
     ProcessorSpec(
-        "execute_fired", "agent", "streams.executor", consumes=(FIRED,),
+        "execute_fired", "agent", "streams.execution.executor", consumes=(FIRED,),
         produces=(LEDGER, DLQ, FANOUT), tables=(DONE_TABLE,),
         doc="Calls the target (webhook, Kafka, email, campaign fan-out) and records the outcome.",
     ),
     ProcessorSpec(
-        "apply_suppressions", "agent", "streams.fanout", consumes=(SUPPRESSIONS,),
+        "apply_suppressions", "agent", "streams.campaigns.fanout", consumes=(SUPPRESSIONS,),
         tables=(SUPPRESSED_TABLE,), doc="Opt-outs into the co-partitioned table.",
     ),
     ProcessorSpec(
-        "walk_recipients", "agent", "streams.fanout", consumes=(FANOUT,),
+        "walk_recipients", "agent", "streams.campaigns.fanout", consumes=(FANOUT,),
         produces=(RECIPIENT_OUTCOMES,),
         tables=(SEND_CHUNKS_TABLE, SUPPRESSED_TABLE, POOL_SENDS_TABLE),
         reads=(RECIPIENTS, CAMPAIGNS, TENANTS),

@@ -13,7 +13,7 @@ import pytest
 from cli.demo import wait_for_key
 from stack import isolated
 from stack.local import Stack
-from streams import settings
+from streams.runtime import settings
 
 
 def free_port() -> int:
@@ -39,7 +39,7 @@ def make_client(stack: Stack, **options) -> httpx.Client:
     options.setdefault("allowed_targets", ["127.0.0.1"])
     # from a child process: the test run lives through the fault suite's broker restart, and a
     # librdkafka client it kept (tenants.create makes an AdminClient) can abort it there
-    key = isolated.call("streams.tenants:create", stack.s.bootstrap, name, timeout_s=120,
+    key = isolated.call("streams.adapters.tenants:create", stack.s.bootstrap, name, timeout_s=120,
                         **options)
     auth = {"Authorization": f"Bearer {key}"}
     wait_for_key(stack.s.api_url, auth)

@@ -30,9 +30,11 @@ from api.errors import problem
 from api.models import iso, ms, utc_ms
 from api.routes.jobs import IDEMPOTENCY_NAMESPACE
 from api.state import ApiState
-from streams import recipients, schedule
-from streams.codec import codec
-from streams.ledger import CAMPAIGN_OUTCOMES
+from streams.campaigns import recipients
+from streams.runtime import clock
+from streams.runtime.codec import codec
+from streams.scheduling import schedule
+from streams.scheduling.ledger import CAMPAIGN_OUTCOMES
 from streams.topology import CAMPAIGNS, JOBS, RECIPIENTS, partitions
 
 router = APIRouter(prefix="/v1/campaigns", tags=["campaigns"])
@@ -91,7 +93,7 @@ def _own(request: Request, tenant: dict[str, Any], campaign_id: str) -> dict[str
 
 async def _save(request: Request, campaign: dict[str, Any], **changes: Any) -> dict[str, Any]:
     record = {**campaign, **changes, "revision": campaign["revision"] + 1,
-              "updated_ms": schedule.now_ms()}
+              "updated_ms": clock.now_ms()}
     api = _api(request)
     await api.emitter.send(CAMPAIGNS, record["campaign_id"], codec().encode("Campaign", record))
     api.campaigns.put(record["campaign_id"], record)
@@ -123,7 +125,7 @@ async def create_campaign(body: CampaignIn, request: Request, response: Response
         schedule.zone(body.timezone)
     except schedule.ScheduleError as exc:
         raise problem(422, "timezone", exc.message) from exc
-    now = schedule.now_ms()
+    now = clock.now_ms()
     send_at = ms(body.send_at)
     assert send_at is not None
     if send_at + body.send_deadline_s * 1000 < now:
@@ -184,7 +186,7 @@ async def upload_recipients(campaign_id: str, request: Request, tenant: Tenant
                             ) -> dict[str, Any]:
     api = _api(request)
     campaign = _own(request, tenant, campaign_id)
-    now = schedule.now_ms()
+    now = clock.now_ms()
     stale_upload = campaign["status"] == "uploading" and now - campaign["updated_ms"] > UPLOAD_STALE_MS
     if campaign["status"] not in ("created", "ready", "aborted") and not stale_upload:
         raise problem(409, "", f"campaign is {campaign['status']}; recipients can be uploaded "
@@ -261,7 +263,7 @@ async def schedule_campaign(campaign_id: str, request: Request, tenant: Tenant
     if campaign["status"] != "ready":
         raise problem(409, "", f"campaign is {campaign['status']}; only a ready campaign (its "
                       "upload committed) can be scheduled")
-    now = schedule.now_ms()
+    now = clock.now_ms()
     job_id = f"campaign-{campaign_id}"
     job = {
         "job_id": job_id, "tenant": tenant["tenant"], "revision": 1, "paused": False,
@@ -329,7 +331,7 @@ async def get_campaign(campaign_id: str, request: Request, tenant: Tenant) -> di
     totals = {name: counts.get(name, 0) for name in CAMPAIGN_OUTCOMES}
     pending = max(0, campaign["recipients"] - sum(totals.values()))
     rate = recent / 10
-    if campaign["status"] == "scheduled" and schedule.now_ms() >= campaign["send_at_ms"]:
+    if campaign["status"] == "scheduled" and clock.now_ms() >= campaign["send_at_ms"]:
         view["status"] = "sending" if pending else "done"
     view.update(counts={**totals, "pending": pending}, rate_per_s=rate,
                 eta_s=round(pending / rate) if rate and pending else None)

@@ -17,8 +17,10 @@ from api.auth import current_tenant
 from api.errors import problem
 from api.models import Backfill, JobIn, iso, job_record, job_view, ms, utc_ms
 from api.state import ApiState
-from streams import schedule, ssrf, targets
-from streams.codec import codec
+from streams.execution import ssrf, targets
+from streams.runtime import clock
+from streams.runtime.codec import codec
+from streams.scheduling import schedule
 from streams.topology import JOB_COMMANDS, JOBS
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -100,7 +102,7 @@ async def create_job(body: JobIn, request: Request, response: Response, tenant: 
     if api.job_count(tenant["tenant"]) >= tenant["max_jobs"]:
         raise problem(403, "", f"tenant {tenant['tenant']} has reached its quota of "
                       f"{tenant['max_jobs']} jobs", "quota_exceeded")
-    now = schedule.now_ms()
+    now = clock.now_ms()
     record = job_record(body, job_id=job_id, tenant=tenant["tenant"], revision=1,
                         created_ms=now, updated_ms=now, request_hash=digest)
     _check(record, tenant, now)
@@ -127,7 +129,7 @@ async def get_job(job_id: str, request: Request, tenant: Tenant) -> dict[str, An
 async def replace_job(job_id: str, body: JobIn, request: Request, tenant: Tenant
                       ) -> dict[str, Any]:
     old = _own_job(request, tenant, job_id)
-    now = schedule.now_ms()
+    now = clock.now_ms()
     record = job_record(body, job_id=job_id, tenant=tenant["tenant"],
                         revision=old["revision"] + 1, created_ms=old["created_ms"],
                         updated_ms=now, request_hash=old["request_hash"])
@@ -149,7 +151,7 @@ async def _set_paused(job_id: str, request: Request, tenant: dict[str, Any],
     if old["paused"] == paused:
         return job_view(old)
     record = {**old, "paused": paused, "revision": old["revision"] + 1,
-              "updated_ms": schedule.now_ms()}
+              "updated_ms": clock.now_ms()}
     await _write(request, record, job_id)
     return job_view(record)
 
@@ -167,7 +169,7 @@ async def resume_job(job_id: str, request: Request, tenant: Tenant) -> dict[str,
 async def _command(request: Request, job: dict[str, Any], command: str,
                    from_ms: int | None = None, to_ms: int | None = None) -> dict[str, Any]:
     cmd = {"command": command, "job_id": job["job_id"], "tenant": job["tenant"],
-           "request_id": str(uuid.uuid4()), "requested_ms": schedule.now_ms(),
+           "request_id": str(uuid.uuid4()), "requested_ms": clock.now_ms(),
            "from_ms": from_ms, "to_ms": to_ms}
     await _api(request).emitter.send(JOB_COMMANDS, job["job_id"],
                                      codec().encode("JobCommand", cmd))
@@ -201,7 +203,7 @@ async def backfill_job(job_id: str, body: Backfill, request: Request, tenant: Te
 async def next_slots(job_id: str, request: Request, tenant: Tenant,
                      count: Annotated[int, Query(ge=1, le=100)] = 5) -> dict[str, Any]:
     job = _own_job(request, tenant, job_id)
-    now = schedule.now_ms()
+    now = clock.now_ms()
     slots = schedule.slots_between(job["schedule"], job_id, now, now + 4000 * 86_400_000, count)
     return {"job_id": job_id, "next": [iso(s) for s in slots]}
 

@@ -21,7 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily
 
 from ops import lag
-from streams.admin import client as admin_client
+from streams.runtime.admin import client as admin_client
 from streams.topology import APP_ID, FANOUT, FIRED, JOBS
 
 LAG_CACHE_S = 5.0

@@ -15,8 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.auth import current_tenant
 from api.errors import problem
 from api.state import ApiState
-from streams import recipients, schedule, unsubscribe
-from streams.codec import codec
+from streams.campaigns import recipients, unsubscribe
+from streams.runtime import clock
+from streams.runtime.codec import codec
 from streams.topology import SUPPRESSIONS, partition_for
 
 router = APIRouter(tags=["suppressions"])
@@ -32,7 +33,7 @@ class SuppressionIn(BaseModel):
 
 async def suppress(api: ApiState, tenant: str, email: str, reason: str, source: str) -> None:
     record = {"tenant": tenant, "email": email, "reason": reason, "source": source,
-              "created_ms": schedule.now_ms()}
+              "created_ms": clock.now_ms()}
     await api.emitter.send(SUPPRESSIONS, f"{tenant}:{email}", codec().encode("Suppression", record),
                            partition_for(email))
 

@@ -20,9 +20,9 @@ from typing import Any
 import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from streams import schedule
-from streams.codec import codec
-from streams.ledger import recipient_rows
+from streams.runtime.codec import codec
+from streams.scheduling import schedule
+from streams.scheduling.ledger import recipient_rows
 from streams.topology import LEDGER, RECIPIENT_OUTCOMES, TopicSpec
 
 TERMINAL = {"sent", "suppressed", "expired_stale", "failed", "unknown", "cancelled"}

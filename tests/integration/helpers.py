@@ -70,7 +70,7 @@ def worker_trouble(stack, lines: int = 40) -> str:
 def group_positions(stack) -> str:
     """The workers' group position on every partition of the topics that hold work orders
     (committed offset / end): a partition whose commit sits below its end is waiting on a worker."""
-    from streams.admin import committed_offsets, end_offsets
+    from streams.runtime.admin import committed_offsets, end_offsets
     from streams.topology import APP_ID, FANOUT, FIRED
 
     tps = [(t.name, p) for t in (FANOUT, FIRED) for p in range(t.partitions)]

@@ -10,7 +10,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from api.app import create_app
-from streams.admin import end_offsets
+from streams.runtime.admin import end_offsets
 from streams.topology import CAMPAIGNS, JOB_COMMANDS, JOBS, RECIPIENTS, SUPPRESSIONS
 from tests.conftest import make_client
 

@@ -89,7 +89,7 @@ def test_campaign_sends_each_recipient_exactly_once(stack, api):
 
 
 def _token_campaign(mail: dict) -> str:
-    from streams import unsubscribe
+    from streams.campaigns import unsubscribe
 
     url = mail["headers"].get("List-Unsubscribe", "").strip("<>")  # reminder emails have none
     try:
@@ -197,9 +197,9 @@ def test_deadline_passing_expires_the_rest(stack, api):
 def produce_suppressions(bootstrap: str, tenant: str, emails: list[str]) -> int:
     """Opt-outs written as the API writes them, many at once; runs in a child process
     (``stack.isolated``): the test run keeps no Kafka client."""
-    from streams.codec import codec
-    from streams.emit import Emitter
-    from streams.schedule import now_ms
+    from streams.runtime.clock import now_ms
+    from streams.runtime.codec import codec
+    from streams.runtime.emit import Emitter
     from streams.topology import SUPPRESSIONS, partition_for
 
     emitter = Emitter(bootstrap, "test-suppressions")

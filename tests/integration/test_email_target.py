@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from streams.targets import FIRE_ID_HEADER
+from streams.execution.targets import FIRE_ID_HEADER
 from tests.integration.helpers import ledger, ses_faults, wait_for
 
 

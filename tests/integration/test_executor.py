@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from confluent_kafka import Consumer
 
 from cli.demo import Receiver
-from streams.codec import codec
+from streams.runtime.codec import codec
 from streams.topology import DLQ
 from tests.conftest import free_port
 from tests.integration.helpers import ledger, wait_for

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 from cli.demo import Receiver
 from stack import processes
-from streams.reconciler import DEFAULT_LAG_MS
-from streams.schedule import fire_id
+from streams.scheduling.reconciler import DEFAULT_LAG_MS
+from streams.scheduling.schedule import fire_id
 from tests.conftest import free_port
 from tests.integration.helpers import ledger, wait_for
 

@@ -1,4 +1,4 @@
-"""The fired topic's tail since a mark, read from a real broker (``streams.fired_tail.read``):
+"""The fired topic's tail since a mark, read from a real broker (``streams.scheduling.fired_tail.read``):
 what a partition's new owner leaves to the records its previous owner already wrote."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
 from bench.spike import job
-from streams import fired_tail, scheduler
-from streams.admin import client as admin_client
-from streams.codec import codec
-from streams.schedule import fire_id, now_ms
+from streams.runtime.admin import client as admin_client
+from streams.runtime.clock import now_ms
+from streams.runtime.codec import codec
+from streams.scheduling import fired_tail, scheduler
+from streams.scheduling.schedule import fire_id
 
 
 def fired_value(job_id: str, slot: int, epoch: int, fired_ms: int) -> bytes:
@@ -28,7 +29,7 @@ def fired_value(job_id: str, slot: int, epoch: int, fired_ms: int) -> bytes:
 def test_the_tail_since_each_mark_is_read_whole_without_a_zombies_records(stack):
     topic = f"cronstream-test-fired-{uuid.uuid4().hex[:8]}"
     admin_client(stack.s.bootstrap).create_topics([NewTopic(topic, 3, 1)])[topic].result()
-    # idempotent, as the scheduler's producer is (streams.emit): without it a first batch to a
+    # idempotent, as the scheduler's producer is (streams.runtime.emit): without it a first batch to a
     # topic just created can be retried after later ones and land behind them (seen in CI)
     producer = Producer({"bootstrap.servers": stack.s.bootstrap, "enable.idempotence": True})
     mark = now_ms() - 60_000

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import httpx
 
 from cli.demo import Receiver
-from streams.schedule import fire_id
+from streams.scheduling.schedule import fire_id
 from tests.conftest import free_port, make_client
 from tests.integration.helpers import ledger, wait_for
 
@@ -207,7 +207,7 @@ def test_a_job_due_now_or_just_past_fires(stack, api):
 def test_a_job_changed_or_deleted_just_before_its_slot_fires_as_it_is_then(stack, api):
     # the scheduler prepares slots up to PREPARE_AHEAD_MS before they are due (job read,
     # decoded, done table checked); a pause or delete after that must still win
-    from streams.scheduler import PREPARE_AHEAD_MS
+    from streams.scheduling.scheduler import PREPARE_AHEAD_MS
 
     port = free_port()
     at = datetime.now(UTC) + timedelta(milliseconds=PREPARE_AHEAD_MS - 1_000)
@@ -234,8 +234,8 @@ def test_a_restarted_api_reads_only_the_tail_of_the_jobs_topic(stack, api):
     from it (at 1.1M jobs a whole re-read took 74 s), and still sees what was written while it
     was down, a change, a tombstone and another writer's job, in the tenant's listing."""
     from stack import processes
-    from streams.codec import codec
-    from streams.emit import Emitter
+    from streams.runtime.codec import codec
+    from streams.runtime.emit import Emitter
     from streams.topology import JOBS
 
     kept, changed, deleted = (api.post("/v1/jobs", json=job_body(9)).json()["id"]

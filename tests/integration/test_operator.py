@@ -22,7 +22,7 @@ from confluent_kafka.admin import NewTopic
 from cli.demo import Receiver
 from ops import lag
 from stack import processes
-from streams.admin import client as admin_client
+from streams.runtime.admin import client as admin_client
 from streams.topology import APP_ID, FANOUT, FIRED, JOBS, partition_for
 from tests.conftest import free_port
 from tests.integration.helpers import ledger, wait_for
@@ -169,7 +169,7 @@ def test_worker_and_api_health_and_metrics(stack, api):
 def polled_lag(stack) -> list[lag.PartitionLag]:
     """The workers' lag, or [] ("not yet") when the read fails: in CI, right after the fault
     suite's broker restart, this process's AdminClient timed out on group requests until
-    ``streams.admin.call`` replaced it (after ``STUCK_AFTER`` failures in a row, 10 s each; the
+    ``streams.runtime.admin.call`` replaced it (after ``STUCK_AFTER`` failures in a row, 10 s each; the
     polls wait long enough for that); a poll that gave up at the first failure failed three tests."""
     from confluent_kafka import KafkaException
 
@@ -289,7 +289,7 @@ def test_replay_of_fanout_sends_nothing_again_and_watch_shows_it_done(stack, api
 def test_every_partition_the_workers_consume_has_a_committed_offset(stack):
     """A new owner of a partition resumes from the group's commit; without one it was seen to
     start at the end and never deliver an order written before its first owner died."""
-    from streams.admin import agent_topics
+    from streams.runtime.admin import agent_topics
 
     rows = lag.read(stack.s.bootstrap, [APP_ID])
     for topic in agent_topics():

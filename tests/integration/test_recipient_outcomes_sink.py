@@ -9,14 +9,14 @@ from typing import Any
 import psycopg
 
 from stack import isolated
-from streams.ledger import ChunkOutcomes, recipient_rows
+from streams.scheduling.ledger import ChunkOutcomes, recipient_rows
 from tests.integration.helpers import wait_for
 
 
 def produce(bootstrap: str, records: list[dict[str, Any]]) -> int:
     """Runs in a child process (``stack.isolated``): the test run keeps no Kafka client."""
-    from streams.codec import codec
-    from streams.emit import Emitter
+    from streams.runtime.codec import codec
+    from streams.runtime.emit import Emitter
     from streams.topology import RECIPIENT_OUTCOMES
 
     emitter = Emitter(bootstrap, "test-recipient-outcomes")

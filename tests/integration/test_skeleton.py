@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 
 from cli.demo import Receiver
-from streams.schedule import fire_id
+from streams.scheduling.schedule import fire_id
 from tests.conftest import free_port
 
 

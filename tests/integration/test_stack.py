@@ -47,7 +47,7 @@ def test_the_broker_preallocates_small_indexes(stack):
     about a second of the broker's CPU in a fresh stack's first spike."""
     from confluent_kafka.admin import ConfigResource
 
-    from streams import admin
+    from streams.runtime import admin
     from streams.topology import FIRED
 
     resource = ConfigResource(ConfigResource.Type.TOPIC, FIRED.name)

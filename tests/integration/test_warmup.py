@@ -7,8 +7,8 @@ from collections import Counter
 
 import psycopg
 
-from streams import warmup
-from streams.schedule import now_ms
+from streams.campaigns import warmup
+from streams.runtime.clock import now_ms
 from tests.conftest import make_client
 from tests.integration.helpers import wait_for
 from tests.integration.test_campaigns import campaign_body, outcomes, upload

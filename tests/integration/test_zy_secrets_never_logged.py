@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 from confluent_kafka import Consumer, TopicPartition
 
-from streams.admin import end_offsets
-from streams.tenants import KEY_PREFIX
+from streams.adapters.tenants import KEY_PREFIX
+from streams.runtime.admin import end_offsets
 from streams.topology import TENANTS
 
 

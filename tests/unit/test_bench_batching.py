@@ -3,8 +3,8 @@ import argparse
 import pytest
 
 from bench import batching
-from streams.codec import codec
-from streams.schedule import fire_id
+from streams.runtime.codec import codec
+from streams.scheduling.schedule import fire_id
 
 
 def test_the_benchmark_sends_the_fired_records_the_scheduler_writes():

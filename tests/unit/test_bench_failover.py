@@ -1,5 +1,5 @@
 from bench import failover
-from streams import schedule
+from streams.scheduling import schedule
 from streams.topology import partition_for
 
 MINUTE = 1_795_590_720_000  # 2026-11-25T07:12:00Z

@@ -1,5 +1,5 @@
 from bench import spike
-from streams.schedule import now_ms
+from streams.runtime.clock import now_ms
 
 
 def test_the_spike_is_planned_on_a_minute_boundary_after_the_jobs_can_be_indexed():

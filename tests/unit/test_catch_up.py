@@ -1,12 +1,12 @@
 """Catch-up pacing: each job's missed slots go one spacing apart, a slot that must wait is
 given its turn once, and the partition's fired-through mark stays below every slot still
-waiting (``streams.catch_up``)."""
+waiting (``streams.scheduling.catch_up``)."""
 
 from bench.spike import job
-from streams import misfire, scheduler
-from streams.catch_up import CatchUpLane
-from streams.codec import codec
-from streams.due_index import DueIndex
+from streams.runtime.codec import codec
+from streams.scheduling import misfire, scheduler
+from streams.scheduling.catch_up import CatchUpLane
+from streams.scheduling.due_index import DueIndex
 from streams.topology import FIRED
 from tests.unit.test_fired_records import Recorder
 

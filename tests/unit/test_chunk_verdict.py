@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streams.chunk_verdict import stop_reason
+from streams.campaigns.chunk_verdict import stop_reason
 
 CAMPAIGN = {"status": "sending", "send_deadline_s": 60}
 

@@ -2,7 +2,7 @@ import struct
 
 import pytest
 
-from streams.codec import Codec, SchemaError, codec, fingerprint64
+from streams.runtime.codec import Codec, SchemaError, codec, fingerprint64
 from streams.topology import TOPICS
 
 
@@ -71,7 +71,7 @@ def test_records_written_with_an_older_schema_are_read_into_the_current_one():
     import fastavro
     from fastavro.schema import to_parsing_canonical_form
 
-    from streams.codec import MAGIC, SCHEMAS_DIR, codec, fingerprint64
+    from streams.runtime.codec import MAGIC, SCHEMAS_DIR, codec, fingerprint64
 
     old = fastavro.parse_schema(json.loads((SCHEMAS_DIR / "history" / "tenant.1.avsc").read_text()))
     buf = io.BytesIO()

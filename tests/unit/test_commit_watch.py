@@ -1,10 +1,10 @@
-"""Partitions whose records never reached their agent after a rebalance (streams.commit_watch)."""
+"""Partitions whose records never reached their agent after a rebalance (streams.runtime.commit_watch)."""
 
 from __future__ import annotations
 
 from intervaltree import IntervalTree
 
-from streams.commit_watch import CommitWatch, skipped
+from streams.runtime.commit_watch import CommitWatch, skipped
 
 ACKED = {"cronstream.fired"}.__contains__  # what faust answers once the executor's agent exists
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from streams.committed_seek import seek_to_committed
+from streams.runtime.committed_seek import seek_to_committed
 
 
 class Consumer:
@@ -36,7 +36,7 @@ def test_partitions_committed_at_zero_are_sought_as_well() -> None:
 def test_records_fetched_for_a_partition_not_active_yet_are_fetched_again_from_the_first():
     from collections import namedtuple
 
-    from streams.committed_seek import dropped_starts
+    from streams.runtime.committed_seek import dropped_starts
 
     tp = namedtuple("TP", "topic partition")
     record = namedtuple("Record", "offset")

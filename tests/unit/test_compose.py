@@ -5,8 +5,8 @@ from pathlib import Path
 import yaml
 
 from stack.local import BROKER_INDEX_BYTES
-from streams import settings
-from streams.settings import REPO_ROOT
+from streams.runtime import settings
+from streams.runtime.settings import REPO_ROOT
 
 
 def test_compose_has_every_component_on_the_local_ports(monkeypatch):

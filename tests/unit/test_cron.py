@@ -3,7 +3,7 @@ from datetime import datetime
 
 import pytest
 
-from streams.cron import CronSyntaxError, draws, hashed, next_wall, parse, parse_drawn
+from streams.scheduling.cron import CronSyntaxError, draws, hashed, next_wall, parse, parse_drawn
 
 
 def nxt(expr, after, job="j"):

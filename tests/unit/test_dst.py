@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.schedule import slots_between
+from streams.scheduling.schedule import slots_between
 
 
 def utc(text: str) -> int:

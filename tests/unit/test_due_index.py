@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.due_index import DueIndex
+from streams.scheduling.due_index import DueIndex
 
 
 def test_pops_due_jobs_earliest_first_and_leaves_future_ones():

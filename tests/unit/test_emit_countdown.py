@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError, KafkaException
 
-from streams.emit import _Countdown
+from streams.runtime.emit import _Countdown
 
 
 def test_reports_once_when_every_record_is_delivered() -> None:

@@ -10,7 +10,7 @@ import weakref
 
 from faust.streams import _current_event, current_event
 
-from streams.event_context import event_task
+from streams.runtime.event_context import event_task
 
 
 class Event:

@@ -1,12 +1,13 @@
-"""The account rate shared across tenants (streams.fair_share, streams.pacing.next_tenant)."""
+"""The account rate shared across tenants (streams.campaigns.fair_share and
+streams.campaigns.pacing.next_tenant)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
-from streams.fair_share import FairGate
-from streams.pacing import next_tenant
+from streams.campaigns.fair_share import FairGate
+from streams.campaigns.pacing import next_tenant
 
 
 def test_rotation_is_round_robin_in_name_order():

@@ -3,9 +3,10 @@ records decided in the same millisecond with the same decision share one encodin
 varying fields (``ScheduleState.emit_fired``)."""
 
 from bench.spike import job
-from streams import scheduler
-from streams.codec import codec
-from streams.schedule import fire_id, jitter_ms, next_after, now_ms
+from streams.runtime.clock import now_ms
+from streams.runtime.codec import codec
+from streams.scheduling import scheduler
+from streams.scheduling.schedule import fire_id, jitter_ms, next_after
 from streams.topology import FIRED, LEDGER
 
 
@@ -52,8 +53,8 @@ def test_the_spike_lane_fires_only_what_preparation_settled_and_leaves_the_rest_
     """In a spike, slots prepared ahead fire through ``_fire_on_time``; a paused job, a slot
     reached too late to fire, one already done or one prepared after its time must not: those
     go to ``_fire``, which decides them in full."""
-    from streams.due_index import DueIndex
-    from streams.misfire import MISFIRE_THRESHOLD_MS
+    from streams.scheduling.due_index import DueIndex
+    from streams.scheduling.misfire import MISFIRE_THRESHOLD_MS
 
     state = scheduler.ScheduleState()
     state._emitter = recorder = Recorder()
@@ -92,7 +93,7 @@ def test_a_round_fires_each_prepared_slot_once_at_its_moment_and_schedules_its_j
     """``fire_due`` end to end over the lane and ``_fire``: every due slot decided exactly once
     (the lane's and the rest's), the fired record stamped with the moment it fired, the
     reconciler expecting it from then, and the following slot due with its own jitter."""
-    from streams.due_index import DueIndex
+    from streams.scheduling.due_index import DueIndex
 
     state = scheduler.ScheduleState()
     state._emitter = recorder = Recorder()
@@ -132,7 +133,7 @@ def test_a_round_fires_each_prepared_slot_once_at_its_moment_and_schedules_its_j
 def test_the_reconciler_does_not_redrive_a_slot_the_done_table_has(monkeypatch):
     """The ledger's observer can trail a busy worker by a minute; a slot already run is resolved,
     not re-driven (the run queued again) or expired (a second, false decision)."""
-    from streams.due_index import DueIndex
+    from streams.scheduling.due_index import DueIndex
 
     class Jobs:
         def get_in(self, partition, key):
@@ -160,8 +161,8 @@ def test_the_reconciler_does_not_redrive_a_slot_the_done_table_has(monkeypatch):
 def test_an_emails_intent_mark_is_no_recorded_outcome(monkeypatch):
     """A caught email slot with only its intent mark goes on to the executor, which records it
     as ``unknown``; resolving it here would leave it without any decision."""
-    from streams import executor
-    from streams.replays import INTENT
+    from streams.execution import executor
+    from streams.topology import INTENT
 
     class Done:
         marks = {b"a@1": b"succeeded", b"b@1": INTENT}

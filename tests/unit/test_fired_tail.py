@@ -1,12 +1,12 @@
 """A partition's new owner leaves the slots its previous owner fired past the mark to their
-records (``streams.fired_tail``), and still expects their decisions."""
+records (``streams.scheduling.fired_tail``), and still expects their decisions."""
 
 from bench.spike import job
-from streams import scheduler
-from streams.codec import codec
-from streams.due_index import DueIndex
-from streams.fired_tail import previous_fires
-from streams.schedule import fire_id
+from streams.runtime.codec import codec
+from streams.scheduling import scheduler
+from streams.scheduling.due_index import DueIndex
+from streams.scheduling.fired_tail import previous_fires
+from streams.scheduling.schedule import fire_id
 from streams.topology import FIRED
 from tests.unit.test_catch_up import Jobs
 from tests.unit.test_fired_records import Recorder

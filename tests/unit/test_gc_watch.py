@@ -3,7 +3,7 @@ import logging
 
 from prometheus_client import REGISTRY
 
-from ops import metrics
+from streams.runtime import metrics
 
 
 def _collections(generation: str) -> float:
@@ -19,7 +19,7 @@ def test_every_collection_is_timed_and_a_long_one_is_logged(caplog, monkeypatch)
         gc.collect()
         assert _collections("2") == before + 1
         monkeypatch.setattr(metrics, "GC_WARN_S", 0.0)
-        with caplog.at_level(logging.WARNING, logger="ops.metrics"):
+        with caplog.at_level(logging.WARNING, logger="streams.runtime.metrics"):
             gc.collect(1)
         assert "garbage collection of generation 1 took" in caplog.text
     finally:

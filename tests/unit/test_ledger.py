@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from streams.codec import codec
-from streams.ledger import ChunkOutcomes, recipient_rows
+from streams.runtime.codec import codec
+from streams.scheduling.ledger import ChunkOutcomes, recipient_rows
 
 CAMPAIGN = {"campaign_id": "c1", "tenant": "t1", "send_at_ms": 1_700_000_000_000}
 

@@ -1,6 +1,6 @@
 import pytest
 
-from streams.misfire import MISFIRE_THRESHOLD_MS, decide, fired_until
+from streams.scheduling.misfire import MISFIRE_THRESHOLD_MS, decide, fired_until
 
 NOW = 1_000_000_000
 

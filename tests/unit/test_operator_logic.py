@@ -9,7 +9,7 @@ import pytest
 from cli import progress
 from cli.client import CliError, describe, load_documents
 from ops import lag, replay
-from ops.metrics import STALL_S, WorkerHealth
+from streams.runtime.metrics import STALL_S, WorkerHealth
 
 
 def test_lag_is_end_minus_committed_and_unknown_without_a_commit():

@@ -1,10 +1,10 @@
-"""Send-time fencing decisions (streams.ownership), without a broker."""
+"""Send-time fencing decisions (streams.campaigns.ownership), without a broker."""
 
 from __future__ import annotations
 
 import asyncio
 
-from streams.ownership import Assignment, GroupFence, Ownership, ownership
+from streams.campaigns.ownership import Assignment, GroupFence, Ownership, ownership
 
 T = "cronstream.fanout"
 
@@ -74,7 +74,7 @@ def test_an_admin_client_failing_request_after_request_is_replaced():
     every send, a topic view never caught up) while a new client answered at once."""
     import pytest
 
-    from streams import admin
+    from streams.runtime import admin
 
     bootstrap = "127.0.0.1:1"  # never contacted: the requests below fail by themselves
     seen = []

@@ -4,11 +4,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams import overlap, retry, tenants
-from streams.fencing import EpochFence
-from streams.pacing import TokenBucket, walker_bucket
-from streams.reconciler import ExecutorQueue, Pending, Reconciler, behind
-from streams.schedule import fire_id, jitter_ms
+from streams.adapters import tenants
+from streams.campaigns.pacing import TokenBucket, walker_bucket
+from streams.execution import overlap
+from streams.runtime import retry
+from streams.runtime.fencing import EpochFence
+from streams.scheduling.reconciler import ExecutorQueue, Pending, Reconciler, behind
+from streams.scheduling.schedule import fire_id, jitter_ms
 
 
 @pytest.mark.parametrize("status, expected", [
@@ -175,7 +177,7 @@ def test_tenant_keys_are_stored_hashed():
 
 def test_ses_client_never_retries_by_itself():
     # a retried SendEmail after a read timeout is a second email: botocore must make 1 attempt
-    from streams import ses
+    from streams.adapters import ses
 
     client = ses.client()
     assert client.meta.config.retries["total_max_attempts"] == 1
@@ -184,7 +186,8 @@ def test_ses_client_never_retries_by_itself():
 def test_a_running_slots_own_record_delivered_again_is_never_acknowledged():
     """Acknowledging it would commit the offset while the slot still runs: a crash before its
     outcome reached the ledger would lose the slot. Another record of the same fire is redundant."""
-    from streams.replays import INTENT, Arrival, classify
+    from streams.execution.replays import Arrival, classify
+    from streams.topology import INTENT
 
     assert classify(None, (3, 41), (3, 41)) is Arrival.REDELIVERED
     assert classify(INTENT, (3, 41), (3, 41)) is Arrival.REDELIVERED, "its own send, not a crash's"

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from streams.priority import Gate, collections_deferred
+from streams.scheduling.priority import Gate, collections_deferred
 
 
 def test_the_gate_holds_waiters_for_the_burst_and_opens_however_it_ends():

@@ -46,7 +46,7 @@ def test_postgres_that_does_not_answer_is_not_healthy(monkeypatch):
     import socket
 
     from stack.local import Stack
-    from streams import settings
+    from streams.runtime import settings
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -89,8 +89,8 @@ def test_the_stack_waits_for_the_api_as_long_as_its_first_catch_up_may_take(monk
     """The API reads the whole jobs topic on a first start (15 s per million jobs): the 60 s the
     stack gives other components would call a healthy API with 5M jobs failed."""
     from stack.local import Stack
-    from streams import settings
-    from streams.settings import API_START_S
+    from streams.runtime import settings
+    from streams.runtime.settings import API_START_S
 
     seen = {}
     stack = Stack(settings.load())

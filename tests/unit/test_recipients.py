@@ -3,7 +3,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.recipients import (
+from streams.campaigns.recipients import (
     CHUNK,
     BadRow,
     Chunker,

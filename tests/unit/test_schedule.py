@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams import schedule
-from streams.schedule import ScheduleError, fire_id, next_after, slots_between
+from streams.scheduling import schedule
+from streams.scheduling.schedule import ScheduleError, fire_id, next_after, slots_between
 
 
 def ms(text: str) -> int:

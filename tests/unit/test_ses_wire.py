@@ -1,4 +1,4 @@
-"""The SES client encodes its send requests itself (``streams.ses._take_params``): what goes on
+"""The SES client encodes its send requests itself (``streams.adapters.ses._take_params``): what goes on
 the wire must be byte for byte what botocore's own REST-JSON serialiser writes, signed over the
 same payload. Each request is captured at ``before-send`` (after signing) and never sent."""
 
@@ -9,7 +9,7 @@ import botocore.auth
 import pytest
 from botocore.config import Config
 
-from streams import ses
+from streams.adapters import ses
 
 
 class Captured(Exception):

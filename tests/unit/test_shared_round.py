@@ -1,11 +1,11 @@
-"""Broker questions shared by waiting walkers (streams.shared_round), without a broker."""
+"""Broker questions shared by waiting walkers (streams.runtime.shared_round), without a broker."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 
-from streams.shared_round import SharedRound
+from streams.runtime.shared_round import SharedRound
 
 
 def test_waiters_share_a_round_and_never_take_one_begun_before_they_asked():

@@ -1,6 +1,6 @@
 import pytest
 
-from streams.ssrf import TargetRefused, check_url
+from streams.execution.ssrf import TargetRefused, check_url
 
 
 def fixed(*addresses):

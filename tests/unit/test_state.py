@@ -3,7 +3,7 @@ unbroken writes, and a state-machine table never moves a key backwards during re
 
 from __future__ import annotations
 
-from streams.state import contiguous_advance, regresses
+from streams.runtime.state import contiguous_advance, regresses
 
 RANK = {b"intent": 1, b"done": 2}
 
@@ -77,7 +77,7 @@ class _Written:
 
 def _table() -> object:
     """A GuardedTable without a faust app: writes are recorded, acknowledgements made by hand."""
-    from streams.state import GuardedTable
+    from streams.runtime.state import GuardedTable
 
     class Recorded(GuardedTable):
         def __setitem__(self, key: bytes, value: bytes) -> None:

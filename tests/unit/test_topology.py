@@ -16,7 +16,7 @@ from streams import topology
 from streams.topology import PROCESSORS, TABLES, TOPICS
 
 ROOT = Path(__file__).resolve().parents[2]
-CODE = sorted((ROOT / "streams").glob("*.py")) + sorted((ROOT / "api").rglob("*.py"))
+CODE = sorted((ROOT / "streams").rglob("*.py")) + sorted((ROOT / "api").rglob("*.py"))
 SPECS = {name: getattr(topology, name) for name in dir(topology)
          if isinstance(getattr(topology, name), topology.TopicSpec | topology.TableSpec)}
 

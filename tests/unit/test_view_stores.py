@@ -3,10 +3,10 @@
 import pytest
 from confluent_kafka import KafkaError, Message
 
-from streams.codec import SchemaError, codec
+from streams.runtime.codec import SchemaError, codec
+from streams.runtime.view_stores import Checkpoint, MemoryStore, SqliteStore
+from streams.runtime.views import TopicView
 from streams.topology import JOBS
-from streams.view_stores import Checkpoint, MemoryStore, SqliteStore
-from streams.views import TopicView
 
 DAY_MS = 86_400_000
 NOW = 1_800_000_000_000

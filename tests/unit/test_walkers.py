@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from streams.walkers import Fenced, Start, Walkers, first_failure, stop_if_cancelled
+from streams.campaigns.walkers import Fenced, Start, Walkers, first_failure, stop_if_cancelled
 
 
 class Walk:

@@ -1,4 +1,4 @@
-"""Warm standby indexes (``streams.warm_index``): a takeover adopts the index a standby kept,
+"""Warm standby indexes (``streams.scheduling.warm_index``): a takeover adopts the index a standby kept,
 and what it then holds is exactly what a rebuild from the table would have built."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.spike import job
-from streams import scheduler
-from streams.codec import codec
-from streams.due_index import DueIndex
-from streams.warm_index import WarmIndex
+from streams.runtime.codec import codec
+from streams.scheduling import scheduler
+from streams.scheduling.due_index import DueIndex
+from streams.scheduling.warm_index import WarmIndex
 
 CRONS = ["* * * * * *", "*/7 * * * * *", "0 * * * * *", "0 0 1 1 *", "H/5 * * * *"]
 
@@ -162,7 +162,7 @@ def test_live_then_from_the_mark_is_what_indexing_from_the_mark_gives(
 def test_standbys_behind_counts_each_changelogs_unread_records() -> None:
     from faust.types import TP
 
-    from streams import standbys
+    from streams.runtime import standbys
 
     ends = {TP("jobs-changelog", 0): 100, TP("jobs-changelog", 1): 50,
             TP("done-changelog", 0): 7, TP("done-changelog", 1): None}
@@ -179,7 +179,7 @@ def test_standbys_behind_counts_each_changelogs_unread_records() -> None:
 
 
 def test_standbys_are_kept_only_for_the_tables_topology_marks_standby():
-    from streams.standbys import StandbyAssignor, kept
+    from streams.runtime.standbys import StandbyAssignor, kept
     from streams.topology import APP_ID, JOBS_TABLE, SEND_CHUNKS_TABLE, TABLES
 
     changelogs = StandbyAssignor.standby_changelogs

@@ -1,4 +1,4 @@
-"""IP pool warm-up caps (streams.warmup)."""
+"""IP pool warm-up caps (streams.campaigns.warmup)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams import warmup
+from streams.campaigns import warmup
 
 DAY = warmup.DAY_MS
 

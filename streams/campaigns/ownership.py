@@ -14,7 +14,7 @@ Order matters: intent → flush → fence → send. A zombie stopped
 anywhere before the fence finds itself fenced; one stopped after it finds its intent resolved
 ``unknown`` by the new owner, which then never re-sends that chunk.
 
-Checks are shared (``streams.shared_round``): every walker waiting on a fence joins the next
+Checks are shared (``streams.runtime.shared_round``): every walker waiting on a fence joins the next
 ``DescribeConsumerGroups`` round that *starts after* its intent was flushed, so hundreds of
 walkers cost one request per round.
 """
@@ -27,8 +27,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from streams import admin
-from streams.shared_round import SharedRound
+from streams.runtime import admin
+from streams.runtime.shared_round import SharedRound
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import httpx
 
-from streams import ses, ssrf
-from streams.emit import Emitter
+from streams.adapters import ses
+from streams.execution import ssrf
+from streams.runtime.emit import Emitter
 from streams.topology import TopicSpec
 
 FIRE_ID_HEADER = "X-Cronstream-Fire-Id"

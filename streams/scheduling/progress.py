@@ -13,8 +13,8 @@ import uuid
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from streams.codec import codec
-from streams.emit import Emitter
+from streams.runtime.codec import codec
+from streams.runtime.emit import Emitter
 from streams.topology import SCHEDULER_PROGRESS
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Schedule math: when are a job's slots? Pure functions, no broker, no clock.
 
 Times are integer epoch milliseconds (UTC) everywhere in cronstream. A cron expression is matched
-against wall-clock time in the job's IANA time zone (``streams.cron``), then each matching wall
+against wall-clock time in the job's IANA time zone (``streams.scheduling.cron``), then each matching wall
 time becomes zero, one or two instants by the job's DST policy:
 
 - ``dst_gap`` — a wall time that does not exist (02:30 on the spring-forward day in New York):
@@ -14,7 +14,6 @@ time becomes zero, one or two instants by the job's DST policy:
 
 from __future__ import annotations
 
-import time
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,7 +22,7 @@ from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from streams import cron
+from streams.scheduling import cron
 
 DST_GAP = ("shift", "skip")
 DST_REPEAT = ("first", "last", "both")
@@ -220,6 +219,3 @@ def jitter_ms(fire_id_: str, jitter_s: int) -> int:
         return 0
     return zlib.crc32(fire_id_.encode()) % (jitter_s * 1000 + 1)
 
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000

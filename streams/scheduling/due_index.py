@@ -128,7 +128,7 @@ class DueIndex:
 
     def detach(self) -> None:
         """Drop every preparation and unstage every entry: what was prepared is only valid for
-        as long as this worker owns the partition (``streams.warm_index``)."""
+        as long as this worker owns the partition (``streams.scheduling.warm_index``)."""
         self._attached.clear()
         self._compact()
 

@@ -7,7 +7,7 @@ import re
 import secrets
 from typing import Any
 
-from streams.schedule import now_ms
+from streams.runtime.clock import now_ms
 
 NAME = re.compile(r"^[a-z][a-z0-9-]{1,39}$")
 KEY_PREFIX = "cs_"
@@ -36,9 +36,9 @@ def new_tenant(name: str, allowed_targets: list[str] | None = None, max_jobs: in
 
 def create(bootstrap: str, name: str, **options: Any) -> str:
     """Write a new tenant (or a new key for an existing one) to the tenants topic; returns the key."""
-    from streams import admin
-    from streams.codec import codec
-    from streams.emit import Emitter
+    from streams.runtime import admin
+    from streams.runtime.codec import codec
+    from streams.runtime.emit import Emitter
     from streams.topology import TENANTS
 
     record, api_key = new_tenant(name, **options)

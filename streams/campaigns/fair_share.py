@@ -14,7 +14,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
-from streams.pacing import TokenBucket, next_tenant
+from streams.campaigns.pacing import TokenBucket, next_tenant
 
 
 class FairGate:

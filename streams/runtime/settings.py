@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 # How long the API may take to catch its views up when it starts: a first start (or a wiped
 # store) reads the whole jobs topic, 15 s for 1M jobs (bench.scale). Whatever starts the API
 # waits this long for its health, not the 60 s of the other components.

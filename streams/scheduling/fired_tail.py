@@ -3,12 +3,12 @@ fired topic's tail when the partition is taken, so that the new owner does not f
 
 Why: the mark is written about once a second. A worker killed 250 ms into a top-of-minute spike
 had fired 26,000 slots past its last mark, and its survivor, resuming from the mark, fired them
-all again, as missed slots in turns (``streams.catch_up``), before the 24,000 the victim never
+all again, as missed slots in turns (``streams.scheduling.catch_up``), before the 24,000 the victim never
 reached: for 28 s every turn went to a slot already on the topic, and every such record was one
 more for the executor to take up and drop (``bench.failover --spike``). Those records are
 decided slots: the executor, which reads the same partitions, runs them. A slot found here is
 still expected by the reconciler, from the record's time, so one whose record is lost or fenced
-off (a zombie's, ``streams.fencing``) is re-driven.
+off (a zombie's, ``streams.runtime.fencing``) is re-driven.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from collections.abc import Iterable
 
 from confluent_kafka import Consumer, TopicPartition
 
-from streams import admin
-from streams.codec import codec
-from streams.fencing import EpochFence
+from streams.runtime import admin
+from streams.runtime.codec import codec
+from streams.runtime.fencing import EpochFence
 from streams.topology import FIRED
 
 Record = tuple[int, str, int, int]  # partition, fire id, epoch, fired_ms

@@ -66,7 +66,7 @@ class GuardedTable(faust.Table):
         self._own_acked: dict[Any, set[int]] = {}
         self._awaiting_ack: dict[bytes, asyncio.Future[None]] = {}
         # called with every batch of changelog records once RocksDB holds them (recovery and
-        # standby alike): what keeps a standby's due index warm (streams.warm_index)
+        # standby alike): what keeps a standby's due index warm (streams.scheduling.warm_index)
         self.on_applied: Callable[[list[Any]], None] | None = None
 
     async def put_acked(self, key: bytes, value: bytes, timeout_s: float = 30.0) -> None:

@@ -27,7 +27,7 @@ import fastavro
 from fastavro.read import SchemaResolutionError
 from fastavro.schema import to_parsing_canonical_form
 
-SCHEMAS_DIR = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMAS_DIR = Path(__file__).resolve().parents[2] / "schemas"
 MAGIC = b"\xc3\x01"
 HEADER_LEN = 10
 

@@ -45,7 +45,7 @@ SES_THROTTLES = Counter("cronstream_ses_throttles_total", "SES calls answered wi
 SKIPPED_RECORDS_REDELIVERED = Counter(
     "cronstream_skipped_records_redelivered_total",
     "Partitions sought back to their committed offset: records there never reached the agent "
-    "(streams.commit_watch)", ["topic"])
+    "(streams.runtime.commit_watch)", ["topic"])
 RECONCILER_CATCHES = Counter("cronstream_reconciler_catches_total",
                              "Slots the reconciler found undecided, by action", ["action"])
 FANOUT_FENCED = Counter("cronstream_fanout_fenced_total",
@@ -54,7 +54,7 @@ REBALANCES = Counter("cronstream_rebalances_total", "Partition assignments this 
 ASSIGNED = Gauge("cronstream_assigned_partitions", "Partitions of the jobs topic held")
 STANDBY_BEHIND = Gauge("cronstream_standby_behind_records",
                        "Changelog records this worker's standbys have not read yet: what a "
-                       "takeover would replay before firing (streams.standbys)", ["changelog"])
+                       "takeover would replay before firing (streams.runtime.standbys)", ["changelog"])
 
 
 GC_PAUSE = Histogram("cronstream_gc_pause_seconds",

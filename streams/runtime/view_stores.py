@@ -1,4 +1,4 @@
-"""Where a topic view (``streams.views``) keeps its records: the state store, apart from the
+"""Where a topic view (``streams.runtime.views``) keeps its records: the state store, apart from the
 consuming.
 
 Two stores, because the compacted topics the views follow differ by orders of magnitude:
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from streams.codec import codec
+from streams.runtime.codec import codec
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Why our own and not croniter: croniter took ~600 µs per next time here, and the scheduler computes
 one next time per fire (10k fires/s) and one per job when it takes over a partition (1M jobs);
 croniter also leaves DST gaps and repeats to chance. This module does calendar math on naive
-wall-clock times only; ``streams.schedule`` turns wall times into instants with the DST policy.
+wall-clock times only; ``streams.scheduling.schedule`` turns wall times into instants with the DST policy.
 
 Fields: ``[second] minute hour day-of-month month day-of-week``. Six fields put seconds first
 (Quartz, Spring). Each field takes ``*``, ``?``, numbers, names (``JAN``, ``MON``), ranges
@@ -169,7 +169,7 @@ def _hash_plan(expr: str) -> tuple[tuple[int, int], ...]:
 def draws(expr: str, job_id: str) -> tuple[int, ...]:
     """The values ``job_id``'s ``H`` fields take in ``expr`` (empty without ``H``). Jobs that draw
     the same values have the same schedule: a million ``H H 1 1 *`` jobs are at most 1,440
-    schedules, so ``streams.schedule`` caches parsing and next-slot searches by draws, not by job,
+    schedules, so ``streams.scheduling.schedule`` caches parsing and next-slot searches by draws, not by job,
     and a restart indexing every job searches once per schedule instead of once per job."""
     return tuple(_hash(job_id, field, span) for field, span in _hash_plan(expr))
 

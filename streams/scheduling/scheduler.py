@@ -36,27 +36,27 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, NamedTuple
 
-from ops import metrics
-from streams import admin, fired_tail, misfire, progress, schedule, standbys
-from streams.app import HEALTH, SETTINGS, WORKER_ID, app, raw_table, raw_topic, ready_file
-from streams.catch_up import CatchUpLane
-from streams.codec import codec
-from streams.due_index import DueIndex
-from streams.emit import Emitter
-from streams.ledger import job_entry
-from streams.priority import DECIDING, collections_deferred
-from streams.reconciler import ExecutorQueue, Pending, Reconciler
-from streams.replays import INTENT
-from streams.schedule import now_ms
+from streams.runtime import admin, metrics, standbys
+from streams.runtime.app import HEALTH, SETTINGS, WORKER_ID, app, raw_table, raw_topic, ready_file
+from streams.runtime.clock import now_ms
+from streams.runtime.codec import codec
+from streams.runtime.emit import Emitter
+from streams.scheduling import fired_tail, misfire, progress, schedule
+from streams.scheduling.catch_up import CatchUpLane
+from streams.scheduling.due_index import DueIndex
+from streams.scheduling.ledger import job_entry
+from streams.scheduling.priority import DECIDING, collections_deferred
+from streams.scheduling.reconciler import ExecutorQueue, Pending, Reconciler
+from streams.scheduling.warm_index import WarmIndex
 from streams.topology import (
     APP_ID,
     FIRED,
+    INTENT,
     JOB_COMMANDS,
     JOBS,
     JOBS_TABLE,
     LEDGER,
 )
-from streams.warm_index import WarmIndex
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ FIRE_TICK_S = 0.05  # the deciding punctuator's interval
 FIRE_ROUND = 500  # slots popped per partition per round
 FIRE_BUDGET_S = 0.1  # time one tick may spend deciding before yielding the event loop
 MARK_EVERY_S = 1.0
-CATCH_UP_PER_JOB_S = 20  # a job's missed slots run a second, in turns (streams.catch_up)
+CATCH_UP_PER_JOB_S = 20  # a job's missed slots run a second, in turns (streams.scheduling.catch_up)
 PREPARE_AHEAD_MS = 10_000  # how long before its due time a slot may be prepared
 PREPARE_BUDGET_S = 0.03  # time one tick may spend preparing, after firing what is due
 PREPARED_MAX = 200_000  # per worker: bounds the memory of a far larger spike (~1 KiB each)
@@ -74,7 +74,7 @@ PREPARED_MAX = 200_000  # per worker: bounds the memory of a far larger spike (~
 # the workers decide on, and at 50 ms 0.15 s (``bench.batching``: medians of 5 rounds on a fresh
 # broker). A record's CreateTime, its fire time, is still the moment it was decided; what waits
 # up to 50 ms more is its append, and in a burst its run waits a second anyway
-# (streams.priority).
+# (streams.scheduling.priority).
 FIRED_LINGER_MS = 50
 
 jobs_topic = raw_topic(JOBS)
@@ -113,7 +113,7 @@ class ScheduleState:
 
     def __init__(self) -> None:
         self.indexes: dict[int, DueIndex] = {}
-        self.warm: dict[int, WarmIndex] = {}  # standby partitions (streams.warm_index)
+        self.warm: dict[int, WarmIndex] = {}  # standby partitions (streams.scheduling.warm_index)
         self.fired_through: dict[int, int] = {}
         # partition -> fire id -> fired_ms: fired past the mark by a previous owner, and the
         # latest of those times (once the partition's mark reaches it, none is asked for again)
@@ -323,7 +323,7 @@ class ScheduleState:
             oldest = min(oldest, through + 1)
             lane = self.catch_up.get(part)
             bound = None if lane is None else lane.mark_bound(now, through == now)
-            if bound is not None:  # missed slots wait for their turns (streams.catch_up)
+            if bound is not None:  # missed slots wait for their turns (streams.scheduling.catch_up)
                 through = min(through, bound)
             floor = self._to_settle_floor.get(part)
             if floor is not None:  # jobs whose following slots are not indexed yet
@@ -433,7 +433,7 @@ class ScheduleState:
 
     def _fire(self, part: int, index: DueIndex, job_id: str, slot: int,
               ready: Prepared | None, now: int) -> None:
-        # fired past its mark by a previous owner (streams.fired_tail), asked once per slot,
+        # fired past its mark by a previous owner (streams.scheduling.fired_tail), asked once per slot,
         # and only on a partition just taken over: no fire id is made for the question otherwise
         fires = self.fired_before.get(part)
         fired_ms = fires.pop(ready.fid if ready is not None else schedule.fire_id(job_id, slot),
@@ -502,7 +502,7 @@ class ScheduleState:
     def done_mark(partition: int, fid: str) -> bytes | None:
         """The slot's mark in the executor's done table, co-partitioned with the jobs
         (``cronstream.fired``): its outcome, or an email's intent, or None."""
-        from streams.executor import done_table
+        from streams.execution.executor import done_table
 
         mark: bytes | None = done_table.get_in(partition, fid.encode())
         return mark
@@ -676,7 +676,7 @@ async def _on_jobs_recovered() -> None:
                 if tp.topic == changelog}
     state.rebuild(assigned, standbys)
     gc.collect()  # then what recovery built and still lives is kept out of every later
-    gc.freeze()  # collection (streams.app: full collections walked it for nothing)
+    gc.freeze()  # collection (streams.runtime.app: full collections walked it for nothing)
     HEALTH.recovered, HEALTH.partitions = True, sorted(assigned)
     metrics.REBALANCES.inc()
     metrics.ASSIGNED.set(len(assigned))
@@ -691,7 +691,7 @@ jobs_table.on_applied = state.apply_changelog
 @app.timer(interval=0.1)
 async def warm_up_standbys() -> None:
     """Punctuator: read what a standby partition's RocksDB held before it became a standby
-    into its warm index, a step at a time (``streams.warm_index``), never during a burst; and
+    into its warm index, a step at a time (``streams.scheduling.warm_index``), never during a burst; and
     export how far the standbys trail their changelogs."""
     if DECIDING.is_open:
         state.warm_up()
@@ -760,7 +760,7 @@ async def fire_due() -> None:
 async def _decide_due() -> None:
     burst = Burst(state.decided, state.reached_at_due)
     if burst.round(state.fire_due):
-        with DECIDING.held(), collections_deferred():  # the executor waits (streams.priority)
+        with DECIDING.held(), collections_deferred():  # the executor waits (streams.scheduling.priority)
             while burst.round(state.fire_due):
                 HEALTH.tick()
                 await asyncio.sleep(0)
@@ -776,7 +776,7 @@ async def reconcile() -> None:
     consumer's high watermark: it is only as recent as the partition's last fetch, and while a
     bulk delete of a million jobs filled the consumer's fetches the survivor of a mid-spike
     kill took 52 queued slots for lost (``bench.failover --spike``)."""
-    from streams.executor import in_flight, queues
+    from streams.execution.executor import in_flight, queues
 
     parts = sorted(state.indexes)
     try:

@@ -11,7 +11,7 @@ only after its slot's outcome is on the ledger: a crash re-runs at most what was
 - fencing: a record whose epoch is older than one already seen on its partition was written by
   a zombie scheduler after a newer owner took over, and is dropped (counted, logged);
 - dedupe: a fire id in the done table, or in flight, is not run again; a running slot's own
-  record delivered again is left unacknowledged to that slot (``streams.replays``);
+  record delivered again is left unacknowledged to that slot (``streams.execution.replays``);
 - overlap: the job's policy decides about a slot whose previous run is still in flight.
 """
 
@@ -23,21 +23,22 @@ from typing import Any
 
 import httpx
 
-from ops import metrics
-from streams import overlap, retry, ses, targets
-from streams.app import SETTINGS, WORKER_ID, app, raw_table, raw_topic
-from streams.codec import codec
-from streams.emit import Emitter
-from streams.event_context import event_task
-from streams.fanout import fanout
-from streams.fencing import EpochFence
-from streams.ledger import job_entry
-from streams.priority import DECIDING
-from streams.reconciler import ExecutorQueue
-from streams.replays import INTENT, Arrival, Position, classify
-from streams.schedule import now_ms
-from streams.topology import DLQ, DONE_TABLE, FIRED, LEDGER, TENANTS
-from streams.views import TopicView
+from streams.adapters import ses
+from streams.campaigns.fanout import fanout
+from streams.execution import overlap, targets
+from streams.execution.replays import Arrival, Position, classify
+from streams.runtime import metrics, retry
+from streams.runtime.app import SETTINGS, WORKER_ID, app, raw_table, raw_topic
+from streams.runtime.clock import now_ms
+from streams.runtime.codec import codec
+from streams.runtime.emit import Emitter
+from streams.runtime.event_context import event_task
+from streams.runtime.fencing import EpochFence
+from streams.runtime.views import TopicView
+from streams.scheduling.ledger import job_entry
+from streams.scheduling.priority import DECIDING
+from streams.scheduling.reconciler import ExecutorQueue
+from streams.topology import DLQ, DONE_TABLE, FIRED, INTENT, LEDGER, TENANTS
 
 log = logging.getLogger(__name__)
 
@@ -258,7 +259,7 @@ def queues(ends: dict[int, int]) -> dict[int, ExecutorQueue]:
 async def execute_fired(stream: Any) -> Any:
     acking = stream.noack()
     async for event in acking.events():
-        await DECIDING.passed()  # a burst of due slots is decided first (streams.priority)
+        await DECIDING.passed()  # a burst of due slots is decided first (streams.scheduling.priority)
         await executor.accept(acking, event)
 
 

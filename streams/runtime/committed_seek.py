@@ -16,7 +16,7 @@ the fetch position has already moved past them. If that fetch lands after the se
 committed offsets, nothing rewinds: the partition's agent first sees a later record, faust
 counts the records in between as a compacted-away gap, and either commits past them (slots the
 failover benchmark then found without a decision) or stalls at the committed offset for good
-(``streams.commit_watch``). ``install`` also wraps the fetch so the position of such a
+(``streams.runtime.commit_watch``). ``install`` also wraps the fetch so the position of such a
 partition goes back to its first dropped record: fetched again once the partition is active.
 """
 

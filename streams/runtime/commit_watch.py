@@ -8,7 +8,7 @@ gap (as it does for a compacted topic) but not 864 itself, and its commit, which
 over acknowledged offsets starting at the committed one, never moves again: the partition's
 lag grows for ever and every later rebalance re-reads the whole backlog. The cause found —
 faust's fetch loop dropping records of a partition not active yet — is fixed where it happens
-(``streams.committed_seek``); this punctuator is the backstop for any other way a record at the
+(``streams.runtime.committed_seek``); this punctuator is the backstop for any other way a record at the
 committed offset goes missing.
 
 So every ``WATCH_S`` this punctuator looks at each assigned partition of an acknowledged topic:
@@ -16,7 +16,7 @@ when the record at the committed offset is neither acknowledged, nor in flight (
 agent and not yet acknowledged), nor in a gap faust knows of, while records after it are
 acknowledged — twice in a row, at the same committed offset — the partition is sought back to
 its committed offset, and the skipped records are delivered again. So is everything after them,
-which every agent already takes (the done table and ``streams.replays`` for fired slots, the
+which every agent already takes (the done table and ``streams.execution.replays`` for fired slots, the
 walkers' keys for fan-out orders, upserts for tables).
 """
 
@@ -26,8 +26,8 @@ import logging
 from collections.abc import Callable, Collection
 from typing import Any
 
-from ops import metrics
-from streams.app import app
+from streams.runtime import metrics
+from streams.runtime.app import app
 
 log = logging.getLogger(__name__)
 

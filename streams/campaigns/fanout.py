@@ -30,20 +30,30 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from ops import metrics
-from streams import retry, ses, unsubscribe, warmup
-from streams.admin import committed_offsets, end_offsets
-from streams.app import HEALTH, SETTINGS, WORKER_ID, app, member_id, raw_table, raw_topic
-from streams.chunk_verdict import stop_reason
-from streams.codec import codec
-from streams.emit import Emitter
-from streams.fair_share import FairGate
-from streams.ledger import ChunkOutcomes
-from streams.ownership import GroupFence, Ownership, describe
-from streams.pacing import TokenBucket, walker_bucket
-from streams.recipients import CHUNK, template_data
-from streams.schedule import now_ms
-from streams.shared_round import SharedRound
+from streams.adapters import ses
+from streams.campaigns import unsubscribe, warmup
+from streams.campaigns.chunk_verdict import stop_reason
+from streams.campaigns.fair_share import FairGate
+from streams.campaigns.ownership import GroupFence, Ownership, describe
+from streams.campaigns.pacing import TokenBucket, walker_bucket
+from streams.campaigns.recipients import CHUNK, template_data
+from streams.campaigns.walkers import (
+    Fenced,
+    Start,
+    Walkers,
+    cancel_requested,
+    first_failure,
+    stop_if_cancelled,
+)
+from streams.runtime import metrics, retry
+from streams.runtime.admin import committed_offsets, end_offsets
+from streams.runtime.app import HEALTH, SETTINGS, WORKER_ID, app, member_id, raw_table, raw_topic
+from streams.runtime.clock import now_ms
+from streams.runtime.codec import codec
+from streams.runtime.emit import Emitter
+from streams.runtime.shared_round import SharedRound
+from streams.runtime.views import TopicView
+from streams.scheduling.ledger import ChunkOutcomes
 from streams.topology import (
     APP_ID,
     CAMPAIGNS,
@@ -58,8 +68,6 @@ from streams.topology import (
     TopicSpec,
     partitions,
 )
-from streams.views import TopicView
-from streams.walkers import Fenced, Start, Walkers, cancel_requested, first_failure, stop_if_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +107,7 @@ class Fanout:
 
     def start_walk(self, stream: Any, event: Any, order: dict[str, Any]) -> None:
         """Walk an order, after any revoked walker of its (campaign, partition) has wound down
-        (``streams.walkers``); an order a live walker already holds is acknowledged and dropped."""
+        (``streams.campaigns.walkers``); an order a live walker already holds is acknowledged and dropped."""
         key = (order["campaign_id"], order["partition"])
         started = self.walkers.start(key, lambda: self.walk(stream, event, order),
                                      event.message.offset)

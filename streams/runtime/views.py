@@ -4,7 +4,7 @@ The API and the executor need "the current value per key" of compacted topics; a
 its topic on a background thread, with no consumer group (so it never takes partitions from the
 workers), and applies the process's own writes at once (``put``), so a client that just created
 something can read it back from the same process. Where the records are kept is the view's
-store (``streams.view_stores``): a dict for small topics, or a SQLite file with a checkpoint,
+store (``streams.runtime.view_stores``): a dict for small topics, or a SQLite file with a checkpoint,
 from which a restarted view reads only the topic's tail.
 """
 
@@ -19,10 +19,10 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
-from streams.codec import SchemaError
-from streams.schedule import now_ms
+from streams.runtime.clock import now_ms
+from streams.runtime.codec import SchemaError
+from streams.runtime.view_stores import Checkpoint, MemoryStore, Row, ViewStore
 from streams.topology import TopicSpec
-from streams.view_stores import Checkpoint, MemoryStore, Row, ViewStore
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class TopicView:
         missing from a view that lags is not yet a key that does not exist. Called from other
         threads, so the ends come from the shared AdminClient: the view's own consumer, polled
         by its thread, was seen blocking such a call for minutes."""
-        from streams.admin import end_offsets
+        from streams.runtime.admin import end_offsets
 
         try:
             highs = self._offsets(end_offsets, list(self.positions) or [0], min(timeout_s, 10))
@@ -170,7 +170,7 @@ class TopicView:
         """Where a durable store left off, if the topic as it is now lets it resume there."""
         if not self.store.durable:
             return {}
-        from streams.admin import end_offsets, start_offsets, topic_config, topic_id
+        from streams.runtime.admin import end_offsets, start_offsets, topic_config, topic_id
 
         bootstrap, name = self._config["bootstrap.servers"], self.topic.name
         while not self._stop.is_set():
@@ -237,7 +237,7 @@ class TopicView:
         Seen after a broker restart: the consumer of an assigned (group-less) partition polled
         nothing for minutes while records arrived, so a worker did not see a new campaign.
         Returns since when the view has been stuck (None when it is not)."""
-        from streams.admin import end_offsets
+        from streams.runtime.admin import end_offsets
 
         try:  # from the AdminClient: the view's own consumer is the suspect (it answered
             # nothing either after a broker restart, so the view was never judged stuck)

@@ -1,14 +1,14 @@
 """The faust application every cronstream worker runs.
 
-Agents register themselves on import (``streams.scheduler``, ``streams.executor``); ``main``
-imports them and hands control to faust's worker. State lives in RocksDB (``rocksdb://``, the
+Agents register themselves on the app (``streams.scheduling.scheduler``,
+``streams.execution.executor``, ``streams.campaigns.fanout``); ``streams.worker`` wires them and hands
+control to faust's worker. State lives in RocksDB (``rocksdb://``, the
 rocksdict driver) under the worker's own data dir, backed by changelog topics, so a worker that
 takes over a partition restores it from Kafka.
 """
 
 from __future__ import annotations
 
-import gc
 import os
 import socket
 import uuid
@@ -18,10 +18,10 @@ from typing import Any
 
 import faust
 
-from ops.metrics import WorkerHealth
-from streams import committed_seek, settings
-from streams.standbys import StandbyAssignor
-from streams.state import GuardedTable
+from streams.runtime import committed_seek, settings
+from streams.runtime.metrics import WorkerHealth
+from streams.runtime.standbys import StandbyAssignor
+from streams.runtime.state import GuardedTable
 from streams.topology import APP_ID, TableSpec, TopicSpec
 
 committed_seek.install()
@@ -29,8 +29,7 @@ SETTINGS = settings.load()
 WORKER_ID = os.environ.get("CRONSTREAM_WORKER_ID") or f"{socket.gethostname()}-{os.getpid()}"
 # the consumer's client id, unique per process (the fan-out fence goes by member id, member_id())
 CLIENT_ID = f"cronstream-{WORKER_ID}-{uuid.uuid4().hex[:8]}"
-GC_THRESHOLDS = (20_000, 20, 20)
-HEALTH = WorkerHealth()  # /healthz and /readyz of this worker (ops.metrics)
+HEALTH = WorkerHealth()  # /healthz and /readyz of this worker (streams.runtime.metrics)
 
 app = faust.App(
     APP_ID,
@@ -47,7 +46,7 @@ app = faust.App(
     web_host="127.0.0.1",
     web_port=SETTINGS.worker_web_port,  # faust binds it even when disabled; one per worker
     # Standby replicas (CRONSTREAM_STANDBY_REPLICAS, 1 by default): every worker keeps the others'
-    # partitions as standbys, tables and due indexes (streams.warm_index), so a takeover of a
+    # partitions as standbys, tables and due indexes (streams.scheduling.warm_index), so a takeover of a
     # million jobs fires within seconds instead of recovering and re-reading them all (89 s).
     # Only for the tables streams.topology marks standby (docs/performance.md); 0 turns them off.
     table_standby_replicas=int(os.environ.get("CRONSTREAM_STANDBY_REPLICAS", "1")),
@@ -61,44 +60,25 @@ app = faust.App(
 
 
 def raw_topic(spec: TopicSpec) -> Any:
-    """A faust topic of ``streams.topology``: bytes in, bytes out (``streams.codec`` decodes)."""
+    """A faust topic of ``streams.topology``: bytes in, bytes out (``streams.runtime.codec`` decodes)."""
     return app.topic(spec.name, key_serializer="raw", value_serializer="raw",
                      partitions=spec.partitions)
 
 
 def raw_table(spec: TableSpec, rank: Mapping[bytes, int] | None = None) -> Any:
     """A RocksDB table of ``streams.topology``, partitioned like its source topic, whose
-    recovery a zombie's late writes cannot fool (``streams.state``); ``rank`` orders the values
+    recovery a zombie's late writes cannot fool (``streams.runtime.state``); ``rank`` orders the values
     of a table that is a state machine, so recovery never moves a key backwards."""
     return app.tables.add(GuardedTable(app, name=spec.name, key_type=bytes, value_type=bytes,
                                        beacon=app.tables.beacon, partitions=spec.source.partitions,
                                        help=spec.doc, rank=rank))
 
 
-def main() -> None:
-    """Run one worker (``cronstream worker``): scheduler and executor agents."""
-    from ops import metrics
-    from streams import admin, commit_watch, executor, fanout, scheduler  # noqa: F401  (agents register)
-
-    admin.ensure_topics(SETTINGS.bootstrap)
-    admin.seed_group_offsets(SETTINGS.bootstrap)
-    metrics.watch_gc()
-    # a worker's heap is mostly long-lived (faust, clients, tables' caches) and every full
-    # collection walked all of it for nothing (100-300 ms, "0 collected", during spikes): fewer
-    # young collections, and the heap as recovered is frozen out of them (streams.scheduler)
-    gc.set_threshold(*GC_THRESHOLDS)
-    metrics.serve(HEALTH, os.environ.get("CRONSTREAM_WORKER_METRICS_HOST", "127.0.0.1"),
-                  SETTINGS.worker_metrics_port)
-    ready_file(WORKER_ID).unlink(missing_ok=True)
-    (SETTINGS.home / "workers").mkdir(parents=True, exist_ok=True)
-    app.main()
-
-
 def member_id() -> str:
     """This process's member id in the workers' group now. A fan-out walker keeps the one it was
     started under: the coordinator's answer to "who holds partition p" names members, and a
     worker that rejoins after its session expired (a zombie) is a new member, so its old walkers
-    are told they own nothing (``streams.ownership``)."""
+    are told they own nothing (``streams.campaigns.ownership``)."""
     member: str = app.consumer._thread._ensure_consumer()._coordinator.member_id  # noqa: SLF001
     return member
 
