@@ -37,7 +37,7 @@ from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
 from streams.scheduling.schedule import fire_id
-from streams.scheduling.scheduler import FIRE_ROUND, FIRED_TEMPLATE, fired_frozen
+from streams.scheduling.scheduler import FIRE_ROUND, fired_frozen, fired_template
 from streams.topology import FIRED
 
 PRODUCERS = 2  # the spike's two workers
@@ -52,7 +52,7 @@ def records(count: int) -> list[tuple[str, bytes]]:
     for i in range(count):
         j = codec().decode(job(f"batching-{uuid.uuid4().hex[:8]}-{i:07d}", "0 * * * * *", slot))
         frozen = fired_frozen(j, fire_id(j["job_id"], slot), slot)
-        out.append((j["job_id"], FIRED_TEMPLATE.fill(frozen, {
+        out.append((j["job_id"], fired_template().fill(frozen, {
             "fired_ms": slot + 300, "decision": "fired", "epoch": 1})))
     return out
 

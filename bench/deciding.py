@@ -33,9 +33,32 @@ YEARLY = "0 0 0 1 1 *"
 SETUP_S_PER_SLOT = 0.0002  # time to build one preparation here, to set the slot ahead of it
 
 
+class NoJobs:
+    """The jobs table: never read, as every slot is prepared before it is measured."""
+
+    def get_in(self, partition: int, key: bytes) -> bytes | None:
+        raise AssertionError("a prepared slot's job is not read again")
+
+    def items_in(self, partition: int) -> list[tuple[bytes, bytes]]:
+        return []
+
+
+class NothingRuns:
+    """The executor's side (``scheduler.Runs``): nothing done, nothing running."""
+
+    def done_mark(self, partition: int, fid: str) -> bytes | None:
+        return None
+
+    def in_flight_ids(self) -> set[str]:
+        return set()
+
+    def queues(self, ends: dict[int, int]) -> dict:
+        return {}
+
+
 def prepared_state(slots: int, partitions: int, slot: int) -> scheduler.ScheduleState:
     """A worker's schedule state with ``slots`` jobs due at ``slot``, every one prepared."""
-    state = scheduler.ScheduleState()
+    state = scheduler.ScheduleState(NoJobs(), NothingRuns())
     state._emitter = Emitter(NOWHERE, "bench-deciding", **{
         "queue.buffering.max.messages": max(1_000_000, slots), "log_level": 0})
     for part in range(partitions):

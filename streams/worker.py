@@ -1,8 +1,16 @@
 """The composition root of a cronstream worker: the only module that imports the agents.
 
-``cronstream worker`` runs :func:`main`. It makes sure the topics exist, registers the agents of
-every sub-topology (``streams.topology`` is the map: scheduling, execution, campaigns, the commit
-watch), serves the worker's health and metrics, and hands control to faust.
+``cronstream worker`` runs :func:`main`. It builds the faust app (``streams.runtime.app``), makes
+sure the topics exist, registers every sub-topology on it (``streams.topology`` is the map) and
+wires them to each other, serves the worker's health and metrics, and hands control to faust.
+
+Wiring, in the order the data flows::
+
+    campaigns.fanout   <- execution.executor (a campaign's tick becomes its fan-out)
+    execution.executor <- scheduling.scheduler (what is done, what runs: the reconciler's view)
+
+so scheduling imports neither execution nor campaigns, and execution does not import campaigns
+(the layering contract in pyproject.toml checks it).
 """
 
 from __future__ import annotations
@@ -10,26 +18,37 @@ from __future__ import annotations
 import gc
 import os
 
+from streams.campaigns import fanout
+from streams.execution import executor
+from streams.runtime import admin, commit_watch, metrics, settings
+from streams.runtime.app import Runtime, build, worker_id_from_env
+from streams.scheduling import scheduler
+
 # a worker's heap is mostly long-lived (faust, clients, tables' caches) and every full collection
 # walked all of it for nothing (100-300 ms, "0 collected", during spikes): fewer young collections,
 # and the heap as recovered is frozen out of them (streams.scheduling.scheduler)
 GC_THRESHOLDS = (20_000, 20, 20)
 
 
+def wire(rt: Runtime) -> None:
+    """Register every sub-topology on ``rt``'s app and hand each what it needs of the others."""
+    campaigns = fanout.register(rt)
+    runs = executor.register(rt, fan_out=campaigns.fan_out)
+    scheduler.register(rt, runs)
+    commit_watch.register(rt.app)
+
+
 def main() -> None:
     """Run one worker: scheduler, executor and fan-out agents on one faust app."""
-    from streams.campaigns import fanout  # noqa: F401  (agents register)
-    from streams.execution import executor  # noqa: F401  (agents register)
-    from streams.runtime import admin, commit_watch, metrics  # noqa: F401  (agents register)
-    from streams.runtime.app import HEALTH, SETTINGS, WORKER_ID, app, ready_file
-    from streams.scheduling import scheduler  # noqa: F401  (agents register)
-
-    admin.ensure_topics(SETTINGS.bootstrap)
-    admin.seed_group_offsets(SETTINGS.bootstrap)
+    conf = settings.load()
+    rt = build(conf, worker_id_from_env())
+    wire(rt)
+    admin.ensure_topics(conf.bootstrap)
+    admin.seed_group_offsets(conf.bootstrap)
     metrics.watch_gc()
     gc.set_threshold(*GC_THRESHOLDS)
-    metrics.serve(HEALTH, os.environ.get("CRONSTREAM_WORKER_METRICS_HOST", "127.0.0.1"),
-                  SETTINGS.worker_metrics_port)
-    ready_file(WORKER_ID).unlink(missing_ok=True)
-    (SETTINGS.home / "workers").mkdir(parents=True, exist_ok=True)
-    app.main()
+    metrics.serve(rt.health, os.environ.get("CRONSTREAM_WORKER_METRICS_HOST", "127.0.0.1"),
+                  conf.worker_metrics_port)
+    rt.ready_file().unlink(missing_ok=True)
+    (conf.home / "workers").mkdir(parents=True, exist_ok=True)
+    rt.app.main()

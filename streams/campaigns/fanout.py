@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -47,7 +46,7 @@ from streams.campaigns.walkers import (
 )
 from streams.runtime import metrics, retry
 from streams.runtime.admin import committed_offsets, end_offsets
-from streams.runtime.app import HEALTH, SETTINGS, WORKER_ID, app, member_id, raw_table, raw_topic
+from streams.runtime.app import Runtime
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
@@ -72,7 +71,6 @@ from streams.topology import (
 log = logging.getLogger(__name__)
 
 INTENT, DONE = b"intent", b"done"
-ACCOUNT_RATE_PER_S = float(os.environ.get("CRONSTREAM_SES_MAX_RATE", "20000"))
 # chunks a walker has in flight at once: a chunk spends most of its time waiting on the broker
 # (the barrier, the intent's flush, the fence, the ledger's acknowledgement) and on SES; with 4
 # the two workers left a fifth of the box idle during a campaign (bench.fanout's CPU figures)
@@ -80,19 +78,17 @@ CHUNKS_IN_FLIGHT = 8
 SEND_THREADS = 24  # SES calls and the walkers' consume() calls
 MAX_THROTTLE_RETRIES = 1000
 
-fanout_topic = raw_topic(FANOUT)
-suppressions_topic = raw_topic(SUPPRESSIONS)
-send_chunks = raw_table(SEND_CHUNKS_TABLE, rank={INTENT: 1, DONE: 2})
-suppressed = raw_table(SUPPRESSED_TABLE)
-pool_sends = raw_table(POOL_SENDS_TABLE)
-
-
 class ViewBehind(Exception):
     """A view could not catch up: a missing key is not yet a missing record (retried)."""
 
 
 class Fanout:
-    def __init__(self) -> None:
+    def __init__(self, rt: Runtime, send_chunks: Any, suppressed: Any, pool_sends: Any) -> None:
+        self.settings, self.worker_id, self.health = rt.settings, rt.worker_id, rt.health
+        self.member_id = rt.member_id
+        # the co-partitioned tables (faust tables in a worker): each chunk's intent/done, the
+        # opted-out addresses, and each dedicated IP pool's sends of the day
+        self.send_chunks, self.suppressed, self.pool_sends = send_chunks, suppressed, pool_sends
         self.applied: dict[int, int] = {}  # suppressions partition -> last applied offset
         self._views: dict[str, TopicView] = {}
         self._emitter: Emitter | None = None
@@ -100,10 +96,11 @@ class Fanout:
         self._ses: Any = None
         self.walkers = Walkers()
         self._view_lock = asyncio.Lock()
-        self.fence = GroupFence(lambda: describe(SETTINGS.bootstrap, APP_ID))
+        self.fence = GroupFence(lambda: describe(self.settings.bootstrap, APP_ID))
         self._ends = SharedRound(self._suppression_ends)
-        self.gate = FairGate(ACCOUNT_RATE_PER_S,
-                             lambda: max(1, len(HEALTH.partitions)) / partitions())
+        self.account_rate_per_s = rt.settings.ses_max_rate_per_s
+        self.gate = FairGate(self.account_rate_per_s,
+                             lambda: max(1, len(self.health.partitions)) / partitions())
 
     def start_walk(self, stream: Any, event: Any, order: dict[str, Any]) -> None:
         """Walk an order, after any revoked walker of its (campaign, partition) has wound down
@@ -137,7 +134,7 @@ class Fanout:
         if topic.name not in self._views:
             async with self._view_lock:
                 if topic.name not in self._views:
-                    view = TopicView(SETTINGS.bootstrap, topic)
+                    view = TopicView(self.settings.bootstrap, topic)
                     await asyncio.get_running_loop().run_in_executor(None, view.start)
                     self._views[topic.name] = view
         return self._views[topic.name]
@@ -171,9 +168,9 @@ class Fanout:
             now = now_ms()
             cap = warmup.daily_cap(plan, now)
             slot = f"{campaign['tenant']}:{campaign['ip_pool']}:{warmup.utc_day(now)}:{part}"
-            used = int(pool_sends.get(slot.encode()) or 0)
+            used = int(self.pool_sends.get(slot.encode()) or 0)
             if used + n <= warmup.partition_quota(cap, partitions(), part):
-                pool_sends[slot.encode()] = str(used + n).encode()
+                self.pool_sends[slot.encode()] = str(used + n).encode()
                 return None
             if now >= deadline:
                 return (f"ip pool {campaign['ip_pool']} reached its warm-up cap of {cap} emails "
@@ -184,7 +181,7 @@ class Fanout:
     @property
     def emitter(self) -> Emitter:
         if self._emitter is None:
-            self._emitter = Emitter(SETTINGS.bootstrap, f"fanout-{WORKER_ID}",
+            self._emitter = Emitter(self.settings.bootstrap, f"fanout-{self.worker_id}",
                                     **{"linger.ms": 10})
         return self._emitter
 
@@ -196,11 +193,11 @@ class Fanout:
 
     def _suppression_ends(self) -> dict[tuple[str, int], int]:
         """Where every suppressions partition ends: one ListOffsets for all of them."""
-        return end_offsets(SETTINGS.bootstrap,
+        return end_offsets(self.settings.bootstrap,
                            [(SUPPRESSIONS.name, p) for p in range(partitions())])
 
     def _committed(self, partition: int) -> int | None:
-        return committed_offsets(SETTINGS.bootstrap, APP_ID).get((SUPPRESSIONS.name, partition))
+        return committed_offsets(self.settings.bootstrap, APP_ID).get((SUPPRESSIONS.name, partition))
 
     async def suppressions_caught_up(self, partition: int) -> None:
         """Wait until every suppression written to ``partition`` so far is in the table. The
@@ -232,7 +229,7 @@ class Fanout:
         skipped and a chunk caught mid-send is resolved unknown: a failed walker never leaves its
         partition stalled until the next rebalance. Only a revocation stops it unacknowledged."""
         part = order["partition"]
-        member = member_id()  # the fence asks for this member, never a later one of this process
+        member = self.member_id()  # the fence asks for this member, never a later one of this process
         failures = 0
         while True:
             try:
@@ -261,10 +258,10 @@ class Fanout:
             log.error("fanout for unknown campaign %s (partition %d order offset %d); dropped",
                       order["campaign_id"], part, order_offset)
             return
-        consumer = Consumer({"bootstrap.servers": SETTINGS.bootstrap,
+        consumer = Consumer({"bootstrap.servers": self.settings.bootstrap,
                              "group.id": f"fanout-{uuid.uuid4()}", "enable.auto.commit": False})
         consumer.assign([TopicPartition(RECIPIENTS.name, part, order["start"])])
-        rate = min(campaign["max_rate_per_s"] or ACCOUNT_RATE_PER_S, ACCOUNT_RATE_PER_S)
+        rate = min(campaign["max_rate_per_s"] or self.account_rate_per_s, self.account_rate_per_s)
         bucket = walker_bucket(rate, part, partitions(), CHUNK)
         position = order["start"]
         loop = asyncio.get_running_loop()
@@ -306,7 +303,7 @@ class Fanout:
         await self.emitter.acked(RECIPIENT_OUTCOMES, [(outcomes.chunk_id, record)], part)
         for outcome, n in outcomes.counts().items():
             metrics.CAMPAIGN_SENDS.labels(outcome).inc(n)
-        send_chunks[key] = DONE
+        self.send_chunks[key] = DONE
 
     async def _pace(self, bucket: TokenBucket, tenant: str, n: int, deadline: int) -> bool:
         """Wait for ``n`` sends of the walker's rate, then of the account's (tenants in turn).
@@ -320,13 +317,12 @@ class Fanout:
         await self.gate.acquire(tenant, n)
         return True
 
-    @staticmethod
-    def _split(part: int, tenant: str, emails: list[str], variables: list[dict[str, str]]
+    def _split(self, part: int, tenant: str, emails: list[str], variables: list[dict[str, str]]
                ) -> tuple[list[tuple[str, dict[str, str]]], list[str]]:
         """The chunk's addresses to send (with their variables) and its opted-out ones."""
         allowed, opted_out = [], []
         for email, values in zip(emails, variables, strict=True):
-            if suppressed.get_in(part, f"{tenant}:{email}".encode()) is None:
+            if self.suppressed.get_in(part, f"{tenant}:{email}".encode()) is None:
                 allowed.append((email, values))
             else:
                 opted_out.append(email)
@@ -343,12 +339,13 @@ class Fanout:
     async def send_chunk(self, order: dict[str, Any], chunk: dict[str, Any], part: int,
                          bucket: TokenBucket, member: str) -> None:
         key = f"{chunk['campaign_id']}:{chunk['upload_id']}:{chunk['seq']}".encode()
-        state = send_chunks.get_in(part, key)
+        state = self.send_chunks.get_in(part, key)
         emails: list[str] = chunk["emails"]
         if state == DONE:
-            if key in send_chunks.regressions:  # a zombie's late intent is the changelog's last
-                send_chunks.regressions.discard(key)  # word: say done again before compaction
-                send_chunks[key] = DONE
+            # a zombie's late intent is the changelog's last word: say done again before compaction
+            if key in self.send_chunks.regressions:
+                self.send_chunks.regressions.discard(key)
+                self.send_chunks[key] = DONE
             return
         campaign = await self.campaign(order["campaign_id"])
         assert campaign is not None
@@ -398,7 +395,7 @@ class Fanout:
         # unpaid, a few addresses over the rate at most
         self._give_back(bucket, paid - len(allowed))
         if allowed:
-            await send_chunks.put_acked(key, INTENT)  # durable before anything can leave
+            await self.send_chunks.put_acked(key, INTENT)  # durable before anything can leave
             stop_if_cancelled()  # an await can swallow the walker's cancellation
             if await self.fence.check(FANOUT.name, part, member) is Ownership.NOT_OWNED:
                 metrics.FANOUT_FENCED.inc()
@@ -411,7 +408,7 @@ class Fanout:
     async def _send(self, outcomes: ChunkOutcomes, campaign: dict[str, Any],
                     order: dict[str, Any], part: int,
                     allowed: list[tuple[str, dict[str, str]]], deadline: int) -> None:
-        base = SETTINGS.api_url
+        base = self.settings.api_url
         entries = [ses.BulkEntry(email, unsubscribe.headers(base, campaign["tenant"], email,
                                                             campaign["campaign_id"]),
                                  template_data(variables)) for email, variables in allowed]
@@ -477,30 +474,38 @@ class Fanout:
         return True, f"fanned out to {len(campaign['upload_ranges'])} recipient partitions"
 
 
-fanout = Fanout()
 
+def register(rt: Runtime) -> Fanout:
+    """The fan-out's sub-topology on ``rt``'s app: opt-outs into the suppressed table, fan-out
+    orders to walkers, and the chunk and pool tables they keep."""
+    app = rt.app
+    fanout_topic = rt.topic(FANOUT)
+    suppressions_topic = rt.topic(SUPPRESSIONS)
+    suppressed = rt.table(SUPPRESSED_TABLE)
+    fanout = Fanout(rt, rt.table(SEND_CHUNKS_TABLE, rank={INTENT: 1, DONE: 2}), suppressed,
+                    rt.table(POOL_SENDS_TABLE))
 
-@app.agent(suppressions_topic)
-async def apply_suppressions(stream: Any) -> Any:
-    """Opt-outs into the co-partitioned table; the applied offset is the walkers' barrier."""
-    async for event in stream.events():
-        if event.value is None:
-            suppressed.pop(event.key, None)
-        else:
-            suppressed[event.key] = b"1"
-        fanout.applied[event.message.partition] = event.message.offset
+    @app.agent(suppressions_topic, name=f"{__name__}.apply_suppressions")
+    async def apply_suppressions(stream: Any) -> Any:
+        """Opt-outs into the co-partitioned table; the applied offset is the walkers' barrier."""
+        async for event in stream.events():
+            if event.value is None:
+                suppressed.pop(event.key, None)
+            else:
+                suppressed[event.key] = b"1"
+            fanout.applied[event.message.partition] = event.message.offset
 
+    @app.agent(fanout_topic, name=f"{__name__}.walk_recipients")
+    async def walk_recipients(stream: Any) -> Any:
+        acking = stream.noack()
+        async for event in acking.events():
+            order = codec().decode(event.value)
+            fanout.start_walk(acking, event, order)  # the walker task inherits the event context
 
-@app.agent(fanout_topic)
-async def walk_recipients(stream: Any) -> Any:
-    acking = stream.noack()
-    async for event in acking.events():
-        order = codec().decode(event.value)
-        fanout.start_walk(acking, event, order)  # the walker task inherits the event context
+    @app.on_partitions_revoked.connect
+    async def _on_revoked(app: Any, revoked: set[Any], **kwargs: Any) -> None:
+        for tp in revoked:
+            if tp.topic == FANOUT.name:
+                fanout.revoke(tp.partition)
 
-
-@app.on_partitions_revoked.connect
-async def _on_revoked(app: Any, revoked: set[Any], **kwargs: Any) -> None:
-    for tp in revoked:
-        if tp.topic == FANOUT.name:
-            fanout.revoke(tp.partition)
+    return fanout

@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
 
 from streams.adapters import ses
-from streams.campaigns.fanout import fanout
 from streams.execution import overlap, targets
 from streams.execution.replays import Arrival, Position, classify
 from streams.runtime import metrics, retry
-from streams.runtime.app import SETTINGS, WORKER_ID, app, raw_table, raw_topic
+from streams.runtime.app import Runtime
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
@@ -44,12 +44,17 @@ log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 256
 
-fired_topic = raw_topic(FIRED)
-done_table = raw_table(DONE_TABLE)
+FanOut = Callable[[dict[str, Any]], Awaitable[tuple[bool, str]]]
 
 
 class Executor:
-    def __init__(self) -> None:
+    """Runs the fired records of this worker's partitions; also the scheduler's ``Runs``: what
+    is done (the done table), what runs now, and how far it has taken each partition up."""
+
+    def __init__(self, done: Any, fan_out: FanOut, *, bootstrap: str = "", worker_id: str = "") -> None:
+        self.done = done  # the done table (a faust table in a worker), co-partitioned with fired
+        self.fan_out = fan_out  # a campaign's tick becomes its fan-out (streams.campaigns)
+        self.bootstrap, self.worker_id = bootstrap, worker_id
         self.running: dict[str, int] = {}  # job id -> runs in flight
         self.buffered: dict[str, tuple[Any, Any, dict[str, Any]]] = {}  # job -> (stream, event, fired)
         self.in_flight: dict[str, Position] = {}  # fire id -> where its running record was read
@@ -72,7 +77,7 @@ class Executor:
     @property
     def emitter(self) -> Emitter:
         if self._emitter is None:
-            self._emitter = Emitter(SETTINGS.bootstrap, f"executor-{WORKER_ID}")
+            self._emitter = Emitter(self.bootstrap, f"executor-{self.worker_id}")
         return self._emitter
 
     @property
@@ -91,7 +96,7 @@ class Executor:
         """The tenant's SSRF allow-list. The view starts off the event loop: catching up blocks
         for seconds, and a blocked loop misses heartbeats."""
         if self._tenants is None:
-            view = TopicView(SETTINGS.bootstrap, TENANTS)
+            view = TopicView(self.bootstrap, TENANTS)
             await asyncio.get_running_loop().run_in_executor(None, view.start)
             self._tenants = self._tenants or view
         record = self._tenants.get(tenant)
@@ -110,7 +115,7 @@ class Executor:
             return
         # get_in: the record's partition is the done table's (co-partitioned), and a RocksDB
         # read without faust's mapping layers was 4 % of a draining executor's GIL time
-        arrival = classify(done_table.get_in(part, fid.encode()), self.in_flight.get(fid),
+        arrival = classify(self.done.get_in(part, fid.encode()), self.in_flight.get(fid),
                            (part, event.message.offset))
         if arrival is Arrival.UNKNOWN_SEND:
             # an email whose send began before a crash: it may have left. Never send it twice
@@ -188,10 +193,10 @@ class Executor:
         if kind == "email":
             # the durable intent: on the changelog before SES is called, so a worker that takes
             # over after a crash knows the send may have happened and does not repeat it
-            await done_table.put_acked(fired["fire_id"].encode(), INTENT)
+            await self.done.put_acked(fired["fire_id"].encode(), INTENT)
         for attempt in range(1, max_attempts + 1):
             if kind == "campaign":
-                ok, note = await fanout.fan_out(fired)
+                ok, note = await self.fan_out(fired)
                 result = targets.CallResult(ok, None, None if ok else note, note=note)
             elif kind == "kafka":
                 result = await targets.produce_record(self.emitter, fired)
@@ -224,7 +229,7 @@ class Executor:
         )
         await self.emitter.send(LEDGER, fired["fire_id"], codec().encode("LedgerEntry", entry),
                                 partition)
-        done_table[fired["fire_id"].encode()] = outcome.encode()
+        self.done[fired["fire_id"].encode()] = outcome.encode()
         if outcome == "failed":
             log.warning("fire %s of job %s tenant %s failed after %d attempts: %s",
                         fired["fire_id"], fired["job_id"], fired["tenant"], attempts,
@@ -240,32 +245,40 @@ class Executor:
         }
         await self.emitter.send(DLQ, fired["fire_id"], codec().encode("DeadLetter", letter))
 
+    # -- the scheduler's view of the runs (streams.scheduling.scheduler.Runs) -------------------
+    def done_mark(self, partition: int, fid: str) -> bytes | None:
+        mark: bytes | None = self.done.get_in(partition, fid.encode())
+        return mark
 
-executor = Executor()
+    def in_flight_ids(self) -> set[str]:
+        return set(self.in_flight)
 
-
-def in_flight() -> set[str]:
-    return set(executor.in_flight)
-
-
-def queues(ends: dict[int, int]) -> dict[int, ExecutorQueue]:
-    """Where the executor stands on each fired partition it has taken records up from, against
-    the partition's end (``ends``, read from the broker just before)."""
-    return {part: ExecutorQueue(fired_ms, next_offset, ends.get(part))
-            for part, (fired_ms, next_offset) in list(executor.taken_up.items())}
-
-
-@app.agent(fired_topic)
-async def execute_fired(stream: Any) -> Any:
-    acking = stream.noack()
-    async for event in acking.events():
-        await DECIDING.passed()  # a burst of due slots is decided first (streams.scheduling.priority)
-        await executor.accept(acking, event)
+    def queues(self, ends: dict[int, int]) -> dict[int, ExecutorQueue]:
+        """Where the executor stands on each fired partition it has taken records up from,
+        against the partition's end (``ends``, read from the broker just before)."""
+        return {part: ExecutorQueue(fired_ms, next_offset, ends.get(part))
+                for part, (fired_ms, next_offset) in list(self.taken_up.items())}
 
 
-@app.on_partitions_revoked.connect
-async def _on_revoked(app: Any, revoked: set[Any], **kwargs: Any) -> None:
-    for tp in revoked:
-        if tp.topic == FIRED.name:
-            executor.fence.forget(tp.partition)
-            executor.taken_up.pop(tp.partition, None)
+def register(rt: Runtime, fan_out: FanOut) -> Executor:
+    """The executor's sub-topology on ``rt``'s app: the fired topic's agent and the done table;
+    ``fan_out`` runs a campaign's tick (``streams.campaigns.fanout``)."""
+    app = rt.app
+    fired_topic = rt.topic(FIRED)
+    executor = Executor(rt.table(DONE_TABLE), fan_out, bootstrap=rt.settings.bootstrap,
+                        worker_id=rt.worker_id)
+
+    @app.agent(fired_topic, name=f"{__name__}.execute_fired")
+    async def execute_fired(stream: Any) -> Any:
+        acking = stream.noack()
+        async for event in acking.events():
+            await DECIDING.passed()  # a burst is decided first (streams.scheduling.priority)
+            await executor.accept(acking, event)
+
+    @app.on_partitions_revoked.connect
+    async def _on_revoked(app: Any, revoked: set[Any], **kwargs: Any) -> None:
+        for tp in revoked:
+            if tp.topic == FIRED.name:
+                executor.fence.forget(tp.partition)
+
+    return executor

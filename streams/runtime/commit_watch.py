@@ -27,7 +27,6 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from streams.runtime import metrics
-from streams.runtime.app import app
 
 log = logging.getLogger(__name__)
 
@@ -71,20 +70,23 @@ class CommitWatch:
         return to_seek
 
 
-watch = CommitWatch()
+def register(app: Any) -> CommitWatch:
+    """The commit watch's punctuator on ``app`` (a faust app)."""
+    watch = CommitWatch()
 
+    @app.timer(interval=WATCH_S, name=f"{__name__}.watch_commits")
+    async def watch_commits() -> None:
+        if app.rebalancing or app.in_recovery or not app.tables.recovery.completed.is_set():
+            watch.suspects.clear()  # offsets move while partitions are handed over: start again
+            return
+        consumer = app.consumer
+        for tp, committed in watch.check(consumer, consumer.assignment(),
+                                         app.topics.acks_enabled_for):
+            acked = consumer._acked.get(tp) or [committed]  # noqa: SLF001
+            log.warning("%s partition %d: records from the committed offset %d were never "
+                        "handed to its agent (the first acknowledged is %d); seeking back to "
+                        "deliver them", tp.topic, tp.partition, committed, min(acked))
+            metrics.SKIPPED_RECORDS_REDELIVERED.labels(tp.topic).inc()
+            await consumer.seek(tp, committed)
 
-@app.timer(interval=WATCH_S)
-async def watch_commits() -> None:
-    if app.rebalancing or app.in_recovery or not app.tables.recovery.completed.is_set():
-        watch.suspects.clear()  # offsets move while partitions are handed over: start again
-        return
-    consumer = app.consumer
-    for tp, committed in watch.check(consumer, consumer.assignment(),
-                                     app.topics.acks_enabled_for):
-        acked = consumer._acked.get(tp) or [committed]  # noqa: SLF001
-        log.warning("%s partition %d: records from the committed offset %d were never handed "
-                    "to its agent (the first acknowledged is %d); seeking back to deliver them",
-                    tp.topic, tp.partition, committed, min(acked))
-        metrics.SKIPPED_RECORDS_REDELIVERED.labels(tp.topic).inc()
-        await consumer.seek(tp, committed)
+    return watch

@@ -56,6 +56,15 @@ class Settings:
         return os.environ.get("CRONSTREAM_SES_ENDPOINT") or f"http://127.0.0.1:{self.ses_port}"
 
     @property
+    def ses_max_rate_per_s(self) -> float:
+        """The SES account's sending rate (``CRONSTREAM_SES_MAX_RATE``), shared by its tenants."""
+        raw = os.environ.get("CRONSTREAM_SES_MAX_RATE") or "20000"
+        try:
+            return float(raw)
+        except ValueError as exc:
+            raise SystemExit(f"CRONSTREAM_SES_MAX_RATE={raw!r} is not a number") from exc
+
+    @property
     def run_dir(self) -> Path:
         return self.home / "run"
 

@@ -32,14 +32,14 @@ import gc
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
-from functools import partial
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping
+from functools import cache, partial
+from typing import Any, NamedTuple, Protocol
 
 from streams.runtime import admin, metrics, standbys
-from streams.runtime.app import HEALTH, SETTINGS, WORKER_ID, app, raw_table, raw_topic, ready_file
+from streams.runtime.app import Runtime
 from streams.runtime.clock import now_ms
-from streams.runtime.codec import codec
+from streams.runtime.codec import RecordTemplate, codec
 from streams.runtime.emit import Emitter
 from streams.scheduling import fired_tail, misfire, progress, schedule
 from streams.scheduling.catch_up import CatchUpLane
@@ -77,11 +77,28 @@ PREPARED_MAX = 200_000  # per worker: bounds the memory of a far larger spike (~
 # (streams.scheduling.priority).
 FIRED_LINGER_MS = 50
 
-jobs_topic = raw_topic(JOBS)
-commands_topic = raw_topic(JOB_COMMANDS)
-ledger_topic = raw_topic(LEDGER)
-jobs_table = raw_table(JOBS_TABLE)
-FIRED_TEMPLATE = codec().template("Fired", ("fired_ms", "decision", "epoch"))
+
+
+@cache
+def fired_template() -> RecordTemplate:
+    """The fired record around the fields only known when a slot fires (``streams.runtime.codec``)."""
+    return codec().template("Fired", ("fired_ms", "decision", "epoch"))
+
+
+class JobStore(Protocol):
+    """The jobs table as the scheduler reads it: per partition, without faust's mapping layers."""
+
+    def get_in(self, partition: int, key: bytes) -> bytes | None: ...
+    def items_in(self, partition: int) -> Any: ...
+
+
+class Runs(Protocol):
+    """What the executor knows of the slots it runs (``streams.execution.executor.Executor``),
+    handed in by the composition root so scheduling never imports execution."""
+
+    def done_mark(self, partition: int, fid: str) -> bytes | None: ...
+    def in_flight_ids(self) -> set[str]: ...
+    def queues(self, ends: dict[int, int]) -> dict[int, ExecutorQueue]: ...
 
 
 class Prepared(NamedTuple):
@@ -111,7 +128,17 @@ class Prepared(NamedTuple):
 class ScheduleState:
     """The worker's in-memory view of its partitions: due indexes, marks, reconciler."""
 
-    def __init__(self) -> None:
+    def __init__(self, jobs: JobStore, runs: Runs, *, bootstrap: str = "", worker_id: str = "",
+                 clock: Callable[[], int] = now_ms,
+                 load_marks: Callable[[str], dict[int, int]] = progress.load_marks,
+                 fire_budget_s: float = FIRE_BUDGET_S,
+                 prepare_budget_s: float = PREPARE_BUDGET_S) -> None:
+        self.jobs = jobs  # the jobs table (a faust table in a worker)
+        self.runs = runs  # what the executor knows of the slots it runs (``Runs``)
+        self.bootstrap, self.worker_id = bootstrap, worker_id
+        self.clock, self.load_marks = clock, load_marks
+        # time one tick may spend deciding, and then preparing, before it yields the event loop
+        self.fire_budget_s, self.prepare_budget_s = fire_budget_s, prepare_budget_s
         self.indexes: dict[int, DueIndex] = {}
         self.warm: dict[int, WarmIndex] = {}  # standby partitions (streams.scheduling.warm_index)
         self.fired_through: dict[int, int] = {}
@@ -139,7 +166,7 @@ class ScheduleState:
     @property
     def emitter(self) -> Emitter:
         if self._emitter is None:
-            self._emitter = Emitter(SETTINGS.bootstrap, f"scheduler-{WORKER_ID}",
+            self._emitter = Emitter(self.bootstrap, f"scheduler-{self.worker_id}",
                                    **{"linger.ms": FIRED_LINGER_MS})
         return self._emitter
 
@@ -202,10 +229,10 @@ class ScheduleState:
         new = assigned - set(self.indexes)
         if not new:
             return
-        marks = progress.load_marks(SETTINGS.bootstrap)
+        marks = self.load_marks(self.bootstrap)
         started = time.monotonic()
         try:
-            fired_before = fired_tail.read(SETTINGS.bootstrap, {p: marks.get(p, 0) for p in new})
+            fired_before = fired_tail.read(self.bootstrap, {p: marks.get(p, 0) for p in new})
         except Exception:  # only spares work: without it those slots are fired again
             log.exception("the fired records of partitions %s since their marks not read; "
                           "their slots fired past the marks are fired again (epoch %d)",
@@ -225,11 +252,11 @@ class ScheduleState:
                 if fired_before.get(part):
                     self.fired_before[part] = fired_before[part]
                     self._fired_before_until[part] = max(fired_before[part].values())
-                scanned += warm.scan(partial(jobs_table.items_in, part),
+                scanned += warm.scan(partial(self.jobs.items_in, part),
                                      lambda _index, raw, part=part: self.track(
                                          part, codec().decode(raw)), limit=None)
                 for job_id in warm.stale(self.fired_through[part]):
-                    raw = jobs_table.get_in(part, job_id.encode())
+                    raw = self.jobs.get_in(part, job_id.encode())
                     if raw is None:
                         warm.index.remove(job_id)
                     else:
@@ -287,7 +314,7 @@ class ScheduleState:
         """One scan step of the first warm index not yet read whole; returns jobs read."""
         for part, warm in self.warm.items():
             if not warm.complete:
-                return warm.scan(partial(jobs_table.items_in, part),
+                return warm.scan(partial(self.jobs.items_in, part),
                                  lambda index, raw: self._index(index, codec().decode(raw), None))
         return 0
 
@@ -298,14 +325,14 @@ class ScheduleState:
         punctuator then goes on at once instead of waiting for its next tick.
 
         Work is cut into rounds of ``FIRE_ROUND`` slots per partition (round-robin, so one
-        partition's backlog cannot starve another's) and stops after ``FIRE_BUDGET_S``: after a
+        partition's backlog cannot starve another's) and stops after ``self.fire_budget_s``: after a
         long outage the backlog of missed slots is worked off over several ticks while the same
         event loop keeps consuming job changes and running fired slots. Preparing comes second
         and only uses what is left of a short budget: it must never delay a due slot."""
-        now = now_ms()
+        now = self.clock()
         started = time.monotonic()
         busy = True
-        while busy and time.monotonic() < started + FIRE_BUDGET_S:
+        while busy and time.monotonic() < started + self.fire_budget_s:
             busy = False
             for part, index in list(self.indexes.items()):
                 due = index.pop_due(now, FIRE_ROUND)
@@ -315,7 +342,7 @@ class ScheduleState:
                 ahead = sum(ready is not None for _, _, ready in due)
                 if ahead:  # one increment a round rather than one lock a slot
                     self._uncounted_reached["ahead"] += ahead
-        self.settle_fired_before(time.monotonic() + PREPARE_BUDGET_S)
+        self.settle_fired_before(time.monotonic() + self.prepare_budget_s)
         oldest, self.next_due_ms = now, None
         for part, index in self.indexes.items():
             earliest = index.peek()
@@ -337,7 +364,7 @@ class ScheduleState:
                 self.next_due_ms = earliest
         self.count()
         if not busy:
-            self.prepare_upcoming(now, time.monotonic() + PREPARE_BUDGET_S)
+            self.prepare_upcoming(now, time.monotonic() + self.prepare_budget_s)
         return busy and now - oldest <= misfire.MISFIRE_THRESHOLD_MS
 
     def prepare_upcoming(self, now: int, stop_at: float) -> int:
@@ -361,11 +388,12 @@ class ScheduleState:
         return prepared
 
     def _prepare(self, part: int, job_id: str, slot: int) -> Prepared | None:
-        raw = jobs_table.get_in(part, job_id.encode())
+        raw = self.jobs.get_in(part, job_id.encode())
         if raw is None:
             return None  # deleted since it was indexed
         job = codec().decode(raw)
-        return prepare(job, slot, self.already_done(part, schedule.fire_id(job_id, slot)))
+        return prepare(job, slot, self.already_done(part, schedule.fire_id(job_id, slot)),
+                       self.clock())
 
     def _fire_on_time(self, part: int, index: DueIndex, due: list[tuple[str, int, Any]],
                       now: int) -> list[tuple[str, int, Any]]:
@@ -383,14 +411,14 @@ class ScheduleState:
         if not due:
             return rest
         expect = self.reconciler.expect
-        join, records = FIRED_TEMPLATE.join, []
+        join, records = fired_template().join, []
         run_at, run = -1, b""
         for entry in due:
             job_id, slot, ready = entry
             if ready is None or now > ready.lane_until:
                 rest.append(entry)
                 continue
-            at = now_ms()
+            at = self.clock()
             if at != run_at:
                 run_at, run = at, self._run_of(at, "fired")
             records.append((job_id, join(ready.frozen, run)))
@@ -415,7 +443,7 @@ class ScheduleState:
             index = self.indexes[part]
             while left and time.monotonic() < stop_at:
                 job_id, slot, fired_ms = left.popleft()
-                raw = jobs_table.get_in(part, job_id.encode())
+                raw = self.jobs.get_in(part, job_id.encode())
                 if raw is None:
                     continue  # deleted since
                 job = codec().decode(raw)
@@ -459,7 +487,7 @@ class ScheduleState:
             if turn is not None:  # decided again at its turn, prepared again then (memory)
                 index.set(job_id, slot, turn)
                 return
-        self.decide(part, job, slot, verdict, now_ms(), ready=ready)
+        self.decide(part, job, slot, verdict, self.clock(), ready=ready)
         self._schedule(index, job, ready.following)
 
     def decide(self, partition: int, job: dict[str, Any], slot: int,
@@ -498,25 +526,19 @@ class ScheduleState:
                 metrics.SLOTS_REACHED.labels(prepared).inc(n)
                 self._uncounted_reached[prepared] = 0
 
-    @staticmethod
-    def done_mark(partition: int, fid: str) -> bytes | None:
+    def done_mark(self, partition: int, fid: str) -> bytes | None:
         """The slot's mark in the executor's done table, co-partitioned with the jobs
         (``cronstream.fired``): its outcome, or an email's intent, or None."""
-        from streams.execution.executor import done_table
+        return self.runs.done_mark(partition, fid)
 
-        mark: bytes | None = done_table.get_in(partition, fid.encode())
-        return mark
+    def already_done(self, partition: int, fid: str) -> bool:
+        return self.done_mark(partition, fid) is not None
 
-    @classmethod
-    def already_done(cls, partition: int, fid: str) -> bool:
-        return cls.done_mark(partition, fid) is not None
-
-    @classmethod
-    def outcome_recorded(cls, partition: int, fid: str) -> bool:
+    def outcome_recorded(self, partition: int, fid: str) -> bool:
         """Whether the executor put the slot's outcome on the ledger (its done mark follows the
         ledger's acknowledgement). An email's intent mark is not one: its send may have begun,
         and only the executor, reading the record again, records it as ``unknown``."""
-        return cls.done_mark(partition, fid) not in (None, INTENT)
+        return self.done_mark(partition, fid) not in (None, INTENT)
 
     def _outcome_recorded_for(self, item: Pending) -> bool:
         return item.partition in self.indexes and self.outcome_recorded(item.partition,
@@ -527,7 +549,7 @@ class ScheduleState:
                    frozen: tuple[bytes, bytes] | None = None) -> None:
         """Produce the slot's fired record; ``frozen`` is its preparation's (same slot, job and
         redrives), else it is encoded now."""
-        value = FIRED_TEMPLATE.join(frozen or fired_frozen(job, fid, slot, redrives),
+        value = fired_template().join(frozen or fired_frozen(job, fid, slot, redrives),
                                     self._run_of(now, decision))
         self.emitter.produce(FIRED, job["job_id"], value, partition)
         self.reconciler.expect(Pending(fid, job["job_id"], partition, slot, now,
@@ -538,7 +560,7 @@ class ScheduleState:
         millisecond by millisecond, so it is encoded once for all of them."""
         varying = (now, decision, self.epoch)
         if varying != self._varying:
-            self._varying, self._run = varying, FIRED_TEMPLATE.encode_run(
+            self._varying, self._run = varying, fired_template().encode_run(
                 {"fired_ms": now, "decision": decision, "epoch": self.epoch})
         return self._run
 
@@ -551,13 +573,13 @@ class ScheduleState:
 
     # -- commands ------------------------------------------------------------------------------
     def command(self, partition: int, cmd: dict[str, Any]) -> None:
-        raw = jobs_table.get_in(partition, cmd["job_id"].encode())
+        raw = self.jobs.get_in(partition, cmd["job_id"].encode())
         if raw is None:
             log.warning("command %s %s for unknown job %s tenant %s ignored", cmd["command"],
                         cmd["request_id"], cmd["job_id"], cmd["tenant"])
             return
         job = codec().decode(raw)
-        now = now_ms()
+        now = self.clock()
         if cmd["command"] == "trigger":
             slot = cmd["requested_ms"]
             self.emit_fired(partition, job, schedule.fire_id(job["job_id"], slot), slot,
@@ -572,11 +594,11 @@ class ScheduleState:
 
     # -- reconciler ----------------------------------------------------------------------------
     def reconcile(self, in_flight: set[str],
-                  queues: dict[int, ExecutorQueue] | None = None) -> None:
-        now = now_ms()
+                  queues: Mapping[int, ExecutorQueue] | None = None) -> None:
+        now = self.clock()
         for catch in self.reconciler.sweep(now, in_flight, queues, self._outcome_recorded_for):
             item = catch.pending
-            raw = jobs_table.get_in(item.partition, item.job_id.encode())
+            raw = self.jobs.get_in(item.partition, item.job_id.encode())
             log.warning("reconciler caught %s (job %s partition %d): %s -> %s", item.fire_id,
                         item.job_id, item.partition, catch.reason, catch.action)
             metrics.RECONCILER_CATCHES.labels(catch.action).inc()
@@ -600,7 +622,7 @@ class ScheduleState:
         await asyncio.get_running_loop().run_in_executor(None, self.emitter.flush)
         for part, through in marks.items():
             if part in self.indexes:
-                progress.write_mark(self.emitter, part, through, self.epoch, WORKER_ID)
+                progress.write_mark(self.emitter, part, through, self.epoch, self.worker_id)
 
 
 class Burst:
@@ -655,7 +677,7 @@ def lateness_bound_ms(job: dict[str, Any]) -> int:
 def fired_frozen(job: dict[str, Any], fid: str, slot: int, redrives: int = 0
                  ) -> tuple[bytes, bytes]:
     """A slot's fired record, encoded but for fired_ms, decision and epoch."""
-    return FIRED_TEMPLATE.freeze({
+    return fired_template().freeze({
         "fire_id": fid, "job_id": job["job_id"], "tenant": job["tenant"],
         "job_revision": job["revision"], "nominal_ms": slot, "target": job["target"],
         "overlap": job["overlap"], "retry_max_attempts": job["retry_max_attempts"],
@@ -664,126 +686,132 @@ def fired_frozen(job: dict[str, Any], fid: str, slot: int, redrives: int = 0
     })
 
 
-state = ScheduleState()
+def register(rt: Runtime, runs: Runs) -> ScheduleState:
+    """The schedule stream's sub-topology on ``rt``'s app: the jobs table and its agents, and the
+    punctuators that decide due slots and reconcile; ``runs`` is the executor's side of it."""
+    app, health = rt.app, rt.health
+    jobs_topic = rt.topic(JOBS)
+    commands_topic = rt.topic(JOB_COMMANDS)
+    ledger_topic = rt.topic(LEDGER)
+    jobs_table = rt.table(JOBS_TABLE)
+    state = ScheduleState(jobs_table, runs, bootstrap=rt.settings.bootstrap, worker_id=rt.worker_id)
+
+    @jobs_table.on_recover
+    async def _on_jobs_recovered() -> None:
+        state.epoch = app.consumer_generation_id
+        assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == JOBS.name}
+        changelog = JOBS_TABLE.changelog(APP_ID)
+        standby_parts = {tp.partition for tp in app.assignor.assigned_standbys()
+                         if tp.topic == changelog}
+        state.rebuild(assigned, standby_parts)
+        gc.collect()  # then what recovery built and still lives is kept out of every later
+        gc.freeze()  # collection (streams.worker: full collections walked it for nothing)
+        health.recovered, health.partitions = True, sorted(assigned)
+        metrics.REBALANCES.inc()
+        metrics.ASSIGNED.set(len(assigned))
+        ready = rt.ready_file()
+        ready.parent.mkdir(parents=True, exist_ok=True)
+        ready.write_text(f"{state.epoch} {sorted(assigned)}\n")
+
+    jobs_table.on_applied = state.apply_changelog
+
+    @app.timer(interval=0.1, name=f"{__name__}.warm_up_standbys")
+    async def warm_up_standbys() -> None:
+        """Punctuator: read what a standby partition's RocksDB held before it became a standby
+        into its warm index, a step at a time (``streams.scheduling.warm_index``), never during
+        a burst; and export how far the standbys trail their changelogs."""
+        if DECIDING.is_open:
+            state.warm_up()
+        try:  # a gauge: an exception in a faust timer stops the whole worker
+            for changelog, records in standbys.behind(app).items():
+                metrics.STANDBY_BEHIND.labels(changelog).set(records)
+        except Exception:
+            log.exception("standby lag not measured (epoch %d)", state.epoch)
+
+    @app.on_partitions_revoked.connect
+    async def _on_revoked(app: Any, revoked: set[Any], **kwargs: Any) -> None:
+        health.recovered = False  # until the tables of the next assignment are restored
+        for tp in revoked:
+            if tp.topic == JOBS.name:
+                state.drop(tp.partition)
+
+    @app.agent(jobs_topic, name=f"{__name__}.apply_jobs")
+    async def apply_jobs(stream: Any) -> Any:
+        """Materialise job definitions into the table and the due index (its only writer)."""
+        async for event in stream.events():
+            job_id = event.key.decode()
+            part = event.message.partition
+            if event.value is None:
+                jobs_table.pop(event.key, None)
+                index = state.indexes.get(part)
+                if index is not None:
+                    index.remove(job_id)
+                continue
+            jobs_table[event.key] = event.value
+            state.track(part, codec().decode(event.value), live=True)
+
+    @app.agent(commands_topic, name=f"{__name__}.apply_job_commands")
+    async def apply_job_commands(stream: Any) -> Any:
+        """trigger / backfill: the job's owner emits the slots, with its epoch."""
+        async for event in stream.events():
+            state.command(event.message.partition, codec().decode(event.value))
+
+    @app.agent(ledger_topic, name=f"{__name__}.observe_decisions")
+    async def observe_decisions(stream: Any) -> Any:
+        """Every decision on the ledger resolves the slot for the reconciler (keys only: cheap)."""
+        async for event in stream.events():
+            state.reconciler.resolve(event.key.decode())
+
+    @app.timer(interval=FIRE_TICK_S, name=f"{__name__}.fire_due")
+    async def fire_due() -> None:
+        """Punctuator: decide due slots, then (about once a second) persist progress marks. In
+        a spike it keeps deciding round after round, yielding to the event loop in between, so
+        the slots due now come before running the ones already fired; a backlog of late slots
+        (after an outage) goes at the tick's pace instead. A slot due before the next tick is
+        waited for and decided at its moment: the tick alone would have added up to 50 ms (25
+        on average) to every fire."""
+        health.tick()
+        await decide_due(state, health.tick)
+        await state.maybe_mark()
+        wait_ms = -1 if state.next_due_ms is None else state.next_due_ms - state.clock()
+        if 0 <= wait_ms < FIRE_TICK_S * 1000:
+            await asyncio.sleep((wait_ms + 1) / 1000)  # +1: woken a hair early, nothing is due yet
+            await decide_due(state, health.tick)
+
+    @app.timer(interval=5.0, name=f"{__name__}.reconcile")
+    async def reconcile() -> None:
+        """Punctuator: the cleanup crew, trailing the scheduler by the reconciler's lag."""
+        await sweep(state, runs)
+
+    return state
 
 
-@jobs_table.on_recover
-async def _on_jobs_recovered() -> None:
-    state.epoch = app.consumer_generation_id
-    assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == JOBS.name}
-    changelog = JOBS_TABLE.changelog(APP_ID)
-    standbys = {tp.partition for tp in app.assignor.assigned_standbys()
-                if tp.topic == changelog}
-    state.rebuild(assigned, standbys)
-    gc.collect()  # then what recovery built and still lives is kept out of every later
-    gc.freeze()  # collection (streams.runtime.app: full collections walked it for nothing)
-    HEALTH.recovered, HEALTH.partitions = True, sorted(assigned)
-    metrics.REBALANCES.inc()
-    metrics.ASSIGNED.set(len(assigned))
-    ready = ready_file(WORKER_ID)
-    ready.parent.mkdir(parents=True, exist_ok=True)
-    ready.write_text(f"{state.epoch} {sorted(assigned)}\n")
-
-
-jobs_table.on_applied = state.apply_changelog
-
-
-@app.timer(interval=0.1)
-async def warm_up_standbys() -> None:
-    """Punctuator: read what a standby partition's RocksDB held before it became a standby
-    into its warm index, a step at a time (``streams.scheduling.warm_index``), never during a burst; and
-    export how far the standbys trail their changelogs."""
-    if DECIDING.is_open:
-        state.warm_up()
-    try:  # a gauge: an exception in a faust timer stops the whole worker
-        for changelog, records in standbys.behind(app).items():
-            metrics.STANDBY_BEHIND.labels(changelog).set(records)
-    except Exception:
-        log.exception("standby lag not measured (epoch %d)", state.epoch)
-
-
-@app.on_partitions_revoked.connect
-async def _on_revoked(app: Any, revoked: set[Any], **kwargs: Any) -> None:
-    HEALTH.recovered = False  # until the tables of the next assignment are restored
-    for tp in revoked:
-        if tp.topic == JOBS.name:
-            state.drop(tp.partition)
-
-
-@app.agent(jobs_topic)
-async def apply_jobs(stream: Any) -> Any:
-    """Materialise job definitions into the table and the due index (the table's only writer)."""
-    async for event in stream.events():
-        job_id = event.key.decode()
-        part = event.message.partition
-        if event.value is None:
-            jobs_table.pop(event.key, None)
-            index = state.indexes.get(part)
-            if index is not None:
-                index.remove(job_id)
-            continue
-        jobs_table[event.key] = event.value
-        state.track(part, codec().decode(event.value), live=True)
-
-
-@app.agent(commands_topic)
-async def apply_job_commands(stream: Any) -> Any:
-    """trigger / backfill: the job's owner emits the slots, with its epoch."""
-    async for event in stream.events():
-        state.command(event.message.partition, codec().decode(event.value))
-
-
-@app.agent(ledger_topic)
-async def observe_decisions(stream: Any) -> Any:
-    """Every decision on the ledger resolves the slot for the reconciler (keys only: cheap)."""
-    async for event in stream.events():
-        state.reconciler.resolve(event.key.decode())
-
-
-@app.timer(interval=FIRE_TICK_S)
-async def fire_due() -> None:
-    """Punctuator: decide due slots, then (about once a second) persist progress marks. In a
-    spike it keeps deciding round after round, yielding to the event loop in between, so the
-    slots due now come before running the ones already fired; a backlog of late slots (after
-    an outage) goes at the tick's pace instead. A slot due before the next tick is waited for
-    and decided at its moment: the tick alone would have added up to 50 ms (25 on average) to
-    every fire."""
-    HEALTH.tick()
-    await _decide_due()
-    await state.maybe_mark()
-    wait_ms = -1 if state.next_due_ms is None else state.next_due_ms - now_ms()
-    if 0 <= wait_ms < FIRE_TICK_S * 1000:
-        await asyncio.sleep((wait_ms + 1) / 1000)  # +1: woken a hair early, nothing is due yet
-        await _decide_due()
-
-
-async def _decide_due() -> None:
+async def decide_due(state: ScheduleState, tick: Callable[[], None]) -> None:
+    """Decide what is due; a burst is decided round after round while the executor waits
+    (``streams.scheduling.priority``), the loop yielded and the worker's health ticked between."""
     burst = Burst(state.decided, state.reached_at_due)
     if burst.round(state.fire_due):
-        with DECIDING.held(), collections_deferred():  # the executor waits (streams.scheduling.priority)
+        with DECIDING.held(), collections_deferred():
             while burst.round(state.fire_due):
-                HEALTH.tick()
+                tick()
                 await asyncio.sleep(0)
         log.info("burst: %s", burst.report(state.decided, state.reached_at_due))
 
 
-@app.timer(interval=5.0)
-async def reconcile() -> None:
-    """Punctuator: the cleanup crew, trailing the scheduler by the reconciler's lag.
+async def sweep(state: ScheduleState, runs: Runs) -> None:
+    """One round of the cleanup crew.
 
     The ends of the fired partitions, which tell a slot still queued for the executor from one
     it went past, are asked of the broker before the executor's position is read. Why not the
     consumer's high watermark: it is only as recent as the partition's last fetch, and while a
     bulk delete of a million jobs filled the consumer's fetches the survivor of a mid-spike
     kill took 52 queued slots for lost (``bench.failover --spike``)."""
-    from streams.execution.executor import in_flight, queues
-
     parts = sorted(state.indexes)
     try:
         ends = await asyncio.get_running_loop().run_in_executor(
-            None, admin.end_offsets, SETTINGS.bootstrap, [(FIRED.name, p) for p in parts])
+            None, admin.end_offsets, state.bootstrap, [(FIRED.name, p) for p in parts])
     except Exception as exc:  # the broker did not answer: the sweep waits for the next tick
         log.warning("reconciler sweep skipped: the ends of %s partitions %s unknown (%s; "
                     "epoch %d)", FIRED.name, parts, exc, state.epoch)
         return
-    state.reconcile(in_flight(), queues({p: ends[(FIRED.name, p)] for p in parts}))
+    state.reconcile(runs.in_flight_ids(), runs.queues({p: ends[(FIRED.name, p)] for p in parts}))

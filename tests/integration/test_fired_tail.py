@@ -20,9 +20,9 @@ from streams.scheduling.schedule import fire_id
 def fired_value(job_id: str, slot: int, epoch: int, fired_ms: int) -> bytes:
     """A fired record as the scheduler writes it."""
     j = codec().decode(job(job_id, "0 * * * * *", slot - 60_000))
-    return scheduler.FIRED_TEMPLATE.join(
+    return scheduler.fired_template().join(
         scheduler.fired_frozen(j, fire_id(job_id, slot), slot),
-        scheduler.FIRED_TEMPLATE.encode_run({"fired_ms": fired_ms, "decision": "fired",
+        scheduler.fired_template().encode_run({"fired_ms": fired_ms, "decision": "fired",
                                              "epoch": epoch}))
 
 

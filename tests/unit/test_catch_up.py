@@ -8,7 +8,7 @@ from streams.scheduling import misfire, scheduler
 from streams.scheduling.catch_up import CatchUpLane
 from streams.scheduling.due_index import DueIndex
 from streams.topology import FIRED
-from tests.unit.test_fired_records import Recorder
+from tests.unit.fakes import Jobs, schedule_state
 
 
 def test_each_jobs_missed_slots_go_one_spacing_apart_and_a_waiting_slot_waits_once():
@@ -39,16 +39,6 @@ def test_the_mark_follows_the_earliest_slot_still_waiting():
     assert lane.waiting() == {"b": (1_020, 1_020), "c": (1_030, 1_030)}
 
 
-class Jobs:
-    """The jobs table as ``ScheduleState`` reads it (``get_in``)."""
-
-    def __init__(self, jobs: dict[str, bytes]) -> None:
-        self.jobs = jobs
-
-    def get_in(self, partition: int, key: bytes) -> bytes | None:
-        return self.jobs.get(key.decode())
-
-
 SLOT = 1_800_000_000_000  # a minute boundary
 TAKEOVER = SLOT + 11_000  # 11 s late: over the 5 s misfire threshold
 
@@ -59,19 +49,15 @@ def late_backlog(monkeypatch, once: int, every_second: int
     on it, beside ``every_second`` fire_all jobs due every second: its state, its clock and the
     decisions it makes."""
     clock = [TAKEOVER]
-    monkeypatch.setattr(scheduler, "now_ms", lambda: clock[0])
-    monkeypatch.setattr(scheduler, "FIRE_BUDGET_S", 60.0)  # not the machine's speed
-    monkeypatch.setattr(scheduler.ScheduleState, "done_mark", staticmethod(lambda p, f: None))
     raw = {f"once-{i}": job(f"once-{i}", "0 0 0 1 1 *", SLOT - 60_000, "fire_all", 3600)
            for i in range(once)}
     raw |= {f"every-{i}": job(f"every-{i}", "* * * * * *", SLOT - 60_000, "fire_all", 3600)
             for i in range(every_second)}
-    monkeypatch.setattr(scheduler, "jobs_table", Jobs(raw))
     decisions: list[dict] = []
     real_decide = misfire.decide
     monkeypatch.setattr(misfire, "decide", lambda **kw: decisions.append(kw) or real_decide(**kw))
-    state = scheduler.ScheduleState()
-    state._emitter = Recorder()
+    state = schedule_state(Jobs(raw), clock=lambda: clock[0],
+                           fire_budget_s=60.0)  # not the machine's speed
     state.indexes[0] = DueIndex()
     state.fired_through[0] = SLOT - 1
     for job_id in raw:

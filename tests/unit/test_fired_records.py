@@ -8,27 +8,12 @@ from streams.runtime.codec import codec
 from streams.scheduling import scheduler
 from streams.scheduling.schedule import fire_id, jitter_ms, next_after
 from streams.topology import FIRED, LEDGER
-
-
-class Recorder:
-    """Stands in for the librdkafka producer: keeps what would have been produced."""
-
-    def __init__(self) -> None:
-        self.values: list[bytes] = []
-        self.topics: list[str] = []
-
-    def produce(self, topic, key, value, partition=None, **_) -> None:
-        self.produce_all(topic, [(key, value)], partition)
-
-    def produce_all(self, topic, records, partition=None, **_) -> None:
-        for _key, value in records:
-            self.values.append(value)
-            self.topics.append(topic.name)
+from tests.unit.fakes import Jobs, Runs, schedule_state
 
 
 def test_records_sharing_a_millisecond_share_its_encoding_and_each_decodes_whole():
-    state = scheduler.ScheduleState()
-    state._emitter = recorder = Recorder()
+    state = schedule_state()
+    recorder = state._emitter
     state.epoch = 7
     jobs = [codec().decode(job(f"job-{i}", "0 * * * * *", 1_000)) for i in range(3)]
     slot = 60_000
@@ -56,8 +41,8 @@ def test_the_spike_lane_fires_only_what_preparation_settled_and_leaves_the_rest_
     from streams.scheduling.due_index import DueIndex
     from streams.scheduling.misfire import MISFIRE_THRESHOLD_MS
 
-    state = scheduler.ScheduleState()
-    state._emitter = recorder = Recorder()
+    state = schedule_state()
+    recorder = state._emitter
     state.epoch = 4
     slot = 1_800_000_000_000
     jobs = {name: codec().decode(job(name, "0 * * * * *", 1_000))
@@ -95,8 +80,8 @@ def test_a_round_fires_each_prepared_slot_once_at_its_moment_and_schedules_its_j
     reconciler expecting it from then, and the following slot due with its own jitter."""
     from streams.scheduling.due_index import DueIndex
 
-    state = scheduler.ScheduleState()
-    state._emitter = recorder = Recorder()
+    state = schedule_state()
+    recorder = state._emitter
     state.epoch = 2
     yearly = "0 0 0 1 1 *"  # the following slot is months away: nothing else gets prepared
     jittered, plain, paused = (codec().decode(job(name, yearly, 1_000))
@@ -130,27 +115,21 @@ def test_a_round_fires_each_prepared_slot_once_at_its_moment_and_schedules_its_j
     assert jitter_ms(fire_id("jittered", following), 30) > 0  # the check above means something
 
 
-def test_the_reconciler_does_not_redrive_a_slot_the_done_table_has(monkeypatch):
+def test_the_reconciler_does_not_redrive_a_slot_the_done_table_has():
     """The ledger's observer can trail a busy worker by a minute; a slot already run is resolved,
     not re-driven (the run queued again) or expired (a second, false decision)."""
     from streams.scheduling.due_index import DueIndex
 
-    class Jobs:
-        def get_in(self, partition, key):
-            return job(key.decode(), "0 * * * * *", 1_000)
-
-    state = scheduler.ScheduleState()
-    state._emitter = recorder = Recorder()
-    state.indexes[1] = DueIndex()
-    state.reconciler.lag_ms = 0
-    monkeypatch.setattr(scheduler, "jobs_table", Jobs())
     jobs = [codec().decode(job(f"job-{i}", "0 * * * * *", 1_000)) for i in range(2)]
     slot = now_ms() - 1_000
+    done = fire_id("job-0", slot)
+    state = schedule_state(Jobs({f"job-{i}": job(f"job-{i}", "0 * * * * *", 1_000) for i in range(2)}),
+                           Runs({done: b"succeeded"}))
+    recorder = state._emitter
+    state.indexes[1] = DueIndex()
+    state.reconciler.lag_ms = 0
     for j in jobs:
         state.emit_fired(1, j, fire_id(j["job_id"], slot), slot, "fired", slot + 10)
-    done = fire_id("job-0", slot)
-    monkeypatch.setattr(scheduler.ScheduleState, "outcome_recorded",
-                        staticmethod(lambda partition, fid: fid == done))
     recorder.values.clear()
     state.reconcile(set())
     assert done not in state.reconciler.pending
@@ -158,18 +137,11 @@ def test_the_reconciler_does_not_redrive_a_slot_the_done_table_has(monkeypatch):
     assert [(r["fire_id"], r["redrives"]) for r in redriven] == [(fire_id("job-1", slot), 1)]
 
 
-def test_an_emails_intent_mark_is_no_recorded_outcome(monkeypatch):
+def test_an_emails_intent_mark_is_no_recorded_outcome():
     """A caught email slot with only its intent mark goes on to the executor, which records it
     as ``unknown``; resolving it here would leave it without any decision."""
-    from streams.execution import executor
     from streams.topology import INTENT
 
-    class Done:
-        marks = {b"a@1": b"succeeded", b"b@1": INTENT}
-
-        def get_in(self, partition, key):
-            return self.marks.get(key)
-
-    monkeypatch.setattr(executor, "done_table", Done())
-    recorded = scheduler.ScheduleState.outcome_recorded
+    state = schedule_state(runs=Runs({"a@1": b"succeeded", "b@1": INTENT}))
+    recorded = state.outcome_recorded
     assert recorded(1, "a@1") and not recorded(1, "b@1") and not recorded(1, "c@1")

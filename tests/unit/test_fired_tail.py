@@ -3,13 +3,11 @@ records (``streams.scheduling.fired_tail``), and still expects their decisions."
 
 from bench.spike import job
 from streams.runtime.codec import codec
-from streams.scheduling import scheduler
 from streams.scheduling.due_index import DueIndex
 from streams.scheduling.fired_tail import previous_fires
 from streams.scheduling.schedule import fire_id
 from streams.topology import FIRED
-from tests.unit.test_catch_up import Jobs
-from tests.unit.test_fired_records import Recorder
+from tests.unit.fakes import Jobs, schedule_state
 
 
 def test_only_records_the_executor_admits_count_as_fired():
@@ -21,16 +19,13 @@ def test_only_records_the_executor_admits_count_as_fired():
     assert previous_fires(records) == {0: {"a@1": 100, "c@1": 150}, 1: {"b@1": 101, "e@1": 170}}
 
 
-def test_a_slot_the_previous_owner_fired_is_expected_not_fired_again(monkeypatch):
+def test_a_slot_the_previous_owner_fired_is_expected_not_fired_again():
     slot = 1_800_000_000_000
     now = slot + 11_000  # the takeover, 11 s after the spike's second
-    monkeypatch.setattr(scheduler, "now_ms", lambda: now)
-    monkeypatch.setattr(scheduler.ScheduleState, "done_mark", staticmethod(lambda p, f: None))
     raw = {name: job(name, "0 * * * * *", slot - 60_000, "fire_all", 3600)
            for name in ("fired-by-victim", "never-fired")}
-    monkeypatch.setattr(scheduler, "jobs_table", Jobs(raw))
-    state = scheduler.ScheduleState()
-    state._emitter = recorder = Recorder()
+    state = schedule_state(Jobs(raw), clock=lambda: now)
+    recorder = state._emitter
     index = state.indexes[2] = DueIndex()
     for name in raw:
         index.set(name, slot)
@@ -58,7 +53,7 @@ def test_slots_a_previous_owner_fired_are_settled_after_the_slots_due_now(monkey
     state, clock, _ = late_backlog(monkeypatch, once=0, every_second=305)
     state.fired_before[0] = {fire_id(f"every-{i}", SLOT): SLOT + 100 for i in range(300)}
     state._fired_before_until[0] = SLOT + 100
-    monkeypatch.setattr(scheduler, "PREPARE_BUDGET_S", 0.0)  # no time left to settle
+    state.prepare_budget_s = 0.0  # no time left to settle
     state.fire_due()
     fired = [codec().decode(v) for v in state._emitter.values]
     assert sorted(r["job_id"] for r in fired) == [f"every-{i}" for i in range(300, 305)]
@@ -66,7 +61,7 @@ def test_slots_a_previous_owner_fired_are_settled_after_the_slots_due_now(monkey
     assert fire_id("every-0", SLOT) not in state.reconciler.pending
     assert state.fired_through[0] == SLOT - 1, "their following slots are not indexed yet"
 
-    monkeypatch.setattr(scheduler, "PREPARE_BUDGET_S", 60.0)
+    state.prepare_budget_s = 60.0
     clock[0] += 10
     state.fire_due()
     assert 0 not in state._to_settle

@@ -26,9 +26,10 @@ def module_of(path: Path) -> str:
 
 
 def decorated(tree: ast.Module, decorator: str) -> dict[str, ast.expr | None]:
-    """Functions decorated ``@app.<decorator>(...)``: name -> first decorator argument."""
+    """Functions decorated ``@app.<decorator>(...)``, at any depth (agents are registered inside
+    each sub-topology's ``register``): name -> first decorator argument."""
     found: dict[str, ast.expr | None] = {}
-    for node in tree.body:
+    for node in ast.walk(tree):
         if isinstance(node, ast.AsyncFunctionDef | ast.FunctionDef):
             for dec in node.decorator_list:
                 if (isinstance(dec, ast.Call) and isinstance(dec.func, ast.Attribute)
@@ -37,14 +38,21 @@ def decorated(tree: ast.Module, decorator: str) -> dict[str, ast.expr | None]:
     return found
 
 
+def spec_calls(tree: ast.Module, factory: str) -> list[ast.Call]:
+    """Calls ``<runtime>.topic(SPEC)`` / ``<runtime>.table(SPEC)`` anywhere in the module."""
+    return [node for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == factory and node.args and isinstance(node.args[0], ast.Name)
+            and node.args[0].id in SPECS]
+
+
 def raw_assignments(tree: ast.Module, factory: str) -> dict[str, str]:
-    """``name = raw_topic(SPEC)`` / ``raw_table(SPEC)`` at module level: name -> SPEC."""
-    out: dict[str, str] = {}
-    for node in tree.body:
-        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-                and isinstance(node.value.func, ast.Name) and node.value.func.id == factory):
-            out[node.targets[0].id] = node.value.args[0].id  # type: ignore[attr-defined]
-    return out
+    """``name = rt.topic(SPEC)`` at any depth: name -> SPEC."""
+    calls = {id(call) for call in spec_calls(tree, factory)}
+    return {node.targets[0].id: node.value.args[0].id  # type: ignore[attr-defined]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign) and id(node.value) in calls
+            and isinstance(node.targets[0], ast.Name)}
 
 
 def produced_specs(tree: ast.Module) -> set[str]:
@@ -66,7 +74,7 @@ def test_every_agent_and_punctuator_is_declared_with_what_it_consumes():
     seen = 0
     for path in CODE:
         tree = ast.parse(path.read_text())
-        topics = raw_assignments(tree, "raw_topic")
+        topics = raw_assignments(tree, "topic")
         for name, arg in decorated(tree, "agent").items():
             seen += 1
             assert name in declared, f"agent {name} ({path.name}) missing from PROCESSORS"
@@ -85,7 +93,7 @@ def test_every_agent_and_punctuator_is_declared_with_what_it_consumes():
 def test_every_table_a_module_creates_is_used_by_a_declared_processor_of_it():
     for path in CODE:
         tree = ast.parse(path.read_text())
-        for spec_name in raw_assignments(tree, "raw_table").values():
+        for spec_name in (call.args[0].id for call in spec_calls(tree, "table")):  # type: ignore[attr-defined]
             table = SPECS[spec_name]
             assert table in TABLES, f"{spec_name} not in TABLES"
             owners = [p for p in PROCESSORS if p.module == module_of(path) and table in p.tables]

@@ -15,6 +15,7 @@ from streams.runtime.codec import codec
 from streams.scheduling import scheduler
 from streams.scheduling.due_index import DueIndex
 from streams.scheduling.warm_index import WarmIndex
+from tests.unit.fakes import Runs
 
 CRONS = ["* * * * * *", "*/7 * * * * *", "0 * * * * *", "0 0 1 1 *", "H/5 * * * *"]
 
@@ -44,10 +45,23 @@ def record(part: int, key: bytes, value: bytes | None, offset: int = 0) -> Any:
 
 
 @pytest.fixture
-def table(monkeypatch: pytest.MonkeyPatch) -> Partitions:
-    store = Partitions()
-    monkeypatch.setattr(scheduler, "jobs_table", store)
-    return store
+def table() -> Partitions:
+    return Partitions()
+
+
+class Marks:
+    """The progress marks a takeover reads (``progress.load_marks``), set by the test."""
+
+    def __init__(self) -> None:
+        self.marks: dict[int, int] = {}
+
+    def __call__(self, _bootstrap: str) -> dict[int, int]:
+        return dict(self.marks)
+
+
+def state_on(table: Partitions) -> tuple[scheduler.ScheduleState, Marks]:
+    marks = Marks()
+    return scheduler.ScheduleState(table, Runs(), load_marks=marks), marks
 
 
 def rebuilt(table: Partitions, part: int, mark: int) -> dict[str, int | None]:
@@ -58,9 +72,8 @@ def rebuilt(table: Partitions, part: int, mark: int) -> dict[str, int | None]:
     return entries(index)
 
 
-def adopt(monkeypatch: pytest.MonkeyPatch, state: scheduler.ScheduleState, part: int,
-          mark: int) -> None:
-    monkeypatch.setattr(scheduler.progress, "load_marks", lambda _bootstrap: {part: mark})
+def adopt(state: scheduler.ScheduleState, marks: Marks, part: int, mark: int) -> None:
+    marks.marks = {part: mark}
     state.rebuild({part}, set())
 
 
@@ -68,7 +81,7 @@ def test_a_scan_in_steps_with_writes_between_them_ends_with_the_table_as_it_is_t
         table: Partitions) -> None:
     table.data[0] = {f"j{i:03d}".encode(): job(f"j{i:03d}", "0 0 1 1 *", 1_000)
                      for i in range(50)}
-    state = scheduler.ScheduleState()
+    state, marks = state_on(table)
     warm = state.warm[0] = WarmIndex()
     steps = 0
     while not warm.complete:
@@ -94,24 +107,24 @@ def test_a_scan_in_steps_with_writes_between_them_ends_with_the_table_as_it_is_t
 
 
 def test_a_takeover_adopts_the_warm_index_and_reindexes_only_what_the_mark_passed(
-        table: Partitions, monkeypatch: pytest.MonkeyPatch) -> None:
+        table: Partitions) -> None:
     table.data[3] = {f"j{i}".encode(): job(f"j{i}", CRONS[i % len(CRONS)], 10_000 + i)
                      for i in range(40)}
-    state = scheduler.ScheduleState()
+    state, marks = state_on(table)
     state.warm[3] = WarmIndex()
     state.apply_changelog([record(3, k, v) for k, v in table.data[3].items()])
     state.warm[3].scan_from = None  # the standby read the changelog from its start
     warm_index = state.warm[3].index
-    adopt(monkeypatch, state, 3, 125_000)
+    adopt(state, marks, 3, 125_000)
     assert state.indexes[3] is warm_index and 3 not in state.warm
     assert entries(state.indexes[3]) == rebuilt(table, 3, 125_000)
 
 
 def test_a_revoked_partition_stays_warm_without_its_preparations_and_comes_back_whole(
-        table: Partitions, monkeypatch: pytest.MonkeyPatch) -> None:
+        table: Partitions) -> None:
     table.data[2] = {f"j{i}".encode(): job(f"j{i}", "* * * * * *", 1_000) for i in range(5)}
-    state = scheduler.ScheduleState()
-    adopt(monkeypatch, state, 2, 0)  # no warm index: a rebuild
+    state, marks = state_on(table)
+    adopt(state, marks, 2, 0)  # no warm index: a rebuild
     index = state.indexes[2]
     for job_id, slot in index.stage(5_000, 10):
         index.attach(job_id, ("prepared", slot))
@@ -121,13 +134,13 @@ def test_a_revoked_partition_stays_warm_without_its_preparations_and_comes_back_
     table.data[2].pop(b"j0")
     state.rebuild(set(), {2})
     assert 2 in state.warm  # a standby now
-    adopt(monkeypatch, state, 2, 90_000)  # and back, after the other owner fired to 90 s
+    adopt(state, marks, 2, 90_000)  # and back, after the other owner fired to 90 s
     assert entries(state.indexes[2]) == rebuilt(table, 2, 90_000)
     assert all(prep is None for _, _, prep in state.indexes[2].pop_due(10**13, 100))
 
 
 def test_a_partition_neither_held_nor_a_standby_is_forgotten(table: Partitions) -> None:
-    state = scheduler.ScheduleState()
+    state, marks = state_on(table)
     state.warm[4] = WarmIndex()
     state.rebuild(set(), {5})
     assert set(state.warm) == {5}
@@ -135,7 +148,7 @@ def test_a_partition_neither_held_nor_a_standby_is_forgotten(table: Partitions) 
 
 def test_an_unreadable_changelog_record_makes_the_partition_be_read_again(
         table: Partitions) -> None:
-    state = scheduler.ScheduleState()
+    state, marks = state_on(table)
     state.warm[1] = WarmIndex(scan_from=None)
     state.apply_changelog([record(1, b"bad", b"\x00not avro")])
     assert not state.warm[1].complete

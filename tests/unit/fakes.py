@@ -1,0 +1,62 @@
+"""In-process stand-ins for the scheduler's collaborators, for unit tests of its pure logic:
+the producer (``Recorder``), the jobs table (``Jobs``) and the executor's side (``Runs``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streams.scheduling import scheduler
+
+
+class Recorder:
+    """Stands in for the librdkafka producer: keeps what would have been produced."""
+
+    def __init__(self) -> None:
+        self.values: list[bytes] = []
+        self.topics: list[str] = []
+
+    def produce(self, topic, key, value, partition=None, **_) -> None:
+        self.produce_all(topic, [(key, value)], partition)
+
+    def produce_all(self, topic, records, partition=None, **_) -> None:
+        for _key, value in records:
+            self.values.append(value)
+            self.topics.append(topic.name)
+
+
+class Jobs:
+    """The jobs table as ``ScheduleState`` reads it (``get_in``), by job id."""
+
+    def __init__(self, jobs: dict[str, bytes] | None = None) -> None:
+        self.jobs = jobs if jobs is not None else {}
+
+    def get_in(self, partition: int, key: bytes) -> bytes | None:
+        return self.jobs.get(key.decode())
+
+    def items_in(self, partition: int) -> list[tuple[bytes, bytes]]:
+        return sorted((k.encode(), v) for k, v in self.jobs.items())
+
+
+class Runs:
+    """The executor's side as the scheduler reads it (``scheduler.Runs``): done marks by fire
+    id, nothing in flight, no queue positions."""
+
+    def __init__(self, marks: dict[str, bytes] | None = None) -> None:
+        self.marks = marks if marks is not None else {}
+
+    def done_mark(self, partition: int, fid: str) -> bytes | None:
+        return self.marks.get(fid)
+
+    def in_flight_ids(self) -> set[str]:
+        return set()
+
+    def queues(self, ends: dict[int, int]) -> dict[int, Any]:
+        return {}
+
+
+def schedule_state(jobs: Any = None, runs: Runs | None = None, **options: Any
+                   ) -> scheduler.ScheduleState:
+    """A ``ScheduleState`` on fakes, its records kept by a ``Recorder`` (``state._emitter``)."""
+    state = scheduler.ScheduleState(jobs if jobs is not None else Jobs(), runs or Runs(), **options)
+    state._emitter = Recorder()
+    return state
