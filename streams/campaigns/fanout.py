@@ -17,473 +17,34 @@ Before each chunk the walker re-reads the campaign (pause, cancel), checks the s
 (``send_at + send_deadline_s``), and waits until the suppressions of its partition are applied up
 to the partition's end, so an opt-out acknowledged by the API stops every later send.
 Campaign sends use their own thread pool: a 50M campaign cannot starve reminder emails.
+
+The parts: ``controller`` (a tick becomes orders), ``walker`` (an order becomes sends, with the
+chunk's commit protocol), ``barrier`` (opt-outs first), ``records`` (the campaigns and tenants
+views); this module registers them on the worker's app.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import uuid
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
-
-from streams.adapters import ses
-from streams.campaigns import unsubscribe, warmup
-from streams.campaigns.chunk_verdict import stop_reason
-from streams.campaigns.fair_share import FairGate
-from streams.campaigns.ownership import GroupFence, Ownership, describe
-from streams.campaigns.pacing import TokenBucket, walker_bucket
-from streams.campaigns.recipients import CHUNK, template_data
-from streams.campaigns.walkers import (
-    Fenced,
-    Start,
-    Walkers,
-    cancel_requested,
-    first_failure,
-    stop_if_cancelled,
-)
-from streams.runtime import metrics, retry
-from streams.runtime.admin import committed_offsets, end_offsets
+from streams.campaigns.controller import Controller
+from streams.campaigns.records import CampaignRecords
+from streams.campaigns.walker import DONE, INTENT, Walker
 from streams.runtime.app import Runtime
-from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
-from streams.runtime.emit import Emitter
-from streams.runtime.shared_round import SharedRound
-from streams.runtime.views import TopicView
-from streams.scheduling.ledger import ChunkOutcomes
-from streams.topology import (
-    APP_ID,
-    CAMPAIGNS,
-    FANOUT,
-    POOL_SENDS_TABLE,
-    RECIPIENT_OUTCOMES,
-    RECIPIENTS,
-    SEND_CHUNKS_TABLE,
-    SUPPRESSED_TABLE,
-    SUPPRESSIONS,
-    TENANTS,
-    TopicSpec,
-    partitions,
-)
-
-log = logging.getLogger(__name__)
-
-INTENT, DONE = b"intent", b"done"
-# chunks a walker has in flight at once: a chunk spends most of its time waiting on the broker
-# (the barrier, the intent's flush, the fence, the ledger's acknowledgement) and on SES; with 4
-# the two workers left a fifth of the box idle during a campaign (bench.fanout's CPU figures)
-CHUNKS_IN_FLIGHT = 8
-SEND_THREADS = 24  # SES calls and the walkers' consume() calls
-MAX_THROTTLE_RETRIES = 1000
-
-class ViewBehind(Exception):
-    """A view could not catch up: a missing key is not yet a missing record (retried)."""
+from streams.topology import FANOUT, POOL_SENDS_TABLE, SEND_CHUNKS_TABLE, SUPPRESSED_TABLE, SUPPRESSIONS
 
 
-class Fanout:
-    def __init__(self, rt: Runtime, send_chunks: Any, suppressed: Any, pool_sends: Any) -> None:
-        self.settings, self.worker_id, self.health = rt.settings, rt.worker_id, rt.health
-        self.member_id = rt.member_id
-        # the co-partitioned tables (faust tables in a worker): each chunk's intent/done, the
-        # opted-out addresses, and each dedicated IP pool's sends of the day
-        self.send_chunks, self.suppressed, self.pool_sends = send_chunks, suppressed, pool_sends
-        self.applied: dict[int, int] = {}  # suppressions partition -> last applied offset
-        self._views: dict[str, TopicView] = {}
-        self._emitter: Emitter | None = None
-        self._pool = ThreadPoolExecutor(SEND_THREADS, thread_name_prefix="campaign-ses")
-        self._ses: Any = None
-        self.walkers = Walkers()
-        self._view_lock = asyncio.Lock()
-        self.fence = GroupFence(lambda: describe(self.settings.bootstrap, APP_ID))
-        self._ends = SharedRound(self._suppression_ends)
-        self.account_rate_per_s = rt.settings.ses_max_rate_per_s
-        self.gate = FairGate(self.account_rate_per_s,
-                             lambda: max(1, len(self.health.partitions)) / partitions())
-
-    def start_walk(self, stream: Any, event: Any, order: dict[str, Any]) -> None:
-        """Walk an order, after any revoked walker of its (campaign, partition) has wound down
-        (``streams.campaigns.walkers``); an order a live walker already holds is acknowledged and dropped."""
-        key = (order["campaign_id"], order["partition"])
-        started = self.walkers.start(key, lambda: self.walk(stream, event, order),
-                                     event.message.offset)
-        if started is Start.STARTED:
-            log.info("campaign %s partition %d: walking the order at offset %d (recipient offsets "
-                     "%d..%d)", *key, event.message.offset, order["start"], order["end"])
-        elif started is Start.REDELIVERED:
-            log.info("campaign %s partition %d: order at offset %d delivered again while its "
-                     "walker runs; left to that walker to acknowledge", *key, event.message.offset)
-        elif started is Start.DUPLICATE:
-            log.info("campaign %s partition %d: order at offset %d duplicates a live walker; "
-                     "acknowledged", *key, event.message.offset)
-            asyncio.ensure_future(stream.ack(event))
-        elif started is Start.QUEUED:
-            log.info("campaign %s partition %d: order at offset %d redelivered; walks once the "
-                     "revoked walker has wound down", *key, event.message.offset)
-
-    def revoke(self, partition: int) -> None:
-        """Stop the walkers of a partition this worker no longer owns; its next owner (perhaps this
-        worker again) resumes from the chunk table."""
-        for campaign_id, part in self.walkers.revoke(partition):
-            log.warning("campaign %s partition %d revoked: walker stopped", campaign_id, part)
-
-    async def _view(self, topic: TopicSpec) -> TopicView:
-        """A view of a small compacted topic, started off the event loop: catching up blocks for
-        seconds, and a blocked loop misses heartbeats (a rebalance)."""
-        if topic.name not in self._views:
-            async with self._view_lock:
-                if topic.name not in self._views:
-                    view = TopicView(self.settings.bootstrap, topic)
-                    await asyncio.get_running_loop().run_in_executor(None, view.start)
-                    self._views[topic.name] = view
-        return self._views[topic.name]
-
-    async def _record(self, topic: TopicSpec, key: str) -> dict[str, Any] | None:
-        """The view's record of ``key``; a miss is answered only once the view has caught up
-        (it may lag: a broker restart, or a record written a moment ago — a tenant created just
-        before its campaign once read as having no IP pool plan, and its warm-up cap was not
-        applied)."""
-        view = await self._view(topic)
-        found = view.get(key)
-        if found is None:
-            if not await asyncio.get_running_loop().run_in_executor(None, view.wait_caught_up):
-                raise ViewBehind(f"{topic.name} view behind; {key} not decidable")
-            found = view.get(key)
-        return found
-
-    async def campaign(self, campaign_id: str) -> dict[str, Any] | None:
-        return await self._record(CAMPAIGNS, campaign_id)
-
-    async def pool_quota(self, campaign: dict[str, Any], part: int, n: int,
-                         deadline: int) -> str | None:
-        """Reserve ``n`` sends of this partition's share of the campaign's IP pool's warm-up cap
-        for today (UTC), waiting for the next day while it is used up. None once reserved (or
-        when the pool has no warm-up plan); the reason to expire when the deadline comes first."""
-        tenant = await self._record(TENANTS, campaign["tenant"]) or {}
-        plan = tenant.get("ip_pools", {}).get(campaign["ip_pool"])
-        if plan is None:
-            return None
-        while True:
-            now = now_ms()
-            cap = warmup.daily_cap(plan, now)
-            slot = f"{campaign['tenant']}:{campaign['ip_pool']}:{warmup.utc_day(now)}:{part}"
-            used = int(self.pool_sends.get(slot.encode()) or 0)
-            if used + n <= warmup.partition_quota(cap, partitions(), part):
-                self.pool_sends[slot.encode()] = str(used + n).encode()
-                return None
-            if now >= deadline:
-                return (f"ip pool {campaign['ip_pool']} reached its warm-up cap of {cap} emails "
-                        "today before the deadline")
-            await asyncio.sleep(min(5.0, warmup.ms_until_next_day(now) / 1000,
-                                    max(0.05, (deadline - now) / 1000)))
-
-    @property
-    def emitter(self) -> Emitter:
-        if self._emitter is None:
-            self._emitter = Emitter(self.settings.bootstrap, f"fanout-{self.worker_id}",
-                                    **{"linger.ms": 10})
-        return self._emitter
-
-    @property
-    def ses(self) -> Any:
-        if self._ses is None:
-            self._ses = ses.client()
-        return self._ses
-
-    def _suppression_ends(self) -> dict[tuple[str, int], int]:
-        """Where every suppressions partition ends: one ListOffsets for all of them."""
-        return end_offsets(self.settings.bootstrap,
-                           [(SUPPRESSIONS.name, p) for p in range(partitions())])
-
-    def _committed(self, partition: int) -> int | None:
-        return committed_offsets(self.settings.bootstrap, APP_ID).get((SUPPRESSIONS.name, partition))
-
-    async def suppressions_caught_up(self, partition: int) -> None:
-        """Wait until every suppression written to ``partition`` so far is in the table. The
-        partition's end is read from a round begun after this call (that is the linearization
-        point: what the API has acknowledged), shared with every chunk waiting at the same time;
-        the group's commit only when the table is behind it."""
-        loop = asyncio.get_running_loop()
-        high = (await self._ends.fresh())[(SUPPRESSIONS.name, partition)]
-        waited = 0
-        while self.applied.get(partition, -1) < high - 1:
-            if waited % 100 == 0:  # at once, then each second: another process may have
-                committed = await loop.run_in_executor(  # applied them before a restart
-                    self._pool, self._committed, partition)
-                # committed offsets were applied before a restart (the table's changelog has them)
-                self.applied[partition] = max(self.applied.get(partition, -1),
-                                              (committed or 0) - 1)
-                if self.applied[partition] >= high - 1:
-                    return
-            await asyncio.sleep(0.01)
-            waited += 1
-            if waited % 3000 == 0:  # every 30 s: a barrier that never lifts stalls the campaign
-                log.warning("suppressions partition %d: applied through %d, end %d; walkers of "
-                            "this partition have waited %d s", partition,
-                            self.applied.get(partition, -1), high, waited // 100)
-
-    async def walk(self, stream: Any, event: Any, order: dict[str, Any]) -> None:
-        """Walk the order's offset range, then acknowledge it. A failure (a broker hiccup, an SES
-        client error) is retried from the chunk table after a backoff, so done chunks are
-        skipped and a chunk caught mid-send is resolved unknown: a failed walker never leaves its
-        partition stalled until the next rebalance. Only a revocation stops it unacknowledged."""
-        part = order["partition"]
-        member = self.member_id()  # the fence asks for this member, never a later one of this process
-        failures = 0
-        while True:
-            try:
-                await self._walk_range(order, event.message.offset, member)
-                break
-            except asyncio.CancelledError:
-                return
-            except Fenced as exc:
-                log.error("%s; walker stopped, order left unacknowledged", exc)
-                return
-            except Exception:
-                if cancel_requested():
-                    return  # revoked as a chunk failed: the TaskGroup raised the chunk's error
-                failures += 1
-                log.exception("fanout of campaign %s partition %d (order offset %d) failed; "
-                              "walking again from the chunk table (failure %d)",
-                              order["campaign_id"], part, event.message.offset, failures)
-                await asyncio.sleep(retry.backoff_s(min(failures, 6), 1.0, 30.0,
-                                                    f"{order['campaign_id']}:{part}"))
-        await stream.ack(event)
-
-    async def _walk_range(self, order: dict[str, Any], order_offset: int, member: str) -> None:
-        part = order["partition"]
-        campaign = await self.campaign(order["campaign_id"])
-        if campaign is None:
-            log.error("fanout for unknown campaign %s (partition %d order offset %d); dropped",
-                      order["campaign_id"], part, order_offset)
-            return
-        consumer = Consumer({"bootstrap.servers": self.settings.bootstrap,
-                             "group.id": f"fanout-{uuid.uuid4()}", "enable.auto.commit": False})
-        consumer.assign([TopicPartition(RECIPIENTS.name, part, order["start"])])
-        rate = min(campaign["max_rate_per_s"] or self.account_rate_per_s, self.account_rate_per_s)
-        bucket = walker_bucket(rate, part, partitions(), CHUNK)
-        position = order["start"]
-        loop = asyncio.get_running_loop()
-        fetch: asyncio.Future[Any] | None = None
-        window = asyncio.Semaphore(CHUNKS_IN_FLIGHT)
-        try:
-            async with asyncio.TaskGroup() as chunks:
-                while position < order["end"]:
-                    fetch = loop.run_in_executor(self._pool, consumer.consume, 200, 1.0)
-                    batch = await asyncio.shield(fetch)
-                    for msg in batch:
-                        if msg.error() or msg.offset() >= order["end"]:
-                            continue
-                        position = msg.offset() + 1
-                        chunk = codec().decode(msg.value())
-                        if chunk["upload_id"] == campaign["upload_id"]:
-                            await window.acquire()
-                            sending = self.send_chunk(order, chunk, part, bucket, member)
-                            chunks.create_task(sending).add_done_callback(
-                                lambda _: window.release())
-                        campaign = await self.campaign(order["campaign_id"]) or campaign
-                    if batch:
-                        position = max(position, max(m.offset() for m in batch) + 1)
-        except ExceptionGroup as failed:  # a chunk failed and its siblings were cancelled
-            raise first_failure(failed) from None
-        finally:
-            # a cancelled walker's consume() may still run on the pool: close after it returns
-            if fetch is not None and not fetch.done():
-                await asyncio.wait([fetch])
-            consumer.close()
-        await asyncio.get_running_loop().run_in_executor(None, self.emitter.flush)
-        log.info("campaign %s partition %d: walked offsets %d..%d", order["campaign_id"],
-                 part, order["start"], order["end"])
-
-    async def _finish(self, key: bytes, outcomes: ChunkOutcomes, part: int) -> None:
-        """``done`` only once the chunk's outcomes are on the topic: a crash in between leaves
-        the chunk at ``intent``, resolved ``unknown`` by whoever walks it next."""
-        record = codec().encode("RecipientOutcomes", outcomes.record(now_ms()))
-        await self.emitter.acked(RECIPIENT_OUTCOMES, [(outcomes.chunk_id, record)], part)
-        for outcome, n in outcomes.counts().items():
-            metrics.CAMPAIGN_SENDS.labels(outcome).inc(n)
-        self.send_chunks[key] = DONE
-
-    async def _pace(self, bucket: TokenBucket, tenant: str, n: int, deadline: int) -> bool:
-        """Wait for ``n`` sends of the walker's rate, then of the account's (tenants in turn).
-        False at once when the walker's rate cannot make room for them before the deadline."""
-        loop = asyncio.get_running_loop()
-        while not bucket.take(loop.time(), n):
-            wait = bucket.wait_s(loop.time(), n)
-            if wait > (deadline - now_ms()) / 1000:
-                return False
-            await asyncio.sleep(wait)
-        await self.gate.acquire(tenant, n)
-        return True
-
-    def _split(self, part: int, tenant: str, emails: list[str], variables: list[dict[str, str]]
-               ) -> tuple[list[tuple[str, dict[str, str]]], list[str]]:
-        """The chunk's addresses to send (with their variables) and its opted-out ones."""
-        allowed, opted_out = [], []
-        for email, values in zip(emails, variables, strict=True):
-            if self.suppressed.get_in(part, f"{tenant}:{email}".encode()) is None:
-                allowed.append((email, values))
-            else:
-                opted_out.append(email)
-        return allowed, opted_out
-
-    def _give_back(self, bucket: TokenBucket, n: int) -> None:
-        """Tokens paced for addresses that are not sent go back to the campaign's walker and to
-        the account's gate: a list with many opted-out addresses is sent at its rate, not
-        slower by their share."""
-        if n > 0:
-            bucket.give_back(n)
-            self.gate.give_back(n)
-
-    async def send_chunk(self, order: dict[str, Any], chunk: dict[str, Any], part: int,
-                         bucket: TokenBucket, member: str) -> None:
-        key = f"{chunk['campaign_id']}:{chunk['upload_id']}:{chunk['seq']}".encode()
-        state = self.send_chunks.get_in(part, key)
-        emails: list[str] = chunk["emails"]
-        if state == DONE:
-            # a zombie's late intent is the changelog's last word: say done again before compaction
-            if key in self.send_chunks.regressions:
-                self.send_chunks.regressions.discard(key)
-                self.send_chunks[key] = DONE
-            return
-        campaign = await self.campaign(order["campaign_id"])
-        assert campaign is not None
-        outcomes = ChunkOutcomes(key.decode(), campaign, order["fire_id"], order["epoch"])
-        if state == INTENT:
-            log.warning("campaign %s chunk %s partition %d: intent without outcome after a "
-                        "restart; %d recipients resolved as unknown, not re-sent",
-                        campaign["campaign_id"], key.decode(), part, len(emails))
-            outcomes.add_all(emails, "unknown", "at-most-once: the send began before a crash "
-                             "and its outcome is unknown; not re-sent")
-            await self._finish(key, outcomes, part)
-            return
-        deadline = campaign["send_at_ms"] + campaign["send_deadline_s"] * 1000
-        while campaign["status"] == "paused" and now_ms() < deadline:
-            await asyncio.sleep(0.5)
-            campaign = await self.campaign(order["campaign_id"]) or campaign
-        stop = stop_reason(campaign, deadline, now_ms())
-        tenant = campaign["tenant"]
-        # pace for the addresses the chunk will send as the table has them now, so opt-outs
-        # cost no tokens; the check that counts comes after the wait (below)
-        seen = self.applied.get(part)
-        paid = 0  # tokens taken for this chunk; what is not sent goes back
-        if stop is None:  # a stopped chunk (cancelled, past its deadline) reads no table
-            allowed, opted_out = self._split(part, tenant, emails, chunk["vars"])
-            if allowed:
-                # pace first, decide after: with chunks in flight a chunk may wait here for many
-                # seconds, and the deadline, a cancel and the suppressions must hold when it sends
-                paced = await self._pace(bucket, tenant, len(allowed), deadline)
-                paid = len(allowed) if paced else 0
-                campaign = await self.campaign(order["campaign_id"]) or campaign
-                stop = stop_reason(campaign, deadline, now_ms()) or (None if paced else (
-                    "expired_stale", f"its rate leaves no room to send it by the deadline "
-                                     f"send_at + {campaign['send_deadline_s']}s"))
-        if stop is not None:
-            self._give_back(bucket, paid)
-            outcomes.add_all(emails, *stop)
-            await self._finish(key, outcomes, part)
-            return
-        await self.suppressions_caught_up(part)
-        if self.applied.get(part) != seen:  # opt-outs applied (or lifted) while it waited
-            allowed, opted_out = self._split(part, tenant, emails, chunk["vars"])
-        outcomes.add_all(opted_out, "suppressed", "address is suppressed")
-        if allowed and (reason := await self.pool_quota(campaign, part, len(allowed), deadline)):
-            outcomes.add_all([email for email, _ in allowed], "expired_stale", reason)
-            allowed = []
-        # opted out while it waited, or over the pool's cap; an opt-out lifted meanwhile sends
-        # unpaid, a few addresses over the rate at most
-        self._give_back(bucket, paid - len(allowed))
-        if allowed:
-            await self.send_chunks.put_acked(key, INTENT)  # durable before anything can leave
-            stop_if_cancelled()  # an await can swallow the walker's cancellation
-            if await self.fence.check(FANOUT.name, part, member) is Ownership.NOT_OWNED:
-                metrics.FANOUT_FENCED.inc()
-                raise Fenced(f"campaign {campaign['campaign_id']} chunk {key.decode()} partition "
-                             f"{part}: the coordinator gave the partition to another worker; "
-                             "not sent (its new owner resolves the chunk)")
-            await self._send(outcomes, campaign, order, part, allowed, deadline)
-        await self._finish(key, outcomes, part)
-
-    async def _send(self, outcomes: ChunkOutcomes, campaign: dict[str, Any],
-                    order: dict[str, Any], part: int,
-                    allowed: list[tuple[str, dict[str, str]]], deadline: int) -> None:
-        base = self.settings.api_url
-        entries = [ses.BulkEntry(email, unsubscribe.headers(base, campaign["tenant"], email,
-                                                            campaign["campaign_id"]),
-                                 template_data(variables)) for email, variables in allowed]
-        attempt = 0
-        while True:
-            attempt += 1
-            call, results = await asyncio.get_running_loop().run_in_executor(
-                self._pool, lambda: ses.send_bulk(
-                    self.ses, sender=campaign["sender"], subject=campaign["subject"],
-                    text=campaign["text"], html=campaign["html"], entries=entries,
-                    configuration_set=f"cronstream-{campaign['tenant']}-{campaign['ip_pool']}",
-                    common_headers=unsubscribe.ONE_CLICK))
-            if call.outcome is ses.Outcome.SENT:
-                for (email, _), result in zip(allowed, results, strict=True):
-                    sent = result.outcome is ses.Outcome.SENT
-                    outcomes.add(email, "sent" if sent else "unknown" if result.outcome is
-                                 ses.Outcome.UNKNOWN else "failed",
-                                 None if sent else result.error, attempt, result.message_id)
-                return
-            retryable = call.outcome in (ses.Outcome.THROTTLED, ses.Outcome.TRANSIENT)
-            if retryable and attempt < MAX_THROTTLE_RETRIES and now_ms() < deadline:
-                if call.outcome is ses.Outcome.THROTTLED:
-                    metrics.SES_THROTTLES.inc()
-                await asyncio.sleep(retry.backoff_s(min(attempt, 8), 0.2, 10.0,
-                                                    f"{order['fire_id']}:{part}"))
-                continue
-            outcome = {ses.Outcome.UNKNOWN: "unknown", ses.Outcome.PERMANENT: "failed"}.get(
-                call.outcome, "expired_stale" if now_ms() >= deadline else "failed")
-            log.warning("campaign %s partition %d: bulk send %s after %d attempts: %s",
-                        campaign["campaign_id"], part, outcome, attempt, call.error)
-            outcomes.add_all([email for email, _ in allowed], outcome, call.error, attempt)
-            return
-
-
-    async def fan_out(self, fired: dict[str, Any]) -> tuple[bool, str]:
-        """The campaign controller: one order per recipient partition holding the upload."""
-        # the API wrote the campaign's final record just before the job: read up to it (a view
-        # that lags once fanned a campaign out to the zero partitions of its pre-upload record)
-        view = await self._view(CAMPAIGNS)
-        if not await asyncio.get_running_loop().run_in_executor(None, view.wait_caught_up):
-            return False, "the campaigns view could not catch up; retried"
-        campaign = await self.campaign(fired["target"]["campaign_id"] or "")
-        if campaign is None:
-            return False, f"campaign {fired['target']['campaign_id']} not found"
-        if campaign["status"] in ("cancelled", "aborted"):
-            return False, f"campaign is {campaign['status']}"
-        if campaign["status"] not in ("scheduled", "paused", "sending", "done"):
-            return False, (f"campaign {campaign['campaign_id']} is {campaign['status']} in this "
-                           "worker's view, not scheduled yet")
-        if campaign["recipients"] and not campaign["upload_ranges"]:
-            return False, (f"campaign {campaign['campaign_id']} has {campaign['recipients']} "
-                           "recipients but no upload ranges in this worker's view yet")
-        for span in campaign["upload_ranges"]:
-            order = {"campaign_id": campaign["campaign_id"], "tenant": campaign["tenant"],
-                     "fire_id": fired["fire_id"], "partition": span["partition"],
-                     "start": span["start"], "end": span["end"], "epoch": fired["epoch"],
-                     "issued_ms": now_ms()}
-            self.emitter.produce(FANOUT, campaign["campaign_id"], codec().encode("Fanout", order),
-                                 span["partition"])
-        left = await asyncio.get_running_loop().run_in_executor(None, self.emitter.flush)
-        if left:
-            return False, f"{left} fan-out orders not acknowledged"
-        return True, f"fanned out to {len(campaign['upload_ranges'])} recipient partitions"
-
-
-
-def register(rt: Runtime) -> Fanout:
+def register(rt: Runtime) -> Controller:
     """The fan-out's sub-topology on ``rt``'s app: opt-outs into the suppressed table, fan-out
     orders to walkers, and the chunk and pool tables they keep."""
     app = rt.app
     fanout_topic = rt.topic(FANOUT)
     suppressions_topic = rt.topic(SUPPRESSIONS)
     suppressed = rt.table(SUPPRESSED_TABLE)
-    fanout = Fanout(rt, rt.table(SEND_CHUNKS_TABLE, rank={INTENT: 1, DONE: 2}), suppressed,
-                    rt.table(POOL_SENDS_TABLE))
+    records = CampaignRecords(rt.settings.bootstrap)
+    walker = Walker(rt, rt.table(SEND_CHUNKS_TABLE, rank={INTENT: 1, DONE: 2}), suppressed,
+                    rt.table(POOL_SENDS_TABLE), records)
 
     @app.agent(suppressions_topic, name=f"{__name__}.apply_suppressions")
     async def apply_suppressions(stream: Any) -> Any:
@@ -493,19 +54,19 @@ def register(rt: Runtime) -> Fanout:
                 suppressed.pop(event.key, None)
             else:
                 suppressed[event.key] = b"1"
-            fanout.applied[event.message.partition] = event.message.offset
+            walker.barrier.applied[event.message.partition] = event.message.offset
 
     @app.agent(fanout_topic, name=f"{__name__}.walk_recipients")
     async def walk_recipients(stream: Any) -> Any:
         acking = stream.noack()
         async for event in acking.events():
             order = codec().decode(event.value)
-            fanout.start_walk(acking, event, order)  # the walker task inherits the event context
+            walker.start_walk(acking, event, order)  # the walker task inherits the event context
 
     @app.on_partitions_revoked.connect
     async def _on_revoked(app: Any, revoked: set[Any], **kwargs: Any) -> None:
         for tp in revoked:
             if tp.topic == FANOUT.name:
-                fanout.revoke(tp.partition)
+                walker.revoke(tp.partition)
 
-    return fanout
+    return Controller(records, lambda: walker.emitter)

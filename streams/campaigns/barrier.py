@@ -1,0 +1,59 @@
+"""The opt-out barrier: once the API acknowledges an opt-out, no send to that address starts.
+
+Opt-outs go to ``cronstream.suppressions``, partitioned like the recipients, and the fan-out's
+``apply_suppressions`` agent puts them in the co-partitioned ``suppressed`` table. Before a chunk
+is sent, its walker waits here until the table holds every suppression of its partition written
+up to a moment after the chunk got here: that moment is the linearization point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import Executor
+
+from streams.runtime.admin import committed_offsets, end_offsets
+from streams.runtime.shared_round import SharedRound
+from streams.topology import APP_ID, SUPPRESSIONS, partitions
+
+log = logging.getLogger(__name__)
+
+
+class OptOutBarrier:
+    def __init__(self, bootstrap: str, pool: Executor) -> None:
+        self.bootstrap = bootstrap
+        self._pool = pool  # the walkers' threads: a committed-offset lookup blocks
+        self.applied: dict[int, int] = {}  # suppressions partition -> last applied offset
+        self._ends = SharedRound(self._suppression_ends)
+
+    def _suppression_ends(self) -> dict[tuple[str, int], int]:
+        """Where every suppressions partition ends: one ListOffsets for all of them."""
+        return end_offsets(self.bootstrap,
+                           [(SUPPRESSIONS.name, p) for p in range(partitions())])
+
+    def _committed(self, partition: int) -> int | None:
+        return committed_offsets(self.bootstrap, APP_ID).get((SUPPRESSIONS.name, partition))
+
+    async def caught_up(self, partition: int) -> None:
+        """Wait until every suppression written to ``partition`` so far is in the table. The
+        partition's end is read from a round begun after this call (that is the linearization
+        point: what the API has acknowledged), shared with every chunk waiting at the same time;
+        the group's commit only when the table is behind it."""
+        loop = asyncio.get_running_loop()
+        high = (await self._ends.fresh())[(SUPPRESSIONS.name, partition)]
+        waited = 0
+        while self.applied.get(partition, -1) < high - 1:
+            if waited % 100 == 0:  # at once, then each second: another process may have
+                committed = await loop.run_in_executor(  # applied them before a restart
+                    self._pool, self._committed, partition)
+                # committed offsets were applied before a restart (the table's changelog has them)
+                self.applied[partition] = max(self.applied.get(partition, -1),
+                                              (committed or 0) - 1)
+                if self.applied[partition] >= high - 1:
+                    return
+            await asyncio.sleep(0.01)
+            waited += 1
+            if waited % 3000 == 0:  # every 30 s: a barrier that never lifts stalls the campaign
+                log.warning("suppressions partition %d: applied through %d, end %d; walkers of "
+                            "this partition have waited %d s", partition,
+                            self.applied.get(partition, -1), high, waited // 100)

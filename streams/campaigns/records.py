@@ -1,0 +1,57 @@
+"""The campaigns and tenants as the fan-out reads them: views of their compacted topics.
+
+Shared by the controller and every walker of a worker, started once each, off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from streams.runtime.views import TopicView
+from streams.topology import CAMPAIGNS, TENANTS, TopicSpec
+
+
+class ViewBehind(Exception):
+    """A view could not catch up: a missing key is not yet a missing record (retried)."""
+
+
+class CampaignRecords:
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self._views: dict[str, TopicView] = {}
+        self._view_lock = asyncio.Lock()
+
+    async def view(self, topic: TopicSpec) -> TopicView:
+        """A view of a small compacted topic, started off the event loop: catching up blocks for
+        seconds, and a blocked loop misses heartbeats (a rebalance)."""
+        if topic.name not in self._views:
+            async with self._view_lock:
+                if topic.name not in self._views:
+                    view = TopicView(self.bootstrap, topic)
+                    await asyncio.get_running_loop().run_in_executor(None, view.start)
+                    self._views[topic.name] = view
+        return self._views[topic.name]
+
+    async def record(self, topic: TopicSpec, key: str) -> dict[str, Any] | None:
+        """The view's record of ``key``; a miss is answered only once the view has caught up
+        (it may lag: a broker restart, or a record written a moment ago — a tenant created just
+        before its campaign once read as having no IP pool plan, and its warm-up cap was not
+        applied)."""
+        view = await self.view(topic)
+        found = view.get(key)
+        if found is None:
+            if not await asyncio.get_running_loop().run_in_executor(None, view.wait_caught_up):
+                raise ViewBehind(f"{topic.name} view behind; {key} not decidable")
+            found = view.get(key)
+        return found
+
+    async def campaign(self, campaign_id: str) -> dict[str, Any] | None:
+        return await self.record(CAMPAIGNS, campaign_id)
+    async def tenant(self, tenant: str) -> dict[str, Any]:
+        return await self.record(TENANTS, tenant) or {}
+
+    async def campaigns_caught_up(self) -> bool:
+        """Whether the campaigns view has read up to the topic's end (as of now)."""
+        view = await self.view(CAMPAIGNS)
+        return bool(await asyncio.get_running_loop().run_in_executor(None, view.wait_caught_up))
