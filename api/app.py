@@ -12,7 +12,7 @@ from api.routes import campaigns, jobs, ops, suppressions
 from api.state import ApiState
 from streams.runtime import admin, settings
 
-MAX_BODY_BYTES = 512 * 1024  # every body but recipient uploads; documented in the README
+MAX_BODY_BYTES = 512 * 1024  # every body but recipient uploads; documented in docs/api.md
 
 
 class BodyLimit:

@@ -1,6 +1,6 @@
 """Request bodies of the public API and their mapping onto the Avro records of ``schemas/``.
 
-Defaults (documented in the README): timezone UTC; dst gap ``shift``, repeat ``first``;
+Defaults (documented in docs/api.md): timezone UTC; dst gap ``shift``, repeat ``first``;
 misfire ``fire_once`` with ``max_lateness_s`` 3600; overlap ``allow``; retry 3 attempts from 1 s
 doubling to at most 60 s; ``jitter_s`` 0; webhook method POST, timeout 10 s.
 """

@@ -30,7 +30,7 @@ TERMINAL = {"sent", "suppressed", "expired_stale", "failed", "unknown", "cancell
 
 @dataclass
 class Tally:
-    """What a run of the suite checked: the figures the README quotes for the last soak run."""
+    """What a run of the suite checked: the figures docs/testing.md quotes for the last soak run."""
 
     scenarios: int = 0
     seconds: float = 0.0

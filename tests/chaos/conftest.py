@@ -10,7 +10,7 @@ from tests.chaos.checker import TALLY
 # The fault-injection suite is part of `./dev test` in its short mode (20k-recipient campaigns,
 # 20 s outages); CRONSTREAM_SOAK=1 selects the soak mode (bigger campaigns, longer outages). At the
 # end of a run the checker's tally (scenarios, duration, events judged, faults injected,
-# violations) is printed and written to bench/results/ (see README, "Fault injection").
+# violations) is printed and written to bench/results/ (see docs/testing.md, "Fault injection").
 
 
 def pytest_collection_modifyitems(items):
