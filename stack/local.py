@@ -136,8 +136,12 @@ class Stack:
 
     # -- java parts ----------------------------------------------------------------------------
     def ensure_java_parts(self) -> None:
-        """Resolve Kafka, Connect, Debezium and build the converter, once per pom content."""
-        sources = [*JAVA_POMS, *sorted((REPO_ROOT / "connectors" / "avro-converter" / "src").rglob("*"))]
+        """Resolve Kafka, Connect, Debezium and build the converter, once per content of what they
+        read. ``package`` runs the converter's JUnit tests first, against ``schemas/`` (history
+        included), so the schemas count too: a schema the converter cannot read fails here, with
+        the Maven log, not later as a stopped ledger sink."""
+        sources = [*JAVA_POMS, *sorted((REPO_ROOT / "connectors" / "avro-converter" / "src").rglob("*")),
+                   *sorted((REPO_ROOT / "schemas").rglob("*.avsc"))]
         digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources if p.is_file())).hexdigest()[:16]
         marker = self.s.home / f".java-parts-{digest}"
         if marker.exists():
@@ -154,7 +158,7 @@ class Stack:
                      f"-Dstack.dir={self.s.home}", f"-Dplugin.dir={self.plugins}/cronstream-avro-converter"],
                     stdout=out, stderr=subprocess.STDOUT)
             if rc != 0:
-                raise StackError("maven", f"building {pom.name} failed (exit {rc})", log)
+                raise StackError("maven", f"building {pom.relative_to(REPO_ROOT)} failed (exit {rc})", log)
         marker.write_text("ok\n")
 
     def _java(self, name: str, main: str, heap: str, *args: str) -> list[str]:
