@@ -136,8 +136,12 @@ class Stack:
 
     # -- java parts ----------------------------------------------------------------------------
     def ensure_java_parts(self) -> None:
-        """Resolve Kafka, Connect, Debezium and build the converter, once per pom content."""
-        sources = [*JAVA_POMS, *sorted((REPO_ROOT / "connectors" / "avro-converter" / "src").rglob("*"))]
+        """Resolve Kafka, Connect, Debezium and build the converter, once per content of what they
+        read. ``package`` runs the converter's JUnit tests first, against ``schemas/`` (history
+        included), so the schemas count too: a schema the converter cannot read fails here, with
+        the Maven log, not later as a stopped ledger sink."""
+        sources = [*JAVA_POMS, *sorted((REPO_ROOT / "connectors" / "avro-converter" / "src").rglob("*")),
+                   *sorted((REPO_ROOT / "schemas").rglob("*.avsc"))]
         digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources if p.is_file())).hexdigest()[:16]
         marker = self.s.home / f".java-parts-{digest}"
         if marker.exists():
@@ -154,7 +158,7 @@ class Stack:
                      f"-Dstack.dir={self.s.home}", f"-Dplugin.dir={self.plugins}/cronstream-avro-converter"],
                     stdout=out, stderr=subprocess.STDOUT)
             if rc != 0:
-                raise StackError("maven", f"building {pom.name} failed (exit {rc})", log)
+                raise StackError("maven", f"building {pom.relative_to(REPO_ROOT)} failed (exit {rc})", log)
         marker.write_text("ok\n")
 
     def _java(self, name: str, main: str, heap: str, *args: str) -> list[str]:
@@ -524,16 +528,22 @@ def _register_one(connect_url: str, spec: dict[str, Any], log: Path | None,
     response = httpx.put(f"{url}/config", json=spec["config"], timeout=30)
     if response.status_code >= 300:
         raise StackError("connect", f"registering {spec['name']} failed: {response.text}", log)
-    # a task that failed under an older config stays FAILED until restarted
+    # a task that failed under an older config (or converter) stays FAILED until restarted; the
+    # restart is asynchronous, and until it happens the status still shows the old failure: only
+    # a failure other than that one is the restarted task's (a stack up once gave up on a sink
+    # whose task was about to restart fine, after a converter fix)
+    before = _failed_tasks(url)
     httpx.post(f"{url}/restart", params={"includeTasks": "true", "onlyFailed": "true"}, timeout=30)
-    time.sleep(1)
+    stale: list[str] = []
 
     def running() -> bool:
         status = httpx.get(f"{url}/status", timeout=3).json()
         tasks = status.get("tasks", [])
-        failed = [t for t in tasks if t["state"] == "FAILED"]
-        if failed:
-            raise StackError("connect", f"sink task failed: {failed[0].get('trace', '')[:800]}", log)
+        failed = {t["id"]: t.get("trace", "") for t in tasks if t["state"] == "FAILED"}
+        stale[:] = [trace for task, trace in failed.items() if before.get(task) == trace]
+        fresh = [trace for task, trace in failed.items() if before.get(task) != trace]
+        if fresh:
+            raise StackError("connect", f"sink task failed: {fresh[0][:800]}", log)
         return status["connector"]["state"] == "RUNNING" and bool(tasks) and all(
             t["state"] == "RUNNING" for t in tasks)
 
@@ -547,4 +557,14 @@ def _register_one(connect_url: str, spec: dict[str, Any], log: Path | None,
         except (httpx.HTTPError, KeyError):
             pass
         time.sleep(0.5)
-    raise StackError("connect", f"sink {spec['name']} not RUNNING after {timeout_s:.0f}s", log)
+    still = f"; its task is still FAILED: {stale[0][:800]}" if stale else ""
+    raise StackError("connect", f"sink {spec['name']} not RUNNING after {timeout_s:.0f}s{still}", log)
+
+
+def _failed_tasks(url: str) -> dict[int, str]:
+    """The connector's FAILED tasks by id, with their traces (none for a new connector)."""
+    try:
+        tasks = httpx.get(f"{url}/status", timeout=3).json().get("tasks", [])
+    except (httpx.HTTPError, ValueError):
+        return {}
+    return {t["id"]: t.get("trace", "") for t in tasks if t.get("state") == "FAILED"}

@@ -3,6 +3,7 @@ import struct
 import pytest
 
 from streams.runtime.codec import Codec, SchemaError, codec, fingerprint64
+from streams.runtime.settings import REPO_ROOT
 from streams.topology import TOPICS
 
 
@@ -61,27 +62,69 @@ def test_a_second_codec_reads_what_the_first_wrote():
     assert Codec().decode(codec().encode("Job", _job()))["job_id"] == "j1"
 
 
-def test_records_written_with_an_older_schema_are_read_into_the_current_one():
-    """schemas/history/tenant.1.avsc predates ip_pools: such records still decode, with the
-    new field's default, instead of becoming unreadable when the schema changed."""
+def encode_with_history(file_name: str, record: dict) -> bytes:
+    """``record`` single-object encoded with ``schemas/history/<file_name>``, as a writer of that
+    older version did: the codec itself only writes the current schemas."""
     import io
     import json
-    import struct
 
     import fastavro
     from fastavro.schema import to_parsing_canonical_form
 
-    from streams.runtime.codec import MAGIC, SCHEMAS_DIR, codec, fingerprint64
+    from streams.runtime.codec import MAGIC, SCHEMAS_DIR
 
-    old = fastavro.parse_schema(json.loads((SCHEMAS_DIR / "history" / "tenant.1.avsc").read_text()))
+    old = fastavro.parse_schema(json.loads((SCHEMAS_DIR / "history" / file_name).read_text()))
     buf = io.BytesIO()
     buf.write(MAGIC + struct.pack("<Q", fingerprint64(to_parsing_canonical_form(old))))
-    fastavro.schemaless_writer(buf, old, {"tenant": "acme", "key_sha256": "ab", "allowed_targets": [],
-                                          "max_jobs": 5, "min_interval_s": 1, "requests_per_s": 9,
-                                          "created_ms": 1})
-    record = codec().decode(buf.getvalue())
+    fastavro.schemaless_writer(buf, old, record)
+    return buf.getvalue()
+
+
+def test_records_written_with_an_older_schema_are_read_into_the_current_one():
+    """schemas/history/tenant.1.avsc predates ip_pools: such records still decode, with the
+    new field's default, instead of becoming unreadable when the schema changed."""
+    data = encode_with_history("tenant.1.avsc", {
+        "tenant": "acme", "key_sha256": "ab", "allowed_targets": [], "max_jobs": 5,
+        "min_interval_s": 1, "requests_per_s": 9, "created_ms": 1})
+    record = codec().decode(data)
     assert record["tenant"] == "acme" and record["ip_pools"] == {}
-    assert buf.getvalue()[2:10] != codec().fingerprint("Tenant")  # it really was another schema
+    assert data[2:10] != codec().fingerprint("Tenant")  # it really was another schema
+
+
+# a ledger entry as the schema before campaigns (schemas/history/ledger.1.avsc) wrote it
+LEDGER_1 = {"record_id": "j1@1", "kind": "job", "tenant": "acme", "job_id": "j1", "fire_id": "j1@1",
+            "nominal_time": 1_700_000_000_000, "decision": "fired", "reason": None,
+            "lateness_ms": 12, "epoch": 3, "attempts": 1, "outcome": "succeeded",
+            "status_code": 200, "error": None, "fired_at": 1_700_000_000_012,
+            "completed_at": 1_700_000_000_050}
+# the same bytes the Kafka Connect converter's JUnit test decodes: Python and Java agree on them
+LEDGER_1_BYTES = (REPO_ROOT / "connectors" / "avro-converter" / "src" / "test" / "resources"
+                  / "ledger-1-from-python.hex")
+
+
+def test_a_ledger_entry_of_the_older_schema_reads_as_the_current_one_on_both_sides():
+    data = encode_with_history("ledger.1.avsc", LEDGER_1)
+    assert data.hex() == LEDGER_1_BYTES.read_text().strip()
+    assert data[2:10] != codec().fingerprint("LedgerEntry")
+    record = codec().decode(data)
+    assert record["record_id"] == "j1@1" and record["status_code"] == 200
+    assert (record["message_id"], record["campaign_id"], record["email"]) == (None, None, None)
+
+
+def test_every_history_schema_is_an_older_version_of_a_current_one():
+    """``schemas/history/<file>.<n>.avsc`` is a version of the record in ``schemas/<file>.avsc``:
+    the codec and the Kafka Connect converter both read it into that record's current schema."""
+    import json
+
+    from streams.runtime.codec import SCHEMAS_DIR
+
+    files = sorted((SCHEMAS_DIR / "history").glob("*.avsc"))
+    assert {f.name for f in files} >= {"tenant.1.avsc", "ledger.1.avsc"}
+    for file in files:
+        name = json.loads(file.read_text())["name"]
+        assert name in Codec().names, file.name
+        stem = file.name.split(".")[0]
+        assert json.loads((SCHEMAS_DIR / f"{stem}.avsc").read_text())["name"] == name, file.name
 
 
 FIRED_VARYING = ("fired_ms", "decision", "epoch")

@@ -87,3 +87,76 @@ def test_the_stateful_services_keep_their_home_on_a_volume():
         mounts = dict(v.split(":") for v in compose["services"][name].get("volumes", []))
         assert home in mounts.values(), name
         assert next(k for k, v in mounts.items() if v == home) in compose["volumes"], name
+
+
+class FakeConnect:
+    """Kafka Connect's REST API as ``_register_one`` sees it: each GET of the status answers the
+    next of ``statuses`` (the last one repeats)."""
+
+    class HTTPError(Exception):
+        """Never raised here: what ``_register_one`` retries on must not swallow its verdicts."""
+
+    def __init__(self, *statuses):
+        self.statuses = list(statuses)
+
+    def put(self, url, **_):
+        return type("Response", (), {"status_code": 200, "text": ""})()
+
+    def post(self, url, **_):
+        return None
+
+    def get(self, url, **_):
+        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        return type("Response", (), {"json": lambda self: status})()
+
+
+def _status(*tasks):
+    return {"connector": {"state": "RUNNING"},
+            "tasks": [{"id": i, "state": state, **({"trace": trace} if trace else {})}
+                      for i, (state, trace) in enumerate(tasks)]}
+
+
+SPEC = {"name": "cronstream-ledger-sink",
+        "config": {"topics": "cronstream.ledger", "collection.name.format": "ledger"}}
+
+
+def _register(monkeypatch, connect):
+    from types import SimpleNamespace
+
+    from stack import local
+
+    monkeypatch.setattr(local, "httpx", connect)
+    monkeypatch.setattr(local, "time", SimpleNamespace(monotonic=iter(range(10**6)).__next__,
+                                                       sleep=lambda s: None))
+    local._register_one("http://connect", SPEC, None, timeout_s=50)
+
+
+def test_a_task_failed_before_the_restart_is_waited_for_until_it_runs(monkeypatch):
+    """The restart of a FAILED task (a sink stopped by a record the old converter could not read)
+    happens after the request returns: its old failure, still in the status, is not news."""
+    old = ("FAILED", "DataException: unknown schema fingerprint d4413d2123f2c93e")
+    connect = FakeConnect(_status(old), _status(old), _status(old), _status(("RUNNING", None)))
+    _register(monkeypatch, connect)
+    assert len(connect.statuses) == 1  # every status was read: it waited for RUNNING
+
+
+def test_a_new_failure_after_the_restart_stops_registering_with_its_trace(monkeypatch):
+    import pytest
+
+    from stack.local import StackError
+
+    old, new = ("FAILED", "unknown schema fingerprint"), ("FAILED", "cannot decode: EOF")
+    with pytest.raises(StackError, match="sink task failed: cannot decode: EOF"):
+        _register(monkeypatch, FakeConnect(_status(old), _status(old), _status(new)))
+    with pytest.raises(StackError, match="sink task failed: boom"):  # a fresh connector's task
+        _register(monkeypatch, FakeConnect({"error_code": 404}, _status(("FAILED", "boom"))))
+
+
+def test_a_task_that_stays_failed_is_reported_with_its_trace_at_the_deadline(monkeypatch):
+    import pytest
+
+    from stack.local import StackError
+
+    old = ("FAILED", "unknown schema fingerprint")
+    with pytest.raises(StackError, match="not RUNNING after 50s; its task is still FAILED: unknown"):
+        _register(monkeypatch, FakeConnect(_status(old)))

@@ -7,12 +7,14 @@ import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashMap;
+import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 
 import org.apache.avro.LogicalType;
 import org.apache.avro.LogicalTypes;
 import org.apache.avro.Schema.Field;
+import org.apache.avro.SchemaCompatibility;
 import org.apache.avro.SchemaNormalization;
 import org.apache.avro.generic.GenericDatumReader;
 import org.apache.avro.generic.GenericRecord;
@@ -35,14 +37,36 @@ import org.apache.kafka.connect.storage.Converter;
  * the folder named by {@code schemas.dir}. A record whose fingerprint is unknown is a DataException
  * naming the topic, so the sink's error policy (not silence) decides what happens to it.
  * Tombstones (null values) pass through as null so compacted deletes reach the sink.
+ *
+ * <p>Older writer schemas live in {@code schemas/history/} ({@code <record>.<n>.avsc}), as for the
+ * Python codec: a record written with one is read into the current schema of the same name (Avro
+ * schema resolution: new fields take their defaults) and handed to Connect with the current
+ * schema's Struct. Why: the ledger topic is compacted, not expired, so records written before a
+ * schema changed stay in it; with {@code errors.tolerance=none} one of them would otherwise stop
+ * the sink while Python still reads it. A history schema the current one cannot read is refused
+ * when the converter is configured, not at the first old record.
  */
 public class AvroSchemaDirConverter implements Converter {
     public static final String SCHEMAS_DIR_CONFIG = "schemas.dir";
     private static final byte MAGIC_0 = (byte) 0xC3;
     private static final byte MAGIC_1 = (byte) 0x01;
 
-    private final Map<Long, org.apache.avro.Schema> writers = new HashMap<>();
-    private final Map<Long, Schema> connectSchemas = new HashMap<>();
+    /** How to read one writer schema: into itself (current) or into its current version. */
+    private static final class Known {
+        final org.apache.avro.Schema writer;
+        final org.apache.avro.Schema reader;
+        final GenericDatumReader<GenericRecord> datumReader;
+
+        Known(org.apache.avro.Schema writer, org.apache.avro.Schema reader) {
+            this.writer = writer;
+            this.reader = reader;
+            this.datumReader = new GenericDatumReader<>(writer, reader);
+        }
+    }
+
+    private final Map<Long, Known> writers = new HashMap<>();
+    // by reader schema: a record of an older version gets the very Struct schema a current one gets
+    private final Map<org.apache.avro.Schema, Schema> connectSchemas = new IdentityHashMap<>();
 
     @Override
     public void configure(Map<String, ?> configs, boolean isKey) {
@@ -54,14 +78,19 @@ public class AvroSchemaDirConverter implements Converter {
         // io.cronstream.Target the way the Python codec expands it.
         org.apache.avro.Schema.Parser parser = new org.apache.avro.Schema.Parser();
         Path root = Path.of(dir.toString());
+        Map<String, org.apache.avro.Schema> current = new HashMap<>();
         try {
-            for (Path file : avscFiles(root.resolve("types"))) {
+            List<Path> types = avscFiles(root.resolve("types"));
+            for (Path file : types) {
                 parser.parse(file.toFile());
             }
             for (Path file : avscFiles(root)) {
                 org.apache.avro.Schema schema = parser.parse(file.toFile());
-                long fingerprint = SchemaNormalization.parsingFingerprint64(schema);
-                writers.put(fingerprint, schema);
+                writers.put(SchemaNormalization.parsingFingerprint64(schema), new Known(schema, schema));
+                current.put(schema.getFullName(), schema);
+            }
+            for (Path file : avscFiles(root.resolve("history"))) {
+                addHistory(file, types, current);
             }
         } catch (IOException | RuntimeException e) {
             throw new ConfigException(SCHEMAS_DIR_CONFIG, dir, "cannot read schemas: " + e.getMessage());
@@ -69,6 +98,33 @@ public class AvroSchemaDirConverter implements Converter {
         if (writers.isEmpty()) {
             throw new ConfigException(SCHEMAS_DIR_CONFIG, dir, "no .avsc files found");
         }
+    }
+
+    /**
+     * An older version of a current schema: parsed on its own (it reuses the current record's name,
+     * which one parser would refuse to define twice), with the shared types, and checked to be
+     * readable as the current version before any record needs it.
+     */
+    private void addHistory(Path file, List<Path> types, Map<String, org.apache.avro.Schema> current)
+            throws IOException {
+        org.apache.avro.Schema.Parser parser = new org.apache.avro.Schema.Parser();
+        for (Path type : types) {
+            parser.parse(type.toFile());
+        }
+        org.apache.avro.Schema old = parser.parse(file.toFile());
+        org.apache.avro.Schema reader = current.get(old.getFullName());
+        String where = "history/" + file.getFileName();
+        if (reader == null) {
+            throw new IllegalArgumentException(where + ": no current schema named " + old.getFullName());
+        }
+        SchemaCompatibility.SchemaPairCompatibility check =
+                SchemaCompatibility.checkReaderWriterCompatibility(reader, old);
+        if (check.getType() != SchemaCompatibility.SchemaCompatibilityType.COMPATIBLE) {
+            throw new IllegalArgumentException(where + ": records written with it cannot be read as the current "
+                    + old.getFullName() + ": " + check.getResult().getIncompatibilities());
+        }
+        // a history file identical (canonically) to the current schema adds nothing
+        writers.putIfAbsent(SchemaNormalization.parsingFingerprint64(old), new Known(old, reader));
     }
 
     private static List<Path> avscFiles(Path folder) throws IOException {
@@ -97,18 +153,21 @@ public class AvroSchemaDirConverter implements Converter {
             throw new DataException("topic " + topic + ": not an Avro single-object encoded record");
         }
         long fingerprint = ByteBuffer.wrap(value, 2, 8).order(ByteOrder.LITTLE_ENDIAN).getLong();
-        org.apache.avro.Schema writer = writers.get(fingerprint);
-        if (writer == null) {
+        Known known = writers.get(fingerprint);
+        if (known == null) {
             throw new DataException("topic " + topic + ": unknown schema fingerprint " + Long.toHexString(fingerprint));
         }
         try {
             BinaryDecoder decoder = DecoderFactory.get().binaryDecoder(value, 10, value.length - 10, null);
-            GenericRecord record = new GenericDatumReader<GenericRecord>(writer).read(null, decoder);
+            GenericRecord record = known.datumReader.read(null, decoder);
             // converted on first use: a topic schema this sink never reads need not map to Connect
-            Schema connectSchema = connectSchemas.computeIfAbsent(fingerprint, f -> toConnect(writer, false));
+            Schema connectSchema = connectSchemas.computeIfAbsent(known.reader, r -> toConnect(r, false));
             return new SchemaAndValue(connectSchema, toConnectValue(connectSchema, record));
         } catch (IOException | RuntimeException e) {
-            throw new DataException("topic " + topic + ": cannot decode record: " + e.getMessage(), e);
+            String version = known.writer == known.reader ? ""
+                    : " (an older version, " + Long.toHexString(fingerprint) + ")";
+            throw new DataException("topic " + topic + ": cannot decode " + known.writer.getFullName() + version
+                    + ": " + e.getMessage(), e);
         }
     }
 
