@@ -37,7 +37,8 @@ from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
 from streams.scheduling.schedule import fire_id
-from streams.scheduling.scheduler import FIRE_ROUND, fired_frozen, fired_template
+from streams.scheduling.scheduler import FIRE_ROUND
+from streams.scheduling.slots import fired_frozen, fired_template
 from streams.topology import FIRED
 
 PRODUCERS = 2  # the spike's two workers

@@ -4,7 +4,7 @@
 
 What a worker does at the top of a minute, without the stack around it: ``--slots`` jobs
 (as ``bench.spike`` writes them) indexed over ``--partitions`` partitions and
-prepared ahead as ``ScheduleState._prepare`` does (``scheduler.prepare``; the jobs are not read
+prepared ahead as ``ScheduleState._prepare`` does (``slots.prepare``; the jobs are not read
 from a table but decoded here), then, once their slot has come, ``fire_due`` run until nothing is due.
 The fired records go to a librdkafka producer whose broker does not exist, so they are queued
 and never sent: the figure is the deciding thread's CPU per slot (``time.thread_time``), the
@@ -24,6 +24,7 @@ from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
 from streams.scheduling import scheduler
 from streams.scheduling.due_index import DueIndex
+from streams.scheduling.slots import prepare
 
 NOWHERE = "127.0.0.1:1"  # no broker: produced records are queued, never sent
 # the jobs' expression: its following slot is months away, so nothing gets staged and
@@ -68,7 +69,7 @@ def prepared_state(slots: int, partitions: int, slot: int) -> scheduler.Schedule
         index = state.indexes[i % partitions]
         index.set(j["job_id"], slot)
         index.stage(slot, 1)
-        index.attach(j["job_id"], scheduler.prepare(j, slot, done=False))
+        index.attach(j["job_id"], prepare(j, slot, done=False))
     return state
 
 

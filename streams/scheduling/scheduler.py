@@ -31,15 +31,14 @@ import asyncio
 import gc
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
-from functools import cache, partial
-from typing import Any, NamedTuple, Protocol
+from functools import partial
+from typing import Any, Protocol
 
 from streams.runtime import admin, metrics, standbys
 from streams.runtime.app import Runtime
 from streams.runtime.clock import now_ms
-from streams.runtime.codec import RecordTemplate, codec
+from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
 from streams.scheduling import fired_tail, misfire, progress, schedule
 from streams.scheduling.catch_up import CatchUpLane
@@ -47,6 +46,18 @@ from streams.scheduling.due_index import DueIndex
 from streams.scheduling.ledger import job_entry
 from streams.scheduling.priority import DECIDING, collections_deferred
 from streams.scheduling.reconciler import ExecutorQueue, Pending, Reconciler
+from streams.scheduling.slots import (
+    JobStore,
+    Prepared,
+    due_ms,
+    fired_frozen,
+    fired_template,
+    index_job,
+    lateness_bound_ms,
+    prepare,
+    schedule_next,
+)
+from streams.scheduling.takeover import Takeover
 from streams.scheduling.warm_index import WarmIndex
 from streams.topology import (
     APP_ID,
@@ -78,20 +89,6 @@ PREPARED_MAX = 200_000  # per worker: bounds the memory of a far larger spike (~
 FIRED_LINGER_MS = 50
 
 
-
-@cache
-def fired_template() -> RecordTemplate:
-    """The fired record around the fields only known when a slot fires (``streams.runtime.codec``)."""
-    return codec().template("Fired", ("fired_ms", "decision", "epoch"))
-
-
-class JobStore(Protocol):
-    """The jobs table as the scheduler reads it: per partition, without faust's mapping layers."""
-
-    def get_in(self, partition: int, key: bytes) -> bytes | None: ...
-    def items_in(self, partition: int) -> Any: ...
-
-
 class Runs(Protocol):
     """What the executor knows of the slots it runs (``streams.execution.executor.Executor``),
     handed in by the composition root so scheduling never imports execution."""
@@ -99,30 +96,6 @@ class Runs(Protocol):
     def done_mark(self, partition: int, fid: str) -> bytes | None: ...
     def in_flight_ids(self) -> set[str]: ...
     def queues(self, ends: dict[int, int]) -> dict[int, ExecutorQueue]: ...
-
-
-class Prepared(NamedTuple):
-    """What firing a staged slot needs, computed before it fell due."""
-
-    slot: int
-    job: dict[str, Any]
-    following: int | None
-    fid: str
-    done: bool  # in the done table when prepared
-    prepared_ms: int
-    frozen: tuple[bytes, bytes]  # the fired record around its last-moment fields
-    fired_until: int | None  # reached by then, the slot fires (misfire.fired_until)
-    following_due: int | None  # when the following slot falls due (its jitter applied)
-    # reached by then, the spike lane fires it: ``fired_until`` if nothing but the moment is
-    # left to decide (not done, prepared before its slot), else -1 (``_fire`` decides it)
-    lane_until: int
-    max_lateness_ms: int  # the reconciler's bound for the slot (at least a second)
-
-    def done_still_known(self) -> bool:
-        """Prepared before its nominal time, the slot could not have run since (nobody fires a
-        slot early and a fenced-off owner's records are rejected), so ``done`` still holds;
-        prepared later (catch-up, takeover), a previous owner's fire may have landed since."""
-        return self.prepared_ms < self.slot
 
 
 class ScheduleState:
@@ -142,14 +115,7 @@ class ScheduleState:
         self.indexes: dict[int, DueIndex] = {}
         self.warm: dict[int, WarmIndex] = {}  # standby partitions (streams.scheduling.warm_index)
         self.fired_through: dict[int, int] = {}
-        # partition -> fire id -> fired_ms: fired past the mark by a previous owner, and the
-        # latest of those times (once the partition's mark reaches it, none is asked for again)
-        self.fired_before: dict[int, dict[str, int]] = {}
-        self._fired_before_until: dict[int, int] = {}
-        # partition -> (job id, slot, fired_ms) of such slots reached, settled after the slots
-        # due now are fired (``settle_fired_before``), and the earliest of their slots
-        self._to_settle: dict[int, deque[tuple[str, int, int]]] = {}
-        self._to_settle_floor: dict[int, int] = {}
+        self.takeover = Takeover()  # slots a previous owner fired past its mark
         self.epoch = 0
         self.reconciler = Reconciler()
         self.catch_up: dict[int, CatchUpLane] = {}  # partition -> its missed slots' turns
@@ -180,40 +146,8 @@ class ScheduleState:
         by it for every job it had read, so those resume from the mark."""
         index = self.indexes.get(partition)
         if index is not None:
-            self._index(index, job, None if live else self.fired_through.get(partition, 0))
+            index_job(index, job, None if live else self.fired_through.get(partition, 0))
 
-    @classmethod
-    def _index(cls, index: DueIndex, job: dict[str, Any], mark: int | None) -> None:
-        """Index ``job``'s first slot after its update, or its first slot not yet decided by a
-        previous owner whose fired-through ``mark`` is later.
-
-        The mark is a due time and a jittered slot falls due up to ``jitter_s`` after its
-        nominal time, so the slots nominally in the last ``jitter_s`` before the mark are
-        owed too unless they were due by the mark."""
-        after = job["updated_ms"] - 1
-        at = job["schedule"]["at_ms"]
-        if at is not None:  # a one-off may be set in the (recent) past: it is still owed
-            after = min(after, at - 1)
-        if mark is not None:
-            after = max(mark - job["jitter_s"] * 1000, after)
-        slot = schedule.next_after(job["schedule"], job["job_id"], after)
-        while mark is not None and slot is not None and cls._due(job, slot) <= mark:
-            slot = schedule.next_after(job["schedule"], job["job_id"], slot)
-        cls._schedule(index, job, slot)
-
-    @classmethod
-    def _schedule(cls, index: DueIndex, job: dict[str, Any], slot: int | None) -> None:
-        if slot is None:
-            index.remove(job["job_id"])
-            return
-        index.set(job["job_id"], slot, cls._due(job, slot))
-
-    @staticmethod
-    def _due(job: dict[str, Any], slot: int) -> int:
-        """When ``slot`` falls due: its nominal time plus the job's jitter for it."""
-        if job["jitter_s"] <= 0:  # the fire id is only needed to derive the jitter
-            return slot
-        return slot + schedule.jitter_ms(schedule.fire_id(job["job_id"], slot), job["jitter_s"])
 
     def rebuild(self, assigned: set[int], standbys: set[int]) -> None:
         """After recovery: index every job of newly assigned partitions (adopting a standby's
@@ -249,9 +183,7 @@ class ScheduleState:
                 warm = warm or WarmIndex()
                 self.indexes[part] = warm.index
                 self.fired_through[part] = marks.get(part, 0)
-                if fired_before.get(part):
-                    self.fired_before[part] = fired_before[part]
-                    self._fired_before_until[part] = max(fired_before[part].values())
+                self.takeover.adopt(part, fired_before.get(part, {}))
                 scanned += warm.scan(partial(self.jobs.items_in, part),
                                      lambda _index, raw, part=part: self.track(
                                          part, codec().decode(raw)), limit=None)
@@ -277,13 +209,9 @@ class ScheduleState:
         index = self.indexes.pop(partition, None)
         self.reconciler.drop_partition(partition)
         lane = self.catch_up.pop(partition, None)
-        self._forget_fired_before(partition)
-        self._to_settle_floor.pop(partition, None)
-        for job_id, slot, _ in self._to_settle.pop(partition, ()):
-            # indexed as it was: the next owner reads its record in the tail since the mark,
-            # which stayed below it (or fires it again, and the executor runs it once)
+        for job_id, slot in self.takeover.drop(partition):
             if index is not None and job_id not in index:
-                index.set(job_id, slot)
+                index.set(job_id, slot)  # indexed as it was (Takeover.drop)
         if index is not None and lane is not None:
             for job_id, (slot, due) in lane.waiting().items():
                 if index.next_slot(job_id) == slot:  # back at its due: below any next mark
@@ -304,7 +232,7 @@ class ScheduleState:
                 if msg.value is None:
                     warm.index.remove(msg.key.decode())
                 else:
-                    self._index(warm.index, codec().decode(msg.value), None)
+                    index_job(warm.index, codec().decode(msg.value), None)
             except Exception:
                 log.exception("jobs changelog partition %d offset %d: not indexed in the warm "
                               "index (it is read again at a takeover)", msg.partition, msg.offset)
@@ -315,7 +243,7 @@ class ScheduleState:
         for part, warm in self.warm.items():
             if not warm.complete:
                 return warm.scan(partial(self.jobs.items_in, part),
-                                 lambda index, raw: self._index(index, codec().decode(raw), None))
+                                 lambda index, raw: index_job(index, codec().decode(raw), None))
         return 0
 
     # -- firing --------------------------------------------------------------------------------
@@ -342,7 +270,8 @@ class ScheduleState:
                 ahead = sum(ready is not None for _, _, ready in due)
                 if ahead:  # one increment a round rather than one lock a slot
                     self._uncounted_reached["ahead"] += ahead
-        self.settle_fired_before(time.monotonic() + self.prepare_budget_s)
+        self.takeover.settle(time.monotonic() + self.prepare_budget_s, self.indexes, self.jobs,
+                             self.reconciler)
         oldest, self.next_due_ms = now, None
         for part, index in self.indexes.items():
             earliest = index.peek()
@@ -352,14 +281,8 @@ class ScheduleState:
             bound = None if lane is None else lane.mark_bound(now, through == now)
             if bound is not None:  # missed slots wait for their turns (streams.scheduling.catch_up)
                 through = min(through, bound)
-            floor = self._to_settle_floor.get(part)
-            if floor is not None:  # jobs whose following slots are not indexed yet
-                through = min(through, floor - 1)
+            through = self.takeover.mark_bound(part, through)
             self.fired_through[part] = max(self.fired_through.get(part, 0), through)
-            if through >= self._fired_before_until.get(part, through + 1):
-                # every slot due by then is decided: what is left was fired at another time
-                # (a trigger, a re-drive) or is a job's since changed or deleted
-                self._forget_fired_before(part)
             if earliest is not None and (self.next_due_ms is None or earliest < self.next_due_ms):
                 self.next_due_ms = earliest
         self.count()
@@ -432,44 +355,10 @@ class ScheduleState:
             self._uncounted["fired"] = self._uncounted.get("fired", 0) + len(records)
         return rest
 
-    def settle_fired_before(self, stop_at: float) -> None:
-        """Until ``stop_at``: expect the decisions of the slots reached that a previous owner
-        fired (the reconciler re-drives one whose record is lost or fenced off) and index their
-        jobs' following slots. After the slots due now, not as each is reached: the victim of a
-        mid-spike kill had fired the first 21,500 of its slots in the order its survivor reaches
-        them, and settling each one then (a job read and decoded, its next slot computed) put
-        1.3 s before the survivor's first fire (``bench.failover --spike``)."""
-        for part, left in list(self._to_settle.items()):
-            index = self.indexes[part]
-            while left and time.monotonic() < stop_at:
-                job_id, slot, fired_ms = left.popleft()
-                raw = self.jobs.get_in(part, job_id.encode())
-                if raw is None:
-                    continue  # deleted since
-                job = codec().decode(raw)
-                self.reconciler.expect(Pending(schedule.fire_id(job_id, slot), job_id, part,
-                                               slot, fired_ms, lateness_bound_ms(job)))
-                if job_id not in index:  # else indexed again since, by a change of the job
-                    self._schedule(index, job, schedule.next_after(job["schedule"], job_id,
-                                                                   slot))
-            if not left:
-                del self._to_settle[part], self._to_settle_floor[part]
-
-    def _forget_fired_before(self, part: int) -> None:
-        self.fired_before.pop(part, None)
-        self._fired_before_until.pop(part, None)
-
     def _fire(self, part: int, index: DueIndex, job_id: str, slot: int,
               ready: Prepared | None, now: int) -> None:
-        # fired past its mark by a previous owner (streams.scheduling.fired_tail), asked once per slot,
-        # and only on a partition just taken over: no fire id is made for the question otherwise
-        fires = self.fired_before.get(part)
-        fired_ms = fires.pop(ready.fid if ready is not None else schedule.fire_id(job_id, slot),
-                             None) if fires else None
-        if fired_ms is not None:  # its record is on the topic: not fired again
-            self._to_settle.setdefault(part, deque()).append((job_id, slot, fired_ms))
-            self._to_settle_floor[part] = min(slot, self._to_settle_floor.get(part, slot))
-            return
+        if self.takeover.claim(part, job_id, slot, ready.fid if ready is not None else None):
+            return  # fired past its mark by a previous owner: its record is on the topic
         if ready is None:
             ready = self._prepare(part, job_id, slot)
             if ready is None:
@@ -483,12 +372,12 @@ class ScheduleState:
         )
         if verdict.decision == "missed_caught_up":
             lane = self.catch_up.setdefault(part, CatchUpLane(CATCH_UP_PER_JOB_S))
-            turn = lane.turn(job_id, slot, self._due(job, slot), now)
+            turn = lane.turn(job_id, slot, due_ms(job, slot), now)
             if turn is not None:  # decided again at its turn, prepared again then (memory)
                 index.set(job_id, slot, turn)
                 return
         self.decide(part, job, slot, verdict, self.clock(), ready=ready)
-        self._schedule(index, job, ready.following)
+        schedule_next(index, job, ready.following)
 
     def decide(self, partition: int, job: dict[str, Any], slot: int,
                verdict: misfire.SlotDecision, now: int, redrives: int = 0,
@@ -649,41 +538,6 @@ class Burst:
                 f"wall; CPU: process {time.process_time() - self.process:.3f} s, deciding thread "
                 f"{time.thread_time() - self.thread:.3f} s, its deciding rounds "
                 f"{self.in_rounds:.3f} s")
-
-
-def prepare(job: dict[str, Any], slot: int, done: bool, prepared_ms: int | None = None
-            ) -> Prepared:
-    """A slot's preparation: everything firing it needs that does not depend on the moment it
-    is reached. ``done``: whether the done table had the slot's fire id just now, which is
-    ``prepared_ms`` (default: now)."""
-    fid = schedule.fire_id(job["job_id"], slot)
-    following = schedule.next_after(job["schedule"], job["job_id"], slot)
-    at = now_ms() if prepared_ms is None else prepared_ms
-    until = misfire.fired_until(slot_ms=slot, max_lateness_s=job["max_lateness_s"],
-                                paused=job["paused"])
-    return Prepared(slot, job, following, fid, done, at, fired_frozen(job, fid, slot), until,
-                    None if following is None else ScheduleState._due(job, following),
-                    until if until is not None and not done and at < slot else -1,
-                    lateness_bound_ms(job))
-
-
-def lateness_bound_ms(job: dict[str, Any]) -> int:
-    """How late the reconciler lets a fired slot of ``job`` go undecided before expiring it:
-    the job's max lateness, and at least a second, so a job allowing no lateness is not expired
-    the moment it fires."""
-    return max(job["max_lateness_s"], 1) * 1000
-
-
-def fired_frozen(job: dict[str, Any], fid: str, slot: int, redrives: int = 0
-                 ) -> tuple[bytes, bytes]:
-    """A slot's fired record, encoded but for fired_ms, decision and epoch."""
-    return fired_template().freeze({
-        "fire_id": fid, "job_id": job["job_id"], "tenant": job["tenant"],
-        "job_revision": job["revision"], "nominal_ms": slot, "target": job["target"],
-        "overlap": job["overlap"], "retry_max_attempts": job["retry_max_attempts"],
-        "retry_initial_backoff_s": job["retry_initial_backoff_s"],
-        "retry_max_backoff_s": job["retry_max_backoff_s"], "redrives": redrives,
-    })
 
 
 def register(rt: Runtime, runs: Runs) -> ScheduleState:

@@ -13,16 +13,16 @@ from bench.spike import job
 from streams.runtime.admin import client as admin_client
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
-from streams.scheduling import fired_tail, scheduler
+from streams.scheduling import fired_tail, slots
 from streams.scheduling.schedule import fire_id
 
 
 def fired_value(job_id: str, slot: int, epoch: int, fired_ms: int) -> bytes:
     """A fired record as the scheduler writes it."""
     j = codec().decode(job(job_id, "0 * * * * *", slot - 60_000))
-    return scheduler.fired_template().join(
-        scheduler.fired_frozen(j, fire_id(job_id, slot), slot),
-        scheduler.fired_template().encode_run({"fired_ms": fired_ms, "decision": "fired",
+    return slots.fired_template().join(
+        slots.fired_frozen(j, fire_id(job_id, slot), slot),
+        slots.fired_template().encode_run({"fired_ms": fired_ms, "decision": "fired",
                                              "epoch": epoch}))
 
 

@@ -5,7 +5,7 @@ varying fields (``ScheduleState.emit_fired``)."""
 from bench.spike import job
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
-from streams.scheduling import scheduler
+from streams.scheduling import slots
 from streams.scheduling.schedule import fire_id, jitter_ms, next_after
 from streams.topology import FIRED, LEDGER
 from tests.unit.fakes import Jobs, Runs, schedule_state
@@ -31,7 +31,7 @@ def test_records_sharing_a_millisecond_share_its_encoding_and_each_decodes_whole
 def prepared_slot(index, j, slot, *, done=False, prepared_ms=None):
     """Index ``j`` at ``slot`` with the preparation ``ScheduleState._prepare`` would attach."""
     index.set(j["job_id"], slot)
-    index.attach(j["job_id"], scheduler.prepare(j, slot, done, prepared_ms))
+    index.attach(j["job_id"], slots.prepare(j, slot, done, prepared_ms))
 
 
 def test_the_spike_lane_fires_only_what_preparation_settled_and_leaves_the_rest_to_fire():

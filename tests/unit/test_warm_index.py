@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from bench.spike import job
 from streams.runtime.codec import codec
-from streams.scheduling import scheduler
+from streams.scheduling import scheduler, slots
 from streams.scheduling.due_index import DueIndex
 from streams.scheduling.warm_index import WarmIndex
 from tests.unit.fakes import Runs
@@ -68,7 +68,7 @@ def rebuilt(table: Partitions, part: int, mark: int) -> dict[str, int | None]:
     """What a rebuild from the table alone indexes for ``part`` resuming from ``mark``."""
     index = DueIndex()
     for _key, raw in table.items_in(part):
-        scheduler.ScheduleState._index(index, codec().decode(raw), mark)
+        slots.index_job(index, codec().decode(raw), mark)
     return entries(index)
 
 
@@ -165,10 +165,10 @@ def test_live_then_from_the_mark_is_what_indexing_from_the_mark_gives(
     if at is not None:
         one["schedule"] = {**one["schedule"], "cron": None, "at_ms": at}
     warm, direct = DueIndex(), DueIndex()
-    scheduler.ScheduleState._index(warm, one, None)
+    slots.index_job(warm, one, None)
     if "j" in warm.slots_through(mark):
-        scheduler.ScheduleState._index(warm, one, mark)
-    scheduler.ScheduleState._index(direct, one, mark)
+        slots.index_job(warm, one, mark)
+    slots.index_job(direct, one, mark)
     assert entries(warm) == entries(direct)
 
 
@@ -209,14 +209,14 @@ def test_a_takeover_resumes_a_jittered_slot_the_previous_owner_had_not_reached()
     one = codec().decode(job("j", "0 * * * * *", 1_000))
     one["jitter_s"] = 30
     slot = 1_800_000_000_000 - 1_800_000_000_000 % 60_000
-    while scheduler.ScheduleState._due(one, slot) == slot:  # a slot the jitter really delays
+    while slots.due_ms(one, slot) == slot:  # a slot the jitter really delays
         slot += 60_000
-    due = scheduler.ScheduleState._due(one, slot)
+    due = slots.due_ms(one, slot)
     for mark, expected in ((due - 1, slot), (due, slot + 60_000), (slot - 1, slot)):
         index = DueIndex()
-        scheduler.ScheduleState._index(index, one, mark)
+        slots.index_job(index, one, mark)
         assert index.next_slot("j") == expected, (mark - slot, due - slot)
     plain = codec().decode(job("p", "0 * * * * *", 1_000))
     index = DueIndex()
-    scheduler.ScheduleState._index(index, plain, slot)
+    slots.index_job(index, plain, slot)
     assert index.next_slot("p") == slot + 60_000

@@ -1,0 +1,121 @@
+"""A slot of a job, from its schedule to the fired record: pure functions, no broker, no clock.
+
+Where a job's next slot goes in a due index (``index_job``, ``schedule_next``, ``due_ms`` with
+the job's jitter), and a slot's preparation (``prepare``): everything firing it needs that does
+not depend on the moment it is reached, computed ahead of a spike (``streams.scheduling.scheduler``).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any, NamedTuple, Protocol
+
+from streams.runtime.clock import now_ms
+from streams.runtime.codec import RecordTemplate, codec
+from streams.scheduling import misfire, schedule
+from streams.scheduling.due_index import DueIndex
+
+
+class JobStore(Protocol):
+    """The jobs table as the scheduler reads it: per partition, without faust's mapping layers."""
+
+    def get_in(self, partition: int, key: bytes) -> bytes | None: ...
+    def items_in(self, partition: int) -> Any: ...
+
+
+@cache
+def fired_template() -> RecordTemplate:
+    """The fired record around the fields only known when a slot fires (``streams.runtime.codec``)."""
+    return codec().template("Fired", ("fired_ms", "decision", "epoch"))
+
+
+class Prepared(NamedTuple):
+    """What firing a staged slot needs, computed before it fell due."""
+
+    slot: int
+    job: dict[str, Any]
+    following: int | None
+    fid: str
+    done: bool  # in the done table when prepared
+    prepared_ms: int
+    frozen: tuple[bytes, bytes]  # the fired record around its last-moment fields
+    fired_until: int | None  # reached by then, the slot fires (misfire.fired_until)
+    following_due: int | None  # when the following slot falls due (its jitter applied)
+    # reached by then, the spike lane fires it: ``fired_until`` if nothing but the moment is
+    # left to decide (not done, prepared before its slot), else -1 (``_fire`` decides it)
+    lane_until: int
+    max_lateness_ms: int  # the reconciler's bound for the slot (at least a second)
+
+    def done_still_known(self) -> bool:
+        """Prepared before its nominal time, the slot could not have run since (nobody fires a
+        slot early and a fenced-off owner's records are rejected), so ``done`` still holds;
+        prepared later (catch-up, takeover), a previous owner's fire may have landed since."""
+        return self.prepared_ms < self.slot
+
+
+def index_job(index: DueIndex, job: dict[str, Any], mark: int | None) -> None:
+    """Index ``job``'s first slot after its update, or its first slot not yet decided by a
+    previous owner whose fired-through ``mark`` is later.
+
+    The mark is a due time and a jittered slot falls due up to ``jitter_s`` after its
+    nominal time, so the slots nominally in the last ``jitter_s`` before the mark are
+    owed too unless they were due by the mark."""
+    after = job["updated_ms"] - 1
+    at = job["schedule"]["at_ms"]
+    if at is not None:  # a one-off may be set in the (recent) past: it is still owed
+        after = min(after, at - 1)
+    if mark is not None:
+        after = max(mark - job["jitter_s"] * 1000, after)
+    slot = schedule.next_after(job["schedule"], job["job_id"], after)
+    while mark is not None and slot is not None and due_ms(job, slot) <= mark:
+        slot = schedule.next_after(job["schedule"], job["job_id"], slot)
+    schedule_next(index, job, slot)
+
+
+def schedule_next(index: DueIndex, job: dict[str, Any], slot: int | None) -> None:
+    if slot is None:
+        index.remove(job["job_id"])
+        return
+    index.set(job["job_id"], slot, due_ms(job, slot))
+
+
+def due_ms(job: dict[str, Any], slot: int) -> int:
+    """When ``slot`` falls due: its nominal time plus the job's jitter for it."""
+    if job["jitter_s"] <= 0:  # the fire id is only needed to derive the jitter
+        return slot
+    return slot + schedule.jitter_ms(schedule.fire_id(job["job_id"], slot), job["jitter_s"])
+
+
+def prepare(job: dict[str, Any], slot: int, done: bool, prepared_ms: int | None = None
+            ) -> Prepared:
+    """A slot's preparation: everything firing it needs that does not depend on the moment it
+    is reached. ``done``: whether the done table had the slot's fire id just now, which is
+    ``prepared_ms`` (default: now)."""
+    fid = schedule.fire_id(job["job_id"], slot)
+    following = schedule.next_after(job["schedule"], job["job_id"], slot)
+    at = now_ms() if prepared_ms is None else prepared_ms
+    until = misfire.fired_until(slot_ms=slot, max_lateness_s=job["max_lateness_s"],
+                                paused=job["paused"])
+    return Prepared(slot, job, following, fid, done, at, fired_frozen(job, fid, slot), until,
+                    None if following is None else due_ms(job, following),
+                    until if until is not None and not done and at < slot else -1,
+                    lateness_bound_ms(job))
+
+
+def lateness_bound_ms(job: dict[str, Any]) -> int:
+    """How late the reconciler lets a fired slot of ``job`` go undecided before expiring it:
+    the job's max lateness, and at least a second, so a job allowing no lateness is not expired
+    the moment it fires."""
+    return max(job["max_lateness_s"], 1) * 1000
+
+
+def fired_frozen(job: dict[str, Any], fid: str, slot: int, redrives: int = 0
+                 ) -> tuple[bytes, bytes]:
+    """A slot's fired record, encoded but for fired_ms, decision and epoch."""
+    return fired_template().freeze({
+        "fire_id": fid, "job_id": job["job_id"], "tenant": job["tenant"],
+        "job_revision": job["revision"], "nominal_ms": slot, "target": job["target"],
+        "overlap": job["overlap"], "retry_max_attempts": job["retry_max_attempts"],
+        "retry_initial_backoff_s": job["retry_initial_backoff_s"],
+        "retry_max_backoff_s": job["retry_max_backoff_s"], "redrives": redrives,
+    })
