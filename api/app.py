@@ -57,13 +57,23 @@ class _TooLarge(Exception):
     pass
 
 
-def create_app() -> FastAPI:
-    conf = settings.load()
+def create_app(state: ApiState | None = None) -> FastAPI:
+    """The application (``uvicorn --factory api.app:create_app``, ``cronstream api``).
+
+    Without ``state`` it makes its own when it starts: the topics ensured, the views caught up,
+    closed when it stops. With one, it serves that state as it is, and whoever built it closes
+    it: the seam through which tests run the app in-process on stores they fill themselves.
+    """
+    conf = state.conf if state is not None else settings.load()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if state is not None:
+            app.state.api = state
+            yield
+            return
         admin.ensure_topics(conf.bootstrap)
-        app.state.api = ApiState(conf)
+        app.state.api = ApiState.connect(conf)
         yield
         app.state.api.close()
 
