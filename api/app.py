@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, HTTPException
+from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.routes import campaigns, jobs, ops, suppressions
@@ -20,6 +21,8 @@ class BodyLimit:
 
     def __init__(self, app: ASGIApp, limit: int, unlimited_suffix: str) -> None:
         self.app, self.limit, self.unlimited_suffix = app, limit, unlimited_suffix
+        self.detail = [{"loc": ["body"], "msg": f"request body is larger than {limit} bytes",
+                        "type": "body_too_large"}]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # recipient uploads stream in bounded memory, whatever their size
@@ -28,7 +31,7 @@ class BodyLimit:
             return
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._reject(send)
+            await JSONResponse({"detail": self.detail}, status_code=413)(scope, receive, send)
             return
         seen = 0
 
@@ -37,33 +40,31 @@ class BodyLimit:
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > self.limit:
-                raise _TooLarge
+                # an HTTPException, because it is raised inside FastAPI's reading of the body,
+                # which passes those on to the exception handler and makes anything else a 400
+                raise HTTPException(413, detail=self.detail)
             return message
 
-        try:
-            await self.app(scope, counted, send)
-        except _TooLarge:
-            await self._reject(send)
-
-    async def _reject(self, send: Send) -> None:
-        body = (b'{"detail":[{"loc":["body"],"msg":"request body is larger than '
-                + str(self.limit).encode() + b' bytes","type":"body_too_large"}]}')
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json")]})
-        await send({"type": "http.response.body", "body": body})
+        await self.app(scope, counted, send)
 
 
-class _TooLarge(Exception):
-    pass
+def create_app(state: ApiState | None = None) -> FastAPI:
+    """The application (``uvicorn --factory api.app:create_app``, ``cronstream api``).
 
-
-def create_app() -> FastAPI:
-    conf = settings.load()
+    Without ``state`` it makes its own when it starts: the topics ensured, the views caught up,
+    closed when it stops. With one, it serves that state as it is, and whoever built it closes
+    it: the seam through which tests run the app in-process on stores they fill themselves.
+    """
+    conf = state.conf if state is not None else settings.load()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if state is not None:
+            app.state.api = state
+            yield
+            return
         admin.ensure_topics(conf.bootstrap)
-        app.state.api = ApiState(conf)
+        app.state.api = ApiState.connect(conf)
         yield
         app.state.api.close()
 

@@ -10,7 +10,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, EmailStr, Field, HttpUrl, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, EmailStr, Field, HttpUrl, model_validator
+
+
+def _empty_is_absent(value: Any) -> Any:
+    return None if value == "" else value
+
+
+# A query parameter sent empty is one not sent: many clients ask for a list's first page with
+# ``?cursor=`` (an unset next_cursor, formatted), which for an integer cursor was a 422.
+EmptyIsAbsent = BeforeValidator(_empty_is_absent)
 
 
 class Strict(BaseModel):

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from streams.campaigns.pacing import TokenBucket
-from streams.runtime.emit import Emitter
+from api.rate_limit import TenantRates
+from streams.runtime.emit import DeliveryCallback, Emitter
 from streams.runtime.settings import API_START_S, Settings
 from streams.runtime.view_stores import MemoryStore, SqliteStore
 from streams.runtime.views import TopicView
-from streams.topology import CAMPAIGNS, JOBS, TENANTS
+from streams.topology import CAMPAIGNS, JOBS, TENANTS, TopicSpec
 
 
 def jobs_store_path(conf: Settings) -> Path:
@@ -30,17 +31,51 @@ def jobs_store(conf: Settings) -> SqliteStore:
     return SqliteStore(jobs_store_path(conf), "Job", "tenant")
 
 
+class Emits(Protocol):
+    """What the routes ask of a producer (``streams.runtime.emit.Emitter`` in the API process)."""
+
+    async def send(self, topic: TopicSpec, key: str, value: bytes | None,
+                   partition: int | None = None,
+                   headers: dict[str, str | bytes] | None = None) -> None: ...
+
+    def produce(self, topic: TopicSpec, key: str, value: bytes | None,
+                partition: int | None = None, on_delivery: DeliveryCallback | None = None,
+                headers: dict[str, str | bytes] | None = None) -> None: ...
+
+    def flush(self, timeout_s: float = 30.0) -> int: ...
+
+    def close(self) -> None: ...
+
+
 class ApiState:
-    def __init__(self, conf: Settings) -> None:
+    """The stores the routes read and write, the producer, the tenants' rates.
+
+    Built from its parts, with no broker: ``connect`` is what makes it the API process's state,
+    by starting the views that fill the stores from their topics. So the application can be
+    built around a state whose stores a test fills itself (``api.app.create_app(state)``).
+    """
+
+    def __init__(self, conf: Settings, emitter: Emits,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.conf = conf
-        self.emitter = Emitter(conf.bootstrap, "cronstream-api")
+        self.emitter = emitter
         self._lock = threading.Lock()
-        self._buckets: dict[str, TokenBucket] = {}
         self._keys: dict[str, str] = {}
-        self.tenants = TopicView(conf.bootstrap, TENANTS, MemoryStore(self._index_key)).start()
-        self.job_store = jobs_store(conf)
-        self.jobs = TopicView(conf.bootstrap, JOBS, self.job_store).start(API_START_S)
-        self.campaigns = TopicView(conf.bootstrap, CAMPAIGNS).start()
+        self.tenants = MemoryStore(self._index_key)
+        self.jobs = jobs_store(conf)
+        self.campaigns = MemoryStore()
+        self.rates = TenantRates(clock)
+        self._views: list[TopicView] = []
+
+    @classmethod
+    def connect(cls, conf: Settings) -> ApiState:
+        """The API process's state: each store kept current by a view of its topic, caught up
+        before this returns."""
+        state = cls(conf, Emitter(conf.bootstrap, "cronstream-api"))
+        state._views = [TopicView(conf.bootstrap, TENANTS, state.tenants).start(),
+                        TopicView(conf.bootstrap, JOBS, state.jobs).start(API_START_S),
+                        TopicView(conf.bootstrap, CAMPAIGNS, state.campaigns).start()]
+        return state
 
     def _index_key(self, name: str, tenant: dict[str, Any] | None) -> None:
         with self._lock:
@@ -56,20 +91,18 @@ class ApiState:
 
     def job_ids(self, tenant: str, after: str | None, limit: int) -> list[str]:
         """One page of the tenant's job ids, in id order, after the cursor ``after``."""
-        return self.job_store.keys_for(tenant, after, limit)
+        return self.jobs.keys_for(tenant, after, limit)
 
     def job_count(self, tenant: str) -> int:
         """The tenant's jobs, for its quota: a kept count, not a count of the index."""
-        return self.job_store.count_for(tenant)
+        return self.jobs.count_for(tenant)
 
     def allow_request(self, tenant: dict[str, Any]) -> bool:
-        rate = max(1, tenant["requests_per_s"])
-        bucket = self._buckets.setdefault(tenant["tenant"], TokenBucket(rate, 2 * rate))
-        return bucket.take(time.monotonic())
+        """The tenant's rate as its record says now: a changed rate holds from this request."""
+        return self.rates.allow(tenant["tenant"], tenant["requests_per_s"])
 
     def close(self) -> None:
-        self.tenants.stop()
-        if self.jobs.stop():  # else its thread may still write: the process is exiting anyway
-            self.job_store.close()
-        self.campaigns.stop()
+        stopped = [view.stop() for view in self._views]
+        if all(stopped):  # else a view's thread may still write: the process is exiting anyway
+            self.jobs.close()
         self.emitter.close()

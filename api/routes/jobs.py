@@ -15,7 +15,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from api.auth import current_tenant
 from api.errors import problem
-from api.models import Backfill, JobIn, iso, job_record, job_view, ms, utc_ms
+from api.models import Backfill, EmptyIsAbsent, JobIn, iso, job_record, job_view, ms, utc_ms
 from api.state import ApiState
 from streams.execution import ssrf, targets
 from streams.runtime import clock
@@ -112,7 +112,9 @@ async def create_job(body: JobIn, request: Request, response: Response, tenant: 
 
 
 @router.get("", summary="List jobs, paged by job id")
-async def list_jobs(request: Request, tenant: Tenant, cursor: str | None = None,
+async def list_jobs(request: Request, tenant: Tenant,
+                    cursor: Annotated[str | None, EmptyIsAbsent,
+                                      Query(description="from next_cursor")] = None,
                     limit: Annotated[int, Query(ge=1, le=500)] = 100) -> dict[str, Any]:
     api = _api(request)
     ids = api.job_ids(tenant["tenant"], cursor, limit)
@@ -233,7 +235,8 @@ def _runs(dsn: str, tenant: str, job_id: str, before: int | None, limit: int
 
 @router.get("/{job_id}/runs", summary="Run history from the ledger (newest first)")
 async def job_runs(job_id: str, request: Request, tenant: Tenant,
-                   cursor: Annotated[int | None, Query(description="from next_cursor")] = None,
+                   cursor: Annotated[int | None, EmptyIsAbsent,
+                                     Query(description="from next_cursor")] = None,
                    limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
     _own_job(request, tenant, job_id)
     runs = await run_in_threadpool(_runs, _api(request).conf.pg_dsn, tenant["tenant"], job_id,

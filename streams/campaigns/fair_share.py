@@ -52,7 +52,7 @@ class FairGate:
                 self.waiting[tenant].popleft()
                 continue
             rate = max(1.0, self.account_rate_per_s * max(0.0, min(1.0, self.share())))
-            self.bucket.rate_per_s, self.bucket.burst = rate, max(float(n), rate / 10)
+            self.bucket.set_rate(loop.time(), rate, max(float(n), rate / 10))
             wait = self.bucket.wait_s(loop.time(), n)
             if wait > 0:
                 await asyncio.sleep(wait)

@@ -30,6 +30,14 @@ class TokenBucket:
             return True
         return False
 
+    def set_rate(self, now_s: float, rate_per_s: float, burst: float) -> None:
+        """Change the rate and burst from ``now_s`` on: the time until then is refilled at the
+        old rate, and what is there is capped at the new burst, so a lowered rate holds at once
+        and a raised one is not a free full bucket."""
+        self._refill(now_s)
+        self.rate_per_s, self.burst = rate_per_s, burst
+        self.tokens = min(self.tokens, burst)
+
     def give_back(self, n: float) -> None:
         """Return ``n`` tokens taken for sends that did not happen (suppressed addresses, a
         stop decided after pacing): a rate limits what is sent, not what was looked at. Capped

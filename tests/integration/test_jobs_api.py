@@ -57,6 +57,7 @@ def test_crud_list_paging_and_preview(api):
     page2 = api.get("/v1/jobs", params={"limit": 3, "cursor": page1["next_cursor"]}).json()
     assert [j["id"] for j in page1["items"] + page2["items"]] == ids
     assert page2["next_cursor"] is None
+    assert api.get("/v1/jobs?cursor=&limit=3").json() == page1, "an empty cursor: the first page"
 
     changed = api.put(f"/v1/jobs/{ids[0]}", json=job_body(9, cron="0 9 * * MON",
                                                           overlap="skip")).json()
@@ -143,6 +144,7 @@ def test_runs_endpoint_agrees_with_postgres(stack, api):
                                          "target": webhook(port)}).json()
         rows = wait_for(lambda: (r := ledger(stack, job_id=job["id"])) and len(r) >= 4 and r)
     runs = api.get(f"/v1/jobs/{job['id']}/runs", params={"limit": 2}).json()
+    assert api.get(f"/v1/jobs/{job['id']}/runs?cursor=&limit=2").json() == runs, "the first page"
     more = api.get(f"/v1/jobs/{job['id']}/runs", params={"cursor": runs["next_cursor"]}).json()
     listed = runs["items"] + more["items"]
     db = ledger(stack, job_id=job["id"])

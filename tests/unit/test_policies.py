@@ -73,6 +73,15 @@ def test_token_bucket():
     assert bucket.take(100.0, 5) and not bucket.take(100.0), "refill is capped at the burst"
 
 
+
+def test_a_changed_rate_applies_from_the_change_on():
+    bucket = TokenBucket(rate_per_s=10, burst=20)
+    assert bucket.take(0.0, 20)
+    bucket.set_rate(1.0, rate_per_s=100, burst=200)  # the second before refilled at 10/s
+    assert bucket.tokens == 10 and bucket.take(1.1, 20) and not bucket.take(1.1, 1)
+    bucket.set_rate(10.0, rate_per_s=1, burst=2)
+    assert bucket.tokens == 2, "a lowered burst caps what is there at once"
+
 def sends_per_second(rate: float, partitions: int, seconds: int, chunk: int = 50) -> list[int]:
     """Every walker of a campaign takes a chunk whenever its bucket has one (1 ms steps)."""
     buckets = [walker_bucket(rate, p, partitions, chunk) for p in range(partitions)]
