@@ -160,17 +160,26 @@ class Executor:
         event_task(event, self.run(stream, event, fired))  # table writes need its partition
 
     async def run(self, stream: Any, event: Any, fired: dict[str, Any]) -> None:
+        """One slot's run, the executor's commit protocol in order: run the target (with its
+        retries), the outcome acknowledged on the ledger, the fire id marked done, a dead letter
+        if it failed, and only then the fired record acknowledged. A crash anywhere before the
+        acknowledgement redelivers the record, and the done mark makes that harmless; an
+        exception leaves the record unacknowledged (faust would otherwise ack it) for redelivery."""
         fid, job_id, part = fired["fire_id"], fired["job_id"], event.message.partition
         try:
             metrics.FIRE_LATENESS.observe(max(0, now_ms() - fired["nominal_ms"]) / 1000)
+            # 1. run
             result, attempts = await self.attempts(fired)
             reason = f"re-driven by the reconciler ({fired['redrives']})" if fired["redrives"] \
                 else result.note
             outcome = "succeeded" if result.ok else "unknown" if result.unknown else "failed"
             metrics.EXECUTIONS.labels(outcome).inc()
+            # 2. ledger acknowledged, 3. done
             await self.record(fired, fired["decision"], reason, outcome, part, attempts, result)
+            # 4. dead letter
             if not result.ok:
                 await self.dead_letter(fired, attempts, result)
+            # 5. acknowledged
             await stream.ack(event)
         except Exception:
             log.exception("fire %s of job %s tenant %s partition %d offset %d: outcome not "
@@ -215,7 +224,9 @@ class Executor:
     async def record(self, fired: dict[str, Any], decision: str, reason: str | None,
                      outcome: str, partition: int, attempts: int = 0,
                      result: targets.CallResult | None = None) -> None:
-        """Put the slot's outcome on the ledger (acknowledged), then mark it done."""
+        """Put the slot's outcome on the ledger and wait for the broker's acknowledgement, then
+        mark the fire id done: the done mark never runs ahead of the ledger, so a slot whose
+        outcome was lost in a crash is run (or resolved) again rather than taken for done."""
         done = now_ms()
         entry = job_entry(
             fire_id=fired["fire_id"], job=fired, nominal_ms=fired["nominal_ms"],
