@@ -23,6 +23,7 @@ from streams.execution import executor
 from streams.runtime import admin, commit_watch, metrics, settings
 from streams.runtime.app import Runtime, build, worker_id_from_env
 from streams.scheduling import scheduler
+from streams.scheduling.priority import Gate
 
 # a worker's heap is mostly long-lived (faust, clients, tables' caches) and every full collection
 # walked all of it for nothing (100-300 ms, "0 collected", during spikes): fewer young collections,
@@ -32,9 +33,10 @@ GC_THRESHOLDS = (20_000, 20, 20)
 
 def wire(rt: Runtime) -> None:
     """Register every sub-topology on ``rt``'s app and hand each what it needs of the others."""
+    deciding = Gate()  # the scheduler decides a burst before the executor runs it
     campaigns = fanout.register(rt)
-    runs = executor.register(rt, fan_out=campaigns.fan_out)
-    scheduler.register(rt, runs)
+    runs = executor.register(rt, fan_out=campaigns.fan_out, deciding=deciding)
+    scheduler.register(rt, runs, deciding)
     commit_watch.register(rt.app)
 
 

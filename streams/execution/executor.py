@@ -36,7 +36,7 @@ from streams.runtime.event_context import event_task
 from streams.runtime.fencing import EpochFence
 from streams.runtime.views import TopicView
 from streams.scheduling.ledger import job_entry
-from streams.scheduling.priority import DECIDING
+from streams.scheduling.priority import Gate
 from streams.scheduling.reconciler import ExecutorQueue
 from streams.topology import DLQ, DONE_TABLE, FIRED, INTENT, LEDGER, TENANTS
 
@@ -271,9 +271,10 @@ class Executor:
                 for part, (fired_ms, next_offset) in list(self.taken_up.items())}
 
 
-def register(rt: Runtime, fan_out: FanOut) -> Executor:
+def register(rt: Runtime, fan_out: FanOut, deciding: Gate) -> Executor:
     """The executor's sub-topology on ``rt``'s app: the fired topic's agent and the done table;
-    ``fan_out`` runs a campaign's tick (``streams.campaigns.fanout``)."""
+    ``fan_out`` runs a campaign's tick (``streams.campaigns.fanout``); ``deciding`` is the
+    scheduler's gate, which a burst's runs wait behind (``streams.scheduling.priority``)."""
     app = rt.app
     fired_topic = rt.topic(FIRED)
     executor = Executor(rt.table(DONE_TABLE), fan_out, bootstrap=rt.settings.bootstrap,
@@ -283,7 +284,7 @@ def register(rt: Runtime, fan_out: FanOut) -> Executor:
     async def execute_fired(stream: Any) -> Any:
         acking = stream.noack()
         async for event in acking.events():
-            await DECIDING.passed()  # a burst is decided first (streams.scheduling.priority)
+            await deciding.passed()  # a burst is decided first (streams.scheduling.priority)
             await executor.accept(acking, event)
 
     @app.on_partitions_revoked.connect

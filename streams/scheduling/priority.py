@@ -52,15 +52,12 @@ class Gate:
             await asyncio.sleep(wait)
 
 
-DECIDING = Gate()
-
-
 @contextmanager
 def collections_deferred() -> Iterator[None]:
     """No automatic garbage collection for the body of the ``with`` (a burst), as it was after.
 
     Why: a burst allocates a handful of objects per slot, so at the worker's thresholds
-    (``streams.runtime.app.GC_THRESHOLDS``) a 50,000-slot burst ran some twenty young collections, about
+    (``streams.worker.GC_THRESHOLDS``) a 50,000-slot burst ran some twenty young collections, about
     10 ms each with a million jobs indexed, inside the very second its slots were due. What they
     would have found is collected at the next threshold after the burst, when the executor's turn
     comes anyway; a burst is short (only slots still on time), so the heap grows little."""

@@ -44,7 +44,7 @@ from streams.scheduling import fired_tail, misfire, progress, schedule
 from streams.scheduling.catch_up import CatchUpLane
 from streams.scheduling.due_index import DueIndex
 from streams.scheduling.ledger import job_entry
-from streams.scheduling.priority import DECIDING, collections_deferred
+from streams.scheduling.priority import Gate, collections_deferred
 from streams.scheduling.reconciler import ExecutorQueue, Pending, Reconciler
 from streams.scheduling.slots import (
     JobStore,
@@ -540,9 +540,10 @@ class Burst:
                 f"{self.in_rounds:.3f} s")
 
 
-def register(rt: Runtime, runs: Runs) -> ScheduleState:
+def register(rt: Runtime, runs: Runs, deciding: Gate) -> ScheduleState:
     """The schedule stream's sub-topology on ``rt``'s app: the jobs table and its agents, and the
-    punctuators that decide due slots and reconcile; ``runs`` is the executor's side of it."""
+    punctuators that decide due slots and reconcile; ``runs`` is the executor's side of it, and
+    ``deciding`` the gate it holds while it decides a burst (``streams.scheduling.priority``)."""
     app, health = rt.app, rt.health
     jobs_topic = rt.topic(JOBS)
     commands_topic = rt.topic(JOB_COMMANDS)
@@ -574,7 +575,7 @@ def register(rt: Runtime, runs: Runs) -> ScheduleState:
         """Punctuator: read what a standby partition's RocksDB held before it became a standby
         into its warm index, a step at a time (``streams.scheduling.warm_index``), never during
         a burst; and export how far the standbys trail their changelogs."""
-        if DECIDING.is_open:
+        if deciding.is_open:
             state.warm_up()
         try:  # a gauge: an exception in a faust timer stops the whole worker
             for changelog, records in standbys.behind(app).items():
@@ -625,12 +626,12 @@ def register(rt: Runtime, runs: Runs) -> ScheduleState:
         waited for and decided at its moment: the tick alone would have added up to 50 ms (25
         on average) to every fire."""
         health.tick()
-        await decide_due(state, health.tick)
+        await decide_due(state, deciding, health.tick)
         await state.maybe_mark()
         wait_ms = -1 if state.next_due_ms is None else state.next_due_ms - state.clock()
         if 0 <= wait_ms < FIRE_TICK_S * 1000:
             await asyncio.sleep((wait_ms + 1) / 1000)  # +1: woken a hair early, nothing is due yet
-            await decide_due(state, health.tick)
+            await decide_due(state, deciding, health.tick)
 
     @app.timer(interval=5.0, name=f"{__name__}.reconcile")
     async def reconcile() -> None:
@@ -640,12 +641,12 @@ def register(rt: Runtime, runs: Runs) -> ScheduleState:
     return state
 
 
-async def decide_due(state: ScheduleState, tick: Callable[[], None]) -> None:
+async def decide_due(state: ScheduleState, deciding: Gate, tick: Callable[[], None]) -> None:
     """Decide what is due; a burst is decided round after round while the executor waits
     (``streams.scheduling.priority``), the loop yielded and the worker's health ticked between."""
     burst = Burst(state.decided, state.reached_at_due)
     if burst.round(state.fire_due):
-        with DECIDING.held(), collections_deferred():
+        with deciding.held(), collections_deferred():
             while burst.round(state.fire_due):
                 tick()
                 await asyncio.sleep(0)
