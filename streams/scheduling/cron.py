@@ -9,8 +9,10 @@ Fields: ``[second] minute hour day-of-month month day-of-week``. Six fields put 
 (Quartz, Spring). Each field takes ``*``, ``?``, numbers, names (``JAN``, ``MON``), ranges
 ``a-b``, steps ``*/n`` and ``a-b/n``, lists ``a,b``, and Jenkins' hashed ``H``, ``H(a-b)``,
 ``H/n``: a value fixed per job (from the job id), so many ``H * * * *`` jobs spread over the hour.
-Day-of-week 0 and 7 are Sunday. When both day fields are restricted, a day matches either (Vixie
-cron's rule).
+Day-of-week 0 and 7 are Sunday. When both day fields are restricted, a day matches either, and a
+day field is restricted unless it is ``*`` or ``?``: crontab(5)'s rule, and croniter's for
+``*/2``. Vixie cron's code calls a field that merely starts with ``*`` unrestricted, so
+``0 0 */2 * MON`` is odd days or Mondays here and odd Mondays there (tests/unit/test_cron.py).
 """
 
 from __future__ import annotations
