@@ -10,7 +10,7 @@ search code with ours.
 The subset both engines read: 5 fields (minute first) and 6 (seconds first in ours, as in
 Quartz; croniter puts them last, so the field is moved), with ``*``, numbers, month and weekday
 names in either case, ranges, steps (``*/n``, ``a-b/n``, ``a/n``), lists, ``?`` for a day field,
-and day-of-week 7 for Sunday (5 fields only, see ``_day_of_week_items``). Not compared: ``H``
+and day-of-week 7 for Sunday (5 fields only, see ``_item``). Not compared: ``H``
 (both hash, differently), croniter's ``L``, ``#`` and ``W`` (ours has none), backwards ranges
 (ours refuses them, croniter wraps).
 """
@@ -58,8 +58,8 @@ def _value(field: int, value: int, names: bool) -> str:
 def _item(draw: st.DrawFn, field: int, five: bool) -> str:
     """One list item of a field. Never a range whose ends are equal, nor ``a/n`` with ``a`` the
     field's last value: croniter reads ``5-5``, and ``59/n`` (``59-59/n`` to it), as the whole
-    cycle (croniter 5 ``_expand``, "Jan-Jan … means the whole cycle"), where Vixie cron and ours
-    read the one value."""
+    cycle (croniter 5 ``_expand``: "Jan-Jan … means the whole cycle"), where ours reads 5 and
+    59."""
     low, high = RANGES[field]
     if field == 5 and five:
         high = 7  # croniter maps 7 to Sunday only in 5-field expressions (LOWMAP, value_alias)
