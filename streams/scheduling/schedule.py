@@ -6,10 +6,14 @@ time becomes zero, one or two instants by the job's DST policy:
 
 - ``dst_gap`` — a wall time that does not exist (02:30 on the spring-forward day in New York):
   ``shift`` (default) runs it at the offset in force before the change, i.e. as many minutes after
-  the jump as it would have been (02:30 → 03:30 EDT), like Vixie cron; ``skip`` gives no slot.
+  the jump as it would have been (02:30 → 03:30 EDT); ``skip`` gives no slot. (Vixie cron runs
+  the skipped fixed-time jobs at once, at 03:00.)
 - ``dst_repeat`` — a wall time that happens twice (01:30 on the fall-back day): ``first``
   (default) runs only the first occurrence, ``last`` only the second, ``both`` runs both. A
   slot's fire id is its instant, so the two occurrences of ``both`` have different fire ids.
+  (Vixie cron runs a job whose minute or hour field starts with ``*`` in both, others once.)
+
+``tests/unit/test_cron_vs_croniter.py`` checks these policies against a minute-by-minute walk.
 """
 
 from __future__ import annotations

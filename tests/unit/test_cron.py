@@ -81,3 +81,22 @@ def test_a_hashed_day_is_checked_against_the_calendar_for_each_job():
 def test_only_an_h_of_its_own_makes_an_expression_hashed(expr, is_hashed):
     """THU is not hashed: jobs of ``0 9 * * MON-THU`` share their parse and next-slot searches."""
     assert hashed(expr) is is_hashed
+
+
+@pytest.mark.parametrize("expr, after, expected", [
+    # odd days OR Mondays: Wed Jan 7 (Vixie cron's code, reading "*/2" as unrestricted, would
+    # wait for an odd Monday, Jan 19)
+    ("0 0 */2 * MON", "2026-01-05T00:00:00", "2026-01-07T00:00:00"),
+    # days 1-31 OR even weekdays: every day, Wed Jan 7 (Vixie's code: Thu Jan 8)
+    ("0 0 1-31 * */2", "2026-01-06T00:00:00", "2026-01-07T00:00:00"),
+    # June 31 never comes, June's Mondays do (croniter raises here)
+    ("0 0 31 6 MON", "2026-01-01T00:00:00", "2026-06-01T00:00:00"),
+    ("0 0 ? * MON", "2026-01-06T00:00:00", "2026-01-12T00:00:00"),  # '?' is '*'
+])
+def test_a_day_field_is_restricted_unless_it_is_a_bare_star(expr, after, expected):
+    """When both day fields are restricted a day matches either; a field is restricted unless it
+    is ``*`` or ``?``, as crontab(5) words it ("restricted (ie, aren't *)") and as croniter reads
+    ``*/2``. Vixie cron's code tests the field's first character instead, so there a day field
+    such as ``*/2`` turns the OR into an AND. Pinned: changing the rule would move the slots of
+    every existing job with such an expression."""
+    assert nxt(expr, after) == datetime.fromisoformat(expected)
