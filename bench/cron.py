@@ -19,7 +19,7 @@ every hour of the day), each engine in turn:
 - **parse**: expressions parsed per second of CPU. Ours is ``cron.parse`` with its caches emptied
   before each call; croniter's is ``croniter.expand``.
 
-Both engines agree on these expressions (tests/unit/test_cron_vs_croniter.py). The Avro part
+Both engines agree on these expressions (tests/unit/scheduling/test_cron_vs_croniter.py). The Avro part
 encodes and decodes one ``Fired`` record (the scheduler writes one per slot) with the schema from
 ``schemas/``, with ``fastavro.schemaless_writer``/``schemaless_reader`` and with ``avro.io``'s
 ``DatumWriter``/``DatumReader``, after checking that both write the same bytes; it is left out,

@@ -5,7 +5,7 @@ next time per fire (10k fires/s) and one per job when it takes over a partition 
 ours takes 15 µs where croniter 5.0.1 takes 37 µs reusing one object per expression and 96 µs
 building one per search, as cronstream once did (``bench/cron.py``, 2026-11-25); croniter's DST
 arithmetic holds only for pytz zones away from an offset change, with no policy for gaps and
-repeats, and it has calendar bugs of its own (``tests/unit/test_cron_vs_croniter.py`` names
+repeats, and it has calendar bugs of its own (``tests/unit/scheduling/test_cron_vs_croniter.py`` names
 each). This module does calendar math on naive wall-clock times only;
 ``streams.scheduling.schedule`` turns wall times into instants with the DST policy.
 
@@ -16,7 +16,7 @@ Fields: ``[second] minute hour day-of-month month day-of-week``. Six fields put 
 Day-of-week 0 and 7 are Sunday. When both day fields are restricted, a day matches either, and a
 day field is restricted unless it is ``*`` or ``?``: crontab(5)'s rule, and croniter's for
 ``*/2``. Vixie cron's code calls a field that merely starts with ``*`` unrestricted, so
-``0 0 */2 * MON`` is odd days or Mondays here and odd Mondays there (tests/unit/test_cron.py).
+``0 0 */2 * MON`` is odd days or Mondays here and odd Mondays there (tests/unit/scheduling/test_cron.py).
 """
 
 from __future__ import annotations

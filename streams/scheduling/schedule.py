@@ -13,7 +13,7 @@ time becomes zero, one or two instants by the job's DST policy:
   slot's fire id is its instant, so the two occurrences of ``both`` have different fire ids.
   (Vixie cron runs a job whose minute or hour field starts with ``*`` in both, others once.)
 
-``tests/unit/test_cron_vs_croniter.py`` checks these policies against a minute-by-minute walk.
+``tests/unit/scheduling/test_cron_vs_croniter.py`` checks these policies against a minute-by-minute walk.
 """
 
 from __future__ import annotations

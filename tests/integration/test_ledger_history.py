@@ -14,7 +14,7 @@ import psycopg
 
 from stack import isolated
 from tests.integration.helpers import wait_for
-from tests.unit.test_codec import LEDGER_1
+from tests.unit.runtime.test_codec import LEDGER_1
 
 
 def produce(bootstrap: str, old: dict[str, Any], current: dict[str, Any]) -> int:
@@ -24,7 +24,7 @@ def produce(bootstrap: str, old: dict[str, Any], current: dict[str, Any]) -> int
     from streams.runtime.codec import codec
     from streams.runtime.emit import Emitter
     from streams.topology import LEDGER, partition_for
-    from tests.unit.test_codec import encode_with_history
+    from tests.unit.runtime.test_codec import encode_with_history
 
     part = partition_for(old["job_id"], LEDGER.partitions)
     emitter = Emitter(bootstrap, "test-ledger-history")

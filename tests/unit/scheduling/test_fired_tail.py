@@ -47,7 +47,7 @@ def test_slots_a_previous_owner_fired_are_settled_after_the_slots_due_now(monkey
     """The victim fired its first slots in the order its survivor reaches them: those come out
     of the index first, and only after the slots due now have fired are their jobs read and
     their following slots indexed, the mark held below them meanwhile."""
-    from tests.unit.test_catch_up import SLOT, late_backlog
+    from tests.unit.scheduling.test_catch_up import SLOT, late_backlog
 
     state, clock, _ = late_backlog(monkeypatch, once=0, every_second=305)
     state.takeover.adopt(0, {fire_id(f"every-{i}", SLOT): SLOT + 100 for i in range(300)})
