@@ -10,34 +10,13 @@ by tenant: another tenant deleting the same address leaves the owner's opt-out i
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
 
 import httpx
 
-from api.app import create_app
+from tests.api_routes import body_for, routes_with
 from tests.conftest import make_client
 from tests.integration.helpers import wait_for
 from tests.integration.test_campaigns import campaign_body, outcomes, upload
-
-
-def routes_with(param: str) -> list[tuple[str, str]]:
-    """(method, path) of every operation in the API's OpenAPI document naming ``param``."""
-    paths = create_app().openapi()["paths"]
-    return sorted((method.upper(), path) for path, ops in paths.items()
-                  if f"{{{param}}}" in path for method in ops)
-
-
-def body_for(method: str, path: str) -> dict:
-    now = datetime.now(UTC)
-    if path.endswith("/backfill"):
-        return {"json": {"from": (now - timedelta(hours=1)).isoformat(), "to": now.isoformat()}}
-    if path.endswith("/recipients"):
-        return {"content": b"email\nx@example.org\n", "headers": {"content-type": "text/csv"}}
-    if method == "PUT" and path == "/v1/jobs/{job_id}":
-        return {"json": {"schedule": {"cron": "0 0 1 1 *"},
-                         "target": {"type": "webhook", "url": "http://127.0.0.1:9/x"}}}
-    assert method in ("GET", "DELETE", "POST"), f"give {method} {path} a body in body_for"
-    return {}
 
 
 def test_every_job_and_campaign_route_hides_other_tenants_resources(stack, api):

@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from api.app import MAX_BODY_BYTES, create_app
+from api.app import MAX_BODY_BYTES
+from tests.api_routes import body_for, operations
 from tests.unit.api.conftest import JOB, Api
 
 
@@ -19,28 +20,7 @@ def campaign_body() -> dict:
             "send_at": (datetime.now(UTC) + timedelta(hours=1)).isoformat()}
 
 
-def operations(prefix: str = "/v1/") -> list[tuple[str, str]]:
-    """(method, path) of every operation of the application's OpenAPI document under ``prefix``:
-    a route added later is checked without being listed here."""
-    paths = create_app().openapi()["paths"]
-    return sorted((method.upper(), path) for path, ops in paths.items()
-                  if path.startswith(prefix) for method in ops)
-
-
 TENANT_ROUTES = [op for op in operations() if not op[1].startswith(("/v1/unsubscribe/", "/v1/ops/"))]
-
-
-def body_for(method: str, path: str) -> dict:
-    """A body that passes validation, so what answers is the route, not the body."""
-    now = datetime.now(UTC)
-    if path.endswith("/backfill"):
-        return {"json": {"from": (now - timedelta(hours=1)).isoformat(), "to": now.isoformat()}}
-    if path.endswith("/recipients"):
-        return {"content": b"email\nx@example.org\n", "headers": {"content-type": "text/csv"}}
-    if method == "PUT" and path == "/v1/jobs/{job_id}":
-        return {"json": JOB}
-    assert method in ("GET", "DELETE", "POST"), f"give {method} {path} a body in body_for"
-    return {}
 
 
 def detail_naming(response, loc: list, fragment: str) -> dict:
