@@ -1,11 +1,16 @@
-"""Runs last (file order): ``stack down`` leaves none of our processes running."""
+"""Runs last (``end_of_session``, and last of those by file order): ``stack down`` leaves none of
+our processes running."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
+import pytest
+
 from stack import processes
+
+pytestmark = pytest.mark.end_of_session
 
 
 def gone(pid: int, within_s: float = 5.0) -> bool:
