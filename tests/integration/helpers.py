@@ -1,10 +1,10 @@
-"""Helpers for integration tests: reading the ledger from Postgres and waiting for it."""
+"""Helpers for integration tests: the ledger as Postgres has it, and accounts of the system for a
+failure's message. Waiting is ``tests.waiting``'s."""
 
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -25,21 +25,6 @@ def ledger(stack, **where: str) -> list[dict[str, Any]]:
         except psycopg.errors.UndefinedTable:
             return []
     return [dict(zip(COLUMNS, row, strict=True)) for row in rows]
-
-
-def wait_for(probe: Callable[[], Any], timeout_s: float = 60, every_s: float = 0.5,
-             explain: Callable[[], str] | None = None) -> Any:
-    """Poll until ``probe`` returns something truthy; returns it, or fails the test (with
-    ``explain()``'s account of the system, so a CI failure can be read without its machine)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            why = f"\n{explain()}" if explain else ""
-            raise AssertionError(f"condition not met within {timeout_s}s (last: {value!r}){why}")
-        time.sleep(every_s)
 
 
 def worker_trouble(stack, lines: int = 40) -> str:

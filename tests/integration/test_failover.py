@@ -13,7 +13,8 @@ from stack import processes
 from streams.scheduling.reconciler import DEFAULT_LAG_MS
 from streams.scheduling.schedule import fire_id
 from tests.conftest import free_port
-from tests.integration.helpers import ledger, wait_for
+from tests.integration.helpers import ledger
+from tests.waiting import wait_for
 
 
 def test_sigkilled_worker_loses_no_slot(stack, api):

@@ -11,7 +11,8 @@ import httpx
 from cli.demo import Receiver
 from streams.scheduling.schedule import fire_id
 from tests.conftest import free_port, make_client
-from tests.integration.helpers import ledger, wait_for
+from tests.integration.helpers import ledger
+from tests.waiting import wait_for
 
 
 def webhook(port: int) -> dict:

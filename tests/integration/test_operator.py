@@ -25,8 +25,9 @@ from stack import processes
 from streams.runtime.admin import client as admin_client
 from streams.topology import APP_ID, FANOUT, FIRED, JOBS, partition_for
 from tests.conftest import free_port
-from tests.integration.helpers import ledger, wait_for
+from tests.integration.helpers import ledger
 from tests.integration.test_campaigns import campaign_body, csv_lines, outcomes, upload
+from tests.waiting import wait_for
 
 
 def cli(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:

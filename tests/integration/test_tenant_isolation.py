@@ -16,8 +16,8 @@ import httpx
 
 from api.app import create_app
 from tests.conftest import make_client
-from tests.integration.helpers import wait_for
 from tests.integration.test_campaigns import campaign_body, outcomes, upload
+from tests.waiting import wait_for
 
 
 def routes_with(param: str) -> list[tuple[str, str]]:
