@@ -5,6 +5,7 @@ and a test asserts it instead of timing the code with the wall clock."""
 from __future__ import annotations
 
 import asyncio
+import math
 
 
 class FakeClock:
@@ -19,8 +20,11 @@ class FakeClock:
         self.now += seconds
 
     def sleep(self, seconds: float) -> None:
+        """Any positive sleep moves the clock, if only by its last digit: code that sleeps a
+        remainder too small to add to ``now`` must not see time stand still, as it never does."""
         self.slept.append(seconds)
-        self.now += max(0.0, seconds)
+        if seconds > 0:
+            self.now = max(self.now + seconds, math.nextafter(self.now, math.inf))
 
     async def async_sleep(self, seconds: float) -> None:
         """Time passes at once; the sleeper still yields, as ``asyncio.sleep`` does."""
