@@ -3,14 +3,18 @@ failure's message. Waiting is ``tests.waiting``'s."""
 
 from __future__ import annotations
 
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psycopg
+
+from streams.runtime.settings import REPO_ROOT
+from streams.topology import PROCESSORS, TopicSpec
 
 COLUMNS = ("fire_id", "nominal_time", "decision", "reason", "outcome", "status_code",
            "attempts", "epoch")
@@ -25,6 +29,31 @@ def ledger(stack, **where: str) -> list[dict[str, Any]]:
         except psycopg.errors.UndefinedTable:
             return []
     return [dict(zip(COLUMNS, row, strict=True)) for row in rows]
+
+
+def sink_caught_up(stack, topic: TopicSpec) -> Callable[[], bool]:
+    """A probe for ``wait_for``: Postgres holds every record ``topic`` holds now. Kafka Connect
+    commits a sink's offset only once the rows before it are written, so its group's commits at
+    the partition ends read here say so. What a test waits for before reading Postgres to see
+    that something did *not* happen (a run, a send)."""
+    from confluent_kafka import KafkaException
+
+    from streams.runtime.admin import committed_offsets, end_offsets
+
+    sink = next(p for p in PROCESSORS if p.kind == "sink" and topic in p.consumes)
+    name = re.search(r'"name":\s*"([^"]+)"', (REPO_ROOT / sink.module).read_text())
+    assert name, f"{sink.module} names no connector"
+    group = f"connect-{name.group(1)}"
+    ends = end_offsets(stack.s.bootstrap, [(topic.name, p) for p in range(topic.partitions)])
+
+    def probe() -> bool:
+        try:
+            committed = committed_offsets(stack.s.bootstrap, group)
+        except KafkaException:  # not yet: a poll must outlive a stuck client (test_operator)
+            return False
+        return all(committed.get(tp, 0) >= end for tp, end in ends.items())
+
+    return probe
 
 
 def worker_trouble(stack, lines: int = 40) -> str:
