@@ -7,6 +7,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,29 +32,53 @@ def ledger(stack, **where: str) -> list[dict[str, Any]]:
     return [dict(zip(COLUMNS, row, strict=True)) for row in rows]
 
 
-def sink_caught_up(stack, topic: TopicSpec) -> Callable[[], bool]:
-    """A probe for ``wait_for``: Postgres holds every record ``topic`` holds now. Kafka Connect
-    commits a sink's offset only once the rows before it are written, so its group's commits at
-    the partition ends read here say so. What a test waits for before reading Postgres to see
-    that something did *not* happen (a run, a send)."""
+def caught_up(stack, group: str, tps: list[tuple[str, int]]) -> Callable[[], bool]:
+    """A probe for ``wait_for``: ``group`` has committed past every record ``tps`` hold now (the
+    ends are read here, so records written later do not keep it waiting)."""
     from confluent_kafka import KafkaException
 
     from streams.runtime.admin import committed_offsets, end_offsets
 
-    sink = next(p for p in PROCESSORS if p.kind == "sink" and topic in p.consumes)
-    name = re.search(r'"name":\s*"([^"]+)"', (REPO_ROOT / sink.module).read_text())
-    assert name, f"{sink.module} names no connector"
-    group = f"connect-{name.group(1)}"
-    ends = end_offsets(stack.s.bootstrap, [(topic.name, p) for p in range(topic.partitions)])
+    ends = end_offsets(stack.s.bootstrap, tps)
 
     def probe() -> bool:
         try:
             committed = committed_offsets(stack.s.bootstrap, group)
-        except KafkaException:  # not yet: a poll must outlive a stuck client (test_operator)
+        except KafkaException:
+            # not yet: once, right after the fault suite's broker restart, this process's
+            # AdminClient timed out on group requests until ``streams.runtime.admin.call``
+            # replaced it (after ``STUCK_AFTER`` failures in a row), and polls that gave up at
+            # the first failure failed three tests
             return False
         return all(committed.get(tp, 0) >= end for tp, end in ends.items())
 
     return probe
+
+
+def sink_caught_up(stack, topic: TopicSpec) -> Callable[[], bool]:
+    """A probe for ``wait_for``: Postgres holds every record ``topic`` holds now. Kafka Connect
+    commits a sink's offset only once the rows before it are written. What a test waits for
+    before reading Postgres to see that something did *not* happen (a run, a send)."""
+    sink = next(p for p in PROCESSORS if p.kind == "sink" and topic in p.consumes)
+    name = re.search(r'"name":\s*"([^"]+)"', (REPO_ROOT / sink.module).read_text())
+    assert name, f"{sink.module} names no connector"
+    return caught_up(stack, f"connect-{name.group(1)}",
+                     [(topic.name, p) for p in range(topic.partitions)])
+
+
+def executor_caught_up(stack, job_ids: list[str]) -> Callable[[], bool]:
+    """A probe for ``wait_for``: the workers have taken up every fired record of these jobs'
+    partitions written so far. The executor acknowledges a fired record only once its outcome is
+    on the ledger, after the call (``streams.execution.executor``): any run such a record made,
+    a replayed or backfilled one's included, has called its target by then."""
+    from streams.topology import APP_ID, FIRED, partition_for
+
+    return caught_up(stack, APP_ID, sorted({(FIRED.name, partition_for(j)) for j in job_ids}))
+
+
+def fired_slot(fire_id: str) -> datetime:
+    """A fire id's nominal time as the ledger's ``nominal_time`` holds it (naive UTC)."""
+    return datetime.fromisoformat(fire_id.rsplit("@", 1)[1].rstrip("Z"))
 
 
 def worker_trouble(stack, lines: int = 40) -> str:

@@ -26,7 +26,13 @@ from stack import processes
 from streams.runtime.admin import client as admin_client
 from streams.topology import APP_ID, FANOUT, FIRED, JOBS, LEDGER, RECIPIENT_OUTCOMES, partition_for
 from tests.conftest import free_port
-from tests.integration.helpers import ledger, sink_caught_up
+from tests.integration.helpers import (
+    caught_up,
+    executor_caught_up,
+    fired_slot,
+    ledger,
+    sink_caught_up,
+)
 from tests.integration.test_campaigns import campaign_body, csv_lines, outcomes, upload
 from tests.waiting import wait_for
 
@@ -173,8 +179,7 @@ def settled_runs(stack, api, receiver: Receiver, job_id: str, at_least: int) -> 
         rows = ledger(stack, job_id=job_id)
         paused = [r["nominal_time"] for r in rows if r["decision"] == "skipped_paused"]
         runs = [r for r in rows if r["decision"] != "skipped_paused"]
-        called = [datetime.fromisoformat(f.rsplit("@", 1)[1].rstrip("Z")) for f in receiver.fires
-                  if f.startswith(f"{job_id}@")]
+        called = [fired_slot(f) for f in receiver.fires if f.startswith(f"{job_id}@")]
         if not paused or not (runs or called):
             return None
         slot, landed = min([r["nominal_time"] for r in runs] + called), {
@@ -210,29 +215,6 @@ def test_worker_and_api_health_and_metrics(stack, api):
     assert metric(after, "cronstream_assigned_partitions") >= 1
 
 
-def polled_lag(stack) -> list[lag.PartitionLag]:
-    """The workers' lag, or [] ("not yet") when the read fails: in CI, right after the fault
-    suite's broker restart, this process's AdminClient timed out on group requests until
-    ``streams.runtime.admin.call`` replaced it (after ``STUCK_AFTER`` failures in a row, 10 s each; the
-    polls wait long enough for that); a poll that gave up at the first failure failed three tests."""
-    from confluent_kafka import KafkaException
-
-    try:
-        return lag.read(stack.s.bootstrap, [APP_ID])
-    except KafkaException:
-        return []
-
-
-def fired_lag_zero(stack, partition: int) -> bool:
-    """The workers' group committed the partition's end. The executor acknowledges a fired
-    record only once its outcome is on the ledger, after the call (``streams.execution.
-    executor``), so every record up to the end, replayed ones included, has been judged and any
-    call it made has been made: what the replay tests wait for, before they wait for the
-    ledger's sink to bring those outcomes to Postgres."""
-    rows = polled_lag(stack)
-    return any(r.topic == FIRED.name and r.partition == partition and r.lag == 0 for r in rows)
-
-
 def test_cronstream_replay_of_fired_runs_nothing_twice(stack, api):
     with Receiver(port := free_port(), quiet=True) as receiver:
         since = datetime.now(UTC).isoformat()
@@ -246,7 +228,7 @@ def test_cronstream_replay_of_fired_runs_nothing_twice(stack, api):
         done = json.loads(cli("replay", "--topic", "fired", "--partition", str(part),
                               "--from-time", since, "--json").stdout)
         assert done["copied"] == dry["ranges"][0]["records"]
-        wait_for(lambda: fired_lag_zero(stack, part), timeout_s=180)
+        wait_for(executor_caught_up(stack, [job["id"]]), timeout_s=180)
         wait_for(sink_caught_up(stack, LEDGER), timeout_s=60)
         assert receiver.fires == calls, "a replayed fired record called the webhook again"
     assert executed(stack, job["id"]) == runs
@@ -300,7 +282,7 @@ def test_console_tools_recipe_replays_fired_without_resending(stack, api):
             assert JOBS.name in jobs_reset.stdout
         finally:
             stack.start_worker("worker-1")
-        wait_for(lambda: fired_lag_zero(stack, part), timeout_s=180)
+        wait_for(executor_caught_up(stack, [job["id"]]), timeout_s=180)
         wait_for(sink_caught_up(stack, LEDGER), timeout_s=60)
         assert receiver.fires == calls, "a rewound fired record called the webhook again"
     assert executed(stack, job["id"]) == runs
@@ -327,9 +309,7 @@ def test_replay_of_fanout_sends_nothing_again_and_watch_shows_it_done(stack, api
     assert done["copied"] >= 1
     parts = [r["partition"] for r in done["ranges"]]
     # an order is acknowledged once its walk is done, after its sends (streams.campaigns.fanout)
-    wait_for(lambda: (rows := [r for r in polled_lag(stack) if r.topic == FANOUT.name
-                               and r.partition in parts]) and all(r.lag == 0 for r in rows),
-             timeout_s=180)
+    wait_for(caught_up(stack, APP_ID, [(FANOUT.name, p) for p in parts]), timeout_s=180)
     wait_for(sink_caught_up(stack, RECIPIENT_OUTCOMES), timeout_s=60)
     assert stack.ses_log.read_text().count(subject) == lines == 300
     assert metric(worker_metrics(stack), "cronstream_campaign_sends_total") == sends
