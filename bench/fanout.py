@@ -20,7 +20,7 @@ import os
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -65,14 +65,17 @@ def ses_ceiling(seconds: float = 5.0, threads: int = 8) -> float:
     return total / seconds
 
 
-def wait_for_mail(log: Path, start: int, expected: int) -> None:
+def wait_for_mail(log: Path, start: int, expected: int,
+                  clock: Callable[[], float] = time.monotonic,
+                  sleep: Callable[[float], None] = time.sleep) -> int:
     """Wait until the SES log has ``expected`` lines past ``start``, or has not grown for
-    ``QUIET_S`` once something arrived (the rest have other outcomes: see the counts). Counts
-    newlines in the new bytes and parses nothing: reading the log line by line while the campaign
-    ran took 8 % of the two cores the system under test runs on."""
-    lines, position, quiet_since = 0, start, time.monotonic()
+    ``QUIET_S`` once something arrived (the rest have other outcomes: see the counts); returns
+    the lines seen. Counts newlines in the new bytes and parses nothing: reading the log line by
+    line while the campaign ran took 8 % of the two cores the system under test runs on.
+    ``clock`` and ``sleep`` are for tests, which pass a fake pair."""
+    lines, position, quiet_since = 0, start, clock()
     deadline = quiet_since + 3600
-    while lines < expected and time.monotonic() < deadline:
+    while lines < expected and clock() < deadline:
         size = log.stat().st_size if log.exists() else 0
         if size > position:
             with open(log, "rb") as f:
@@ -80,10 +83,11 @@ def wait_for_mail(log: Path, start: int, expected: int) -> None:
                 chunk = f.read(size - position)
             lines += chunk.count(b"\n")  # a line being written counts when its newline comes
             position = size
-            quiet_since = time.monotonic()
-        elif lines and time.monotonic() - quiet_since > QUIET_S:
-            return
-        time.sleep(1.0)
+            quiet_since = clock()
+        elif lines and clock() - quiet_since > QUIET_S:
+            break
+        sleep(1.0)
+    return lines
 
 
 def csv_body(n: int, run: str) -> Iterator[bytes]:

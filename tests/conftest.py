@@ -1,4 +1,5 @@
-"""Shared fixtures. Integration tests run on the real local stack, which ``stack`` starts."""
+"""Shared fixtures and the suite's order. Integration tests run on the real local stack, which
+``stack`` starts."""
 
 from __future__ import annotations
 
@@ -14,6 +15,28 @@ from cli.demo import wait_for_key
 from stack import isolated
 from stack.local import Stack
 from streams.runtime import settings
+
+# Fast feedback first: the unit tests (seconds, no broker), then the integration tests (the stack
+# starts at the first of them), then the fault suite (minutes of injected faults), whatever order
+# the paths were given or collected in (``tests/chaos`` sorts before ``tests/integration``). Tests
+# marked ``end_of_session`` come after all of them, in file name order: they read or stop what
+# the whole session used (the secrets scan of every log, then ``stack down``), the fault suite's
+# included.
+SUITES = ("tests/unit/", "tests/integration/", "tests/chaos/")
+
+
+def suite_order(item: pytest.Item) -> tuple[int, str]:
+    if item.get_closest_marker("end_of_session"):
+        return len(SUITES) + 1, item.path.name
+    path = item.path.as_posix()
+    return next((rank for rank, suite in enumerate(SUITES) if f"/{suite}" in path), len(SUITES)), ""
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A stable sort: within a suite the collection order is kept. Last of the hooks, so no
+    plugin's reordering undoes it."""
+    items.sort(key=suite_order)
 
 
 def free_port() -> int:

@@ -12,14 +12,20 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from streams.campaigns.pacing import TokenBucket, next_tenant
 
 
 class FairGate:
-    def __init__(self, account_rate_per_s: float, share: Callable[[], float]) -> None:
+    def __init__(self, account_rate_per_s: float, share: Callable[[], float],
+                 clock: Callable[[], float] | None = None,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        """``clock`` (default: the running loop's) and ``sleep`` are the time the bucket is paced
+        on and how to wait on it: tests pass a fake pair and read the pace exactly, where timing
+        real waits would depend on the box."""
         self.account_rate_per_s = account_rate_per_s
+        self._clock, self._sleep = clock, sleep
         self.share = share  # fraction of the recipient partitions this worker holds
         self.bucket = TokenBucket(account_rate_per_s, account_rate_per_s / 10)
         self.waiting: dict[str, deque[tuple[int, asyncio.Future[None]]]] = {}
@@ -40,7 +46,7 @@ class FairGate:
         self.bucket.give_back(n)
 
     async def _dispatch(self) -> None:
-        loop = asyncio.get_running_loop()
+        clock = self._clock or asyncio.get_running_loop().time
         while True:
             for tenant in [t for t, q in self.waiting.items() if not q]:
                 del self.waiting[tenant]
@@ -52,12 +58,12 @@ class FairGate:
                 self.waiting[tenant].popleft()
                 continue
             rate = max(1.0, self.account_rate_per_s * max(0.0, min(1.0, self.share())))
-            self.bucket.set_rate(loop.time(), rate, max(float(n), rate / 10))
-            wait = self.bucket.wait_s(loop.time(), n)
+            self.bucket.set_rate(clock(), rate, max(float(n), rate / 10))
+            wait = self.bucket.wait_s(clock(), n)
             if wait > 0:
-                await asyncio.sleep(wait)
+                await self._sleep(wait)
                 continue
-            self.bucket.take(loop.time(), n)
+            self.bucket.take(clock(), n)
             self.waiting[tenant].popleft()
             self.last = tenant
             self.granted = [*self.granted[-999:], tenant]

@@ -14,18 +14,22 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 
 RUNS_HELD_S = 1.0  # a burst's runs start no sooner than this after the burst did
 
 
 class Gate:
-    def __init__(self, held_s: float = RUNS_HELD_S) -> None:
+    def __init__(self, held_s: float = RUNS_HELD_S, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        """``clock`` and ``sleep`` are the monotonic clock and how to wait on it: tests pass a
+        fake pair and read what was waited, where timing a real wait would depend on the box."""
         self._open = asyncio.Event()
         self._open.set()
         self._held_s = held_s
-        self._reopens_at = 0.0  # time.monotonic() before which passed() still waits
+        self._clock, self._sleep = clock, sleep
+        self._reopens_at = 0.0  # clock() before which passed() still waits
 
     @property
     def is_open(self) -> bool:
@@ -35,7 +39,7 @@ class Gate:
     def held(self) -> Iterator[None]:
         """Closed for the body of the ``with`` and at least ``held_s`` from its start, open again
         however it ends."""
-        self._reopens_at = time.monotonic() + self._held_s
+        self._reopens_at = self._clock() + self._held_s
         self._open.clear()
         try:
             yield
@@ -47,9 +51,9 @@ class Gate:
         hold's start has passed."""
         if not self._open.is_set():
             await self._open.wait()
-        wait = self._reopens_at - time.monotonic()
+        wait = self._reopens_at - self._clock()
         if wait > 0:
-            await asyncio.sleep(wait)
+            await self._sleep(wait)
 
 
 @contextmanager

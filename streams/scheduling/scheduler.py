@@ -104,12 +104,14 @@ class ScheduleState:
     def __init__(self, jobs: JobStore, runs: Runs, *, bootstrap: str = "", worker_id: str = "",
                  clock: Callable[[], int] = now_ms,
                  load_marks: Callable[[str], dict[int, int]] = progress.load_marks,
+                 read_fired: Callable[[str, dict[int, int]], dict[int, dict[str, int]]] = fired_tail.read,
                  fire_budget_s: float = FIRE_BUDGET_S,
                  prepare_budget_s: float = PREPARE_BUDGET_S) -> None:
         self.jobs = jobs  # the jobs table (a faust table in a worker)
         self.runs = runs  # what the executor knows of the slots it runs (``Runs``)
         self.bootstrap, self.worker_id = bootstrap, worker_id
-        self.clock, self.load_marks = clock, load_marks
+        # where a takeover resumes: the progress marks, and what was fired past them
+        self.clock, self.load_marks, self.read_fired = clock, load_marks, read_fired
         # time one tick may spend deciding, and then preparing, before it yields the event loop
         self.fire_budget_s, self.prepare_budget_s = fire_budget_s, prepare_budget_s
         self.indexes: dict[int, DueIndex] = {}
@@ -166,7 +168,7 @@ class ScheduleState:
         marks = self.load_marks(self.bootstrap)
         started = time.monotonic()
         try:
-            fired_before = fired_tail.read(self.bootstrap, {p: marks.get(p, 0) for p in new})
+            fired_before = self.read_fired(self.bootstrap, {p: marks.get(p, 0) for p in new})
         except Exception:  # only spares work: without it those slots are fired again
             log.exception("the fired records of partitions %s since their marks not read; "
                           "their slots fired past the marks are fired again (epoch %d)",

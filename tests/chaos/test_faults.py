@@ -27,8 +27,9 @@ from tests.chaos.checker import (
     slot_violations,
 )
 from tests.conftest import free_port
-from tests.integration.helpers import ses_faults, wait_for, worker_trouble
+from tests.integration.helpers import ses_faults, worker_trouble
 from tests.integration.test_campaigns import campaign_body, upload
+from tests.waiting import wait_for
 
 SOAK = int(os.environ.get("CRONSTREAM_SOAK", "0") or 0)
 N = 20_000 * (10 if SOAK else 1)

@@ -15,8 +15,9 @@ import httpx
 import pytest
 
 from stack import processes
-from tests.integration.helpers import ses_faults, wait_for, worker_trouble
+from tests.integration.helpers import ses_faults, worker_trouble
 from tests.integration.test_campaigns import TERMINAL, campaign_body, outcomes, upload
+from tests.waiting import wait_for
 
 N = 100_000
 

@@ -13,7 +13,7 @@ import httpx
 import psycopg
 
 from stack import isolated
-from tests.integration.helpers import wait_for
+from tests.waiting import wait_for
 
 TERMINAL = {"sent", "suppressed", "expired_stale", "failed", "unknown", "cancelled"}
 

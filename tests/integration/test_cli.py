@@ -12,8 +12,8 @@ import yaml
 
 from cli.demo import Receiver
 from tests.conftest import free_port
-from tests.integration.helpers import wait_for
 from tests.integration.test_operator import cli
+from tests.waiting import wait_for
 
 
 def key_of(api) -> str:

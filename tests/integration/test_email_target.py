@@ -7,7 +7,8 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from streams.execution.targets import FIRE_ID_HEADER
-from tests.integration.helpers import ledger, ses_faults, wait_for
+from tests.integration.helpers import ledger, ses_faults
+from tests.waiting import wait_for
 
 
 def sent(stack, fire: str) -> list[dict]:

@@ -12,7 +12,8 @@ from cli.demo import Receiver
 from streams.runtime.codec import codec
 from streams.topology import DLQ
 from tests.conftest import free_port
-from tests.integration.helpers import ledger, wait_for
+from tests.integration.helpers import ledger
+from tests.waiting import wait_for
 
 
 def one_shot(port: int, **extra) -> dict:

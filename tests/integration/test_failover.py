@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from datetime import UTC, datetime, timedelta
 
 from cli.demo import Receiver
@@ -13,7 +12,8 @@ from stack import processes
 from streams.scheduling.reconciler import DEFAULT_LAG_MS
 from streams.scheduling.schedule import fire_id
 from tests.conftest import free_port
-from tests.integration.helpers import ledger, wait_for
+from tests.integration.helpers import ledger
+from tests.waiting import wait_for
 
 
 def test_sigkilled_worker_loses_no_slot(stack, api):
@@ -28,7 +28,9 @@ def test_sigkilled_worker_loses_no_slot(stack, api):
                 "target": {"type": "webhook", "url": f"http://127.0.0.1:{port}/h"},
                 "misfire": {"policy": "fire_all", "max_lateness_s": 600}}).json()["id"]
                 for _ in range(12)]
-            time.sleep((start - datetime.now(UTC)).total_seconds() + 6)
+            # mid-run: every job has run five of its slots
+            wait_for(lambda: all(len({f for f in receiver.fires if f.startswith(f"{j}@")}) >= 5
+                                 for j in jobs), timeout_s=60)
             pid = processes.alive(stack.pidfile("worker-2"))
             assert pid, "worker-2 is not running"
             killed_at = datetime.now(UTC)

@@ -10,8 +10,10 @@ import httpx
 
 from cli.demo import Receiver
 from streams.scheduling.schedule import fire_id
+from streams.topology import LEDGER
 from tests.conftest import free_port, make_client
-from tests.integration.helpers import ledger, wait_for
+from tests.integration.helpers import executor_caught_up, fired_slot, ledger, sink_caught_up
+from tests.waiting import wait_for
 
 
 def webhook(port: int) -> dict:
@@ -97,8 +99,13 @@ def test_pause_resume_and_trigger(stack, api):
                                         if r["decision"] == "skipped_paused"][:2])
         assert all(r["outcome"] == "not_run" and r["reason"] for r in paused_rows)
         arrived = len(receiver.fires)
-        time.sleep(2)
+        # the scheduler went on: two more slots decided (skipped) since
+        paused = wait_for(lambda: (p := [r["nominal_time"] for r in ledger(stack, job_id=job["id"])
+                                         if r["decision"] == "skipped_paused"])
+                          and len(p) >= len(paused_rows) + 2 and p)
         assert len(receiver.fires) <= arrived + 1  # at most one slot already in flight
+        assert [f for f in receiver.fires if fired_slot(f) >= min(paused)] == [], \
+            "a slot at or after the first paused one ran"
         trig = api.post(f"/v1/jobs/{job['id']}/trigger")
         assert trig.status_code == 202
         wait_for(lambda: trig.json()["fire_id"] in receiver.fires)
@@ -129,8 +136,13 @@ def test_backfill_runs_missing_slots_once_and_never_repeats_done_ones(stack, api
         response = api.post(f"/v1/jobs/{job['id']}/backfill", json={
             "from": start.isoformat(), "to": (start + timedelta(seconds=3)).isoformat()})
         assert response.json()["slots"] == 4
-        time.sleep(3)
-    assert set(receiver.fires) == ran, "backfilled slots that already ran were run again"
+        # behind the backfills: a trigger, applied after them (the same command partition) and
+        # fired after theirs (the same fired partition); once it ran and the executor took up
+        # everything up to it, any backfilled slot it ran has called
+        trig = api.post(f"/v1/jobs/{job['id']}/trigger").json()["fire_id"]
+        wait_for(lambda: trig in receiver.fires)
+        wait_for(executor_caught_up(stack, [job["id"]]))
+    assert set(receiver.fires) == ran | {trig}, "backfilled slots that already ran were run again"
     assert len(receiver.fires) == len(set(receiver.fires))
 
 
@@ -224,7 +236,10 @@ def test_a_job_changed_or_deleted_just_before_its_slot_fires_as_it_is_then(stack
         assert api.delete(f"/v1/jobs/{deleted}").status_code == 204
         rows = wait_for(lambda: (r := {j: ledger(stack, job_id=j) for j in (kept, paused)})
                         and all(r.values()) and r, timeout_s=60)
-        time.sleep(2)
+        # the slot was decided for all three by now; any run of theirs has called and its
+        # outcome reached Postgres once the executor and then the ledger's sink caught up
+        wait_for(executor_caught_up(stack, ids))
+        wait_for(sink_caught_up(stack, LEDGER))
     assert [r["decision"] for r in rows[kept]] == ["fired"]
     assert [r["decision"] for r in rows[paused]] == ["skipped_paused"]
     assert receiver.fires == [rows[kept][0]["fire_id"]]

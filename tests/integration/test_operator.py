@@ -12,7 +12,8 @@ import sys
 import time
 import uuid
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 import httpx
 import pytest
@@ -23,10 +24,17 @@ from cli.demo import Receiver
 from ops import lag
 from stack import processes
 from streams.runtime.admin import client as admin_client
-from streams.topology import APP_ID, FANOUT, FIRED, JOBS, partition_for
+from streams.topology import APP_ID, FANOUT, FIRED, JOBS, LEDGER, RECIPIENT_OUTCOMES, partition_for
 from tests.conftest import free_port
-from tests.integration.helpers import ledger, wait_for
+from tests.integration.helpers import (
+    caught_up,
+    executor_caught_up,
+    fired_slot,
+    ledger,
+    sink_caught_up,
+)
 from tests.integration.test_campaigns import campaign_body, csv_lines, outcomes, upload
+from tests.waiting import wait_for
 
 
 def cli(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -50,6 +58,20 @@ def consumer_groups_describe(group: str) -> set[tuple[str, int, int | None, int,
     return rows
 
 
+class LagGroup(NamedTuple):
+    topic: str
+    group: str
+    oldest_ms: int  # the timestamp of its oldest unprocessed record (partition 0, offset 4)
+    since: float  # time.time() once the group had committed
+
+
+def aged(seconds: float, stamp_ms: int, since: float, until: float, resolution: float) -> bool:
+    """``seconds`` is the age of a record stamped ``stamp_ms`` at some moment between ``since``
+    and ``until`` (``time.time()`` readings around the read), to ``resolution``: a time lag
+    checked against the clock it was read by, however long the read took."""
+    return since - stamp_ms / 1000 - resolution <= seconds <= until - stamp_ms / 1000 + resolution
+
+
 @pytest.fixture
 def lag_group(stack):
     """A topic of 3 partitions × 10 records stamped 90 s ago, and a group that committed 4 on
@@ -67,25 +89,32 @@ def lag_group(stack):
     committer.commit(offsets=[TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 10)],
                      asynchronous=False)
     committer.close()
-    yield topic, group
+    yield LagGroup(topic, group, stamp + 4, time.time())
     admin.delete_topics([topic])
 
 
 def test_lag_matches_kafka_consumer_groups(stack, lag_group):
-    topic, group = lag_group
+    topic, group = lag_group.topic, lag_group.group
+    before = time.time()
     ours = lag.read(stack.s.bootstrap, [group])
+    after = time.time()
     assert {(r.topic, r.partition, r.committed, r.end, r.lag) for r in ours} \
         == consumer_groups_describe(group) == {(topic, 0, 4, 10, 6), (topic, 1, 10, 10, 0)}
     by_part = {r.partition: r for r in ours}
-    assert 85 < by_part[0].time_lag_s < 300  # the record at offset 4 was stamped 90 s ago
+    # the age of the record at offset 4 (stamped 90 s before it was written) when it was read
+    assert aged(by_part[0].time_lag_s, lag_group.oldest_ms, before, after, 0.001), by_part[0]
     assert by_part[1].time_lag_s == 0.0
     printed = json.loads(cli("lag", "--group", group, "--json").stdout)
     assert [(r["partition"], r["lag"]) for r in printed] == [(0, 6), (1, 0)]
-    assert re.search(rf"{group}\s+{topic}\s+0\s+4\s+10\s+6\s+9\d\.\d", cli("lag", "--group", group).stdout)
+    before = time.time()
+    printed = cli("lag", "--group", group).stdout
+    after = time.time()
+    row = re.search(rf"{group}\s+{topic}\s+0\s+4\s+10\s+6\s+(\d+\.\d)(?!\d)", printed)
+    assert row and aged(float(row.group(1)), lag_group.oldest_ms, before, after, 0.05), printed
 
 
 def test_lag_through_the_api_and_prometheus(stack, api, lag_group):
-    topic, group = lag_group
+    topic, group = lag_group.topic, lag_group.group
     key = os.environ["CRONSTREAM_OPERATOR_KEY"]
     url = f"{stack.s.api_url}/v1/ops/lag"
     assert httpx.get(url).status_code == 401
@@ -95,9 +124,13 @@ def test_lag_through_the_api_and_prometheus(stack, api, lag_group):
     assert {(i["partition"], i["committed"], i["end"], i["lag"]) for i in items} \
         == {(0, 4, 10, 6), (1, 10, 10, 0)}
     scraped = httpx.get(f"{stack.s.api_url}/metrics", timeout=30).text
+    until = time.time()
     assert f'cronstream_consumer_lag{{group="{group}",partition="0",topic="{topic}"}} 6.0' in scraped
-    assert re.search(rf'cronstream_consumer_lag_seconds{{group="{group}",partition="0",'
-                     rf'topic="{topic}"}} 9\d\.', scraped)
+    # read from Kafka (or the API's cache of a read) some time after the group committed
+    seconds = re.search(rf'cronstream_consumer_lag_seconds{{group="{group}",partition="0",'
+                        rf'topic="{topic}"}} (\S+)', scraped)
+    assert seconds and aged(float(seconds.group(1)), lag_group.oldest_ms, lag_group.since, until,
+                            0.001), scraped
     # the workers' own group is there too, as kafka-consumer-groups sees it
     assert f'cronstream_consumer_lag{{group="{APP_ID}",partition="0",topic="{FIRED.name}"}}' in scraped
 
@@ -134,14 +167,30 @@ def executed(stack, job_id: str) -> list[dict]:
     return [r for r in ledger(stack, job_id=job_id) if r["decision"] != "skipped_paused"]
 
 
-def settled_runs(stack, api, job_id: str, at_least: int) -> list[dict]:
-    """Pause the job once it ran ``at_least`` times; its executed rows once they stop changing."""
+def settled_runs(stack, api, receiver: Receiver, job_id: str, at_least: int) -> list[dict]:
+    """Pause the job once it ran ``at_least`` times; its executed rows once the runs in flight
+    at the pause have landed: every second from its first slot (a row or a call) to its first
+    ``skipped_paused`` one has a row."""
     wait_for(lambda: len([r for r in ledger(stack, job_id=job_id) if r["outcome"] == "succeeded"])
              >= at_least, timeout_s=90)
     assert api.post(f"/v1/jobs/{job_id}/pause").status_code == 200
-    time.sleep(3)
-    return wait_for(lambda: (a := executed(stack, job_id)) == executed(stack, job_id) and a,
-                    timeout_s=30, every_s=2)
+
+    def settled() -> list[dict] | None:
+        rows = ledger(stack, job_id=job_id)
+        paused = [r["nominal_time"] for r in rows if r["decision"] == "skipped_paused"]
+        runs = [r for r in rows if r["decision"] != "skipped_paused"]
+        called = [fired_slot(f) for f in receiver.fires if f.startswith(f"{job_id}@")]
+        if not paused or not (runs or called):
+            return None
+        slot, landed = min([r["nominal_time"] for r in runs] + called), {
+            r["nominal_time"] for r in runs}
+        while slot < min(paused):
+            if slot not in landed:
+                return None
+            slot += timedelta(seconds=1)
+        return runs
+
+    return wait_for(settled, timeout_s=60)
 
 
 def test_worker_and_api_health_and_metrics(stack, api):
@@ -153,9 +202,9 @@ def test_worker_and_api_health_and_metrics(stack, api):
     assert api_ready.status_code == 200, api_ready.text
     assert api_ready.json()["workers"] >= 1 and api_ready.json()["unassigned"] == []
     before = worker_metrics(stack)
-    with Receiver(port := free_port(), quiet=True):
+    with Receiver(port := free_port(), quiet=True) as receiver:
         job = every_second_job(api, port)
-        settled_runs(stack, api, job["id"], 3)
+        settled_runs(stack, api, receiver, job["id"], 3)
     after = worker_metrics(stack)
     for name, labels in (("cronstream_slots_decided_total", {"decision": "fired"}),
                          ("cronstream_executions_total", {"outcome": "succeeded"}),
@@ -166,29 +215,11 @@ def test_worker_and_api_health_and_metrics(stack, api):
     assert metric(after, "cronstream_assigned_partitions") >= 1
 
 
-def polled_lag(stack) -> list[lag.PartitionLag]:
-    """The workers' lag, or [] ("not yet") when the read fails: in CI, right after the fault
-    suite's broker restart, this process's AdminClient timed out on group requests until
-    ``streams.runtime.admin.call`` replaced it (after ``STUCK_AFTER`` failures in a row, 10 s each; the
-    polls wait long enough for that); a poll that gave up at the first failure failed three tests."""
-    from confluent_kafka import KafkaException
-
-    try:
-        return lag.read(stack.s.bootstrap, [APP_ID])
-    except KafkaException:
-        return []
-
-
-def fired_lag_zero(stack, partition: int) -> bool:
-    rows = polled_lag(stack)
-    return any(r.topic == FIRED.name and r.partition == partition and r.lag == 0 for r in rows)
-
-
 def test_cronstream_replay_of_fired_runs_nothing_twice(stack, api):
     with Receiver(port := free_port(), quiet=True) as receiver:
         since = datetime.now(UTC).isoformat()
         job = every_second_job(api, port)
-        runs = settled_runs(stack, api, job["id"], 4)
+        runs = settled_runs(stack, api, receiver, job["id"], 4)
         calls = list(receiver.fires)
         part = partition_for(job["id"])
         dry = json.loads(cli("replay", "--topic", "fired", "--partition", str(part),
@@ -197,8 +228,8 @@ def test_cronstream_replay_of_fired_runs_nothing_twice(stack, api):
         done = json.loads(cli("replay", "--topic", "fired", "--partition", str(part),
                               "--from-time", since, "--json").stdout)
         assert done["copied"] == dry["ranges"][0]["records"]
-        wait_for(lambda: fired_lag_zero(stack, part), timeout_s=180)
-        time.sleep(2)
+        wait_for(executor_caught_up(stack, [job["id"]]), timeout_s=180)
+        wait_for(sink_caught_up(stack, LEDGER), timeout_s=60)
         assert receiver.fires == calls, "a replayed fired record called the webhook again"
     assert executed(stack, job["id"]) == runs
 
@@ -232,7 +263,7 @@ def test_console_tools_recipe_replays_fired_without_resending(stack, api):
     sent_before = stack.ses_log.read_text().count("\n") if stack.ses_log.exists() else 0
     with Receiver(port := free_port(), quiet=True) as receiver:
         job = every_second_job(api, port)
-        runs = settled_runs(stack, api, job["id"], 3)
+        runs = settled_runs(stack, api, receiver, job["id"], 3)
         calls = list(receiver.fires)
         part = partition_for(job["id"])
         offsets = fired_offsets_of(job["id"], part)
@@ -251,8 +282,8 @@ def test_console_tools_recipe_replays_fired_without_resending(stack, api):
             assert JOBS.name in jobs_reset.stdout
         finally:
             stack.start_worker("worker-1")
-        wait_for(lambda: fired_lag_zero(stack, part), timeout_s=180)
-        time.sleep(2)
+        wait_for(executor_caught_up(stack, [job["id"]]), timeout_s=180)
+        wait_for(sink_caught_up(stack, LEDGER), timeout_s=60)
         assert receiver.fires == calls, "a rewound fired record called the webhook again"
     assert executed(stack, job["id"]) == runs
     sent_after = stack.ses_log.read_text().count("\n") if stack.ses_log.exists() else 0
@@ -277,10 +308,9 @@ def test_replay_of_fanout_sends_nothing_again_and_watch_shows_it_done(stack, api
     done = json.loads(cli("replay", "--topic", "fanout", "--from-time", since, "--json").stdout)
     assert done["copied"] >= 1
     parts = [r["partition"] for r in done["ranges"]]
-    wait_for(lambda: (rows := [r for r in polled_lag(stack) if r.topic == FANOUT.name
-                               and r.partition in parts]) and all(r.lag == 0 for r in rows),
-             timeout_s=180)
-    time.sleep(3)
+    # an order is acknowledged once its walk is done, after its sends (streams.campaigns.fanout)
+    wait_for(caught_up(stack, APP_ID, [(FANOUT.name, p) for p in parts]), timeout_s=180)
+    wait_for(sink_caught_up(stack, RECIPIENT_OUTCOMES), timeout_s=60)
     assert stack.ses_log.read_text().count(subject) == lines == 300
     assert metric(worker_metrics(stack), "cronstream_campaign_sends_total") == sends
     assert Counter(outcomes(stack, created["id"]).values()) == before

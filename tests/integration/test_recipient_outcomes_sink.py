@@ -10,7 +10,7 @@ import psycopg
 
 from stack import isolated
 from streams.scheduling.ledger import ChunkOutcomes, recipient_rows
-from tests.integration.helpers import wait_for
+from tests.waiting import wait_for
 
 
 def produce(bootstrap: str, records: list[dict[str, Any]]) -> int:

@@ -3,14 +3,16 @@ Kafka Connect → PostgreSQL."""
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 
 import psycopg
 
 from cli.demo import Receiver
 from streams.scheduling.schedule import fire_id
+from streams.topology import LEDGER
 from tests.conftest import free_port
+from tests.integration.helpers import sink_caught_up
+from tests.waiting import wait_for
 
 
 def ledger_rows(stack, job_id):
@@ -26,20 +28,22 @@ def ledger_rows(stack, job_id):
 def test_a_job_fires_every_two_seconds_into_postgres(stack, api):
     port = free_port()
     with Receiver(port) as receiver:
+        end = (datetime.now(UTC) + timedelta(seconds=12)).replace(microsecond=500_000)
+        last = end.replace(microsecond=0) - timedelta(seconds=end.second % 2)  # its last slot
         body = {
-            "schedule": {"cron": "*/2 * * * * *",
-                         "end": (datetime.now(UTC) + timedelta(seconds=12)).isoformat()},
+            "schedule": {"cron": "*/2 * * * * *", "end": end.isoformat()},
             "target": {"type": "webhook", "url": f"http://127.0.0.1:{port}/hook"},
         }
         response = api.post("/v1/jobs", json=body)
         assert response.status_code == 201, response.text
         job_id = response.json()["id"]
 
-        rows = []
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and len(rows) < 4:
-            time.sleep(1)
-            rows = ledger_rows(stack, job_id)
+        # its last slot is in Postgres, and so is every earlier one once the sink caught up
+        # with what the ledger topic holds by then
+        wait_for(lambda: (r := ledger_rows(stack, job_id)) and r[-1][1] == last.replace(tzinfo=None),
+                 timeout_s=90, every_s=1)
+        wait_for(sink_caught_up(stack, LEDGER))
+        rows = ledger_rows(stack, job_id)
 
     assert len(rows) >= 3, f"expected >= 3 ledger rows in Postgres, got {rows}"
     nominal = [row[1].replace(tzinfo=UTC) for row in rows]

@@ -10,8 +10,9 @@ import psycopg
 
 from cli.demo import Receiver
 from tests.conftest import free_port
-from tests.integration.helpers import ledger, wait_for
+from tests.integration.helpers import ledger
 from tests.integration.test_campaigns import campaign_body, csv_lines, outcomes, upload
+from tests.waiting import wait_for
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "sql.md"
 

@@ -15,8 +15,8 @@ import httpx
 
 from tests.api_routes import body_for, routes_with
 from tests.conftest import make_client
-from tests.integration.helpers import wait_for
 from tests.integration.test_campaigns import campaign_body, outcomes, upload
+from tests.waiting import wait_for
 
 
 def test_every_job_and_campaign_route_hides_other_tenants_resources(stack, api):

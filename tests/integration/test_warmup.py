@@ -10,8 +10,8 @@ import psycopg
 from streams.campaigns import warmup
 from streams.runtime.clock import now_ms
 from tests.conftest import make_client
-from tests.integration.helpers import wait_for
 from tests.integration.test_campaigns import campaign_body, outcomes, upload
+from tests.waiting import wait_for
 
 CAP = 2000
 

@@ -1,6 +1,7 @@
 """Secrets come from env/config and are never written anywhere readable: no log of any process
-(API, workers, Kafka, Connect, PostgreSQL, the SES server), no topic, no error body. Runs near the
-end of the suite (file order) so the logs of the whole session are scanned, including this test's
+(API, workers, Kafka, Connect, PostgreSQL, the SES server), no topic, no error body. Runs at the
+end of the session (``end_of_session``, after the fault suite; before ``stack down`` by file
+order) so the logs of the whole session are scanned, including this test's
 own failed logins with a key-shaped string."""
 
 from __future__ import annotations
@@ -9,11 +10,14 @@ import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from streams.adapters.tenants import KEY_PREFIX
 from streams.runtime.admin import end_offsets
 from streams.topology import TENANTS
+
+pytestmark = pytest.mark.end_of_session
 
 
 def readable_files(stack) -> list[Path]:

@@ -1,25 +1,25 @@
-"""Runs last (file order): ``stack down`` leaves none of our processes running."""
+"""Runs last (``end_of_session``, and last of those by file order): ``stack down`` leaves none of
+our processes running."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
+import pytest
+
 from stack import processes
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.end_of_session
 
 
-def gone(pid: int, within_s: float = 5.0) -> bool:
+def gone(pid: int) -> bool:
     """No such process, or only a zombie waiting for init to reap it."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return True
-        if state == "Z":
-            return True
-        time.sleep(0.1)
-    return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state == "Z"
 
 
 def test_down_stops_every_process_it_started(stack):
@@ -32,7 +32,8 @@ def test_down_stops_every_process_it_started(stack):
     stack.down()
 
     for name, pid in pids.items():
-        assert gone(pid), f"{name} (pid {pid}) still running"
+        wait_for(lambda pid=pid: gone(pid), timeout_s=5, every_s=0.1,
+                 explain=lambda name=name, pid=pid: f"{name} (pid {pid}) still running")
         assert not stack.pidfile(name).exists()
-    assert gone(pg_pid), "postgres still running"
+    wait_for(lambda: gone(pg_pid), timeout_s=5, every_s=0.1, explain=lambda: "postgres still running")
     assert stack.status()["postgres"] == "stopped"

@@ -2,40 +2,36 @@
 
 from __future__ import annotations
 
-import threading
-import time
-
 from bench import fanout
+from tests.fake_clock import FakeClock
 
-REAL_SLEEP = time.sleep
 
-
-def test_waiting_returns_once_every_line_arrived_and_not_before(tmp_path, monkeypatch):
+def test_waiting_returns_once_every_line_arrived_and_not_before(tmp_path):
     log = tmp_path / "sent.jsonl"
     log.write_bytes(b'{"old": 1}\n')
     start = log.stat().st_size
-    monkeypatch.setattr(fanout.time, "sleep", lambda _s: REAL_SLEEP(0.01))
+    # what the SES server appends while the benchmark polls, a piece per poll: the third line
+    # is still being written after the first piece
+    pieces = [b'{"a": 1}\n{"b": 2}\n{"c"', b"", b': 3}\n']
+    clock = FakeClock()
 
-    def writer() -> None:
-        with open(log, "ab") as f:
-            f.write(b'{"a": 1}\n{"b"')  # the second line is still being written
-            f.flush()
-            REAL_SLEEP(0.1)
-            f.write(b': 2}\n{"c": 3}\n')
+    def sleep(seconds: float) -> None:
+        clock.sleep(seconds)
+        if pieces:
+            with open(log, "ab") as f:
+                f.write(pieces.pop(0))
 
-    thread = threading.Thread(target=writer)
-    thread.start()
-    began = time.monotonic()
-    fanout.wait_for_mail(log, start, 3)
-    thread.join()
-    assert time.monotonic() - began >= 0.1  # it waited for the last line
+    assert fanout.wait_for_mail(log, start, 3, clock=clock, sleep=sleep) == 3
+    assert pieces == [], "it returned before the last line was whole"
 
 
-def test_waiting_gives_up_after_a_quiet_spell_once_mail_arrived(tmp_path, monkeypatch):
+def test_waiting_gives_up_after_a_quiet_spell_once_mail_arrived(tmp_path):
     log = tmp_path / "sent.jsonl"
     log.write_bytes(b'{"a": 1}\n')
-    monkeypatch.setattr(fanout, "QUIET_S", 0.05)
-    monkeypatch.setattr(fanout.time, "sleep", lambda _s: REAL_SLEEP(0.01))
-    began = time.monotonic()
-    fanout.wait_for_mail(log, 0, 5)  # 1 of 5 arrived, then nothing: the rest had other outcomes
-    assert time.monotonic() - began < 5
+    clock = FakeClock()
+    began = clock()
+    # 1 of 5 arrived, then nothing: the rest had other outcomes
+    assert fanout.wait_for_mail(log, 0, 5, clock=clock, sleep=clock.sleep) == 1
+    waited = clock() - began
+    assert fanout.QUIET_S < waited <= fanout.QUIET_S + max(clock.slept), \
+        "it gave up once the log had been quiet for QUIET_S, not before and not at its deadline"

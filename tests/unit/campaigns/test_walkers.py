@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from streams.campaigns.walkers import Fenced, Start, Walkers, first_failure, stop_if_cancelled
+from tests.waiting import loop_turns
 
 
 class Walk:
@@ -40,10 +41,10 @@ def test_order_redelivered_while_revoked_walker_winds_down_is_walked_after_it() 
         assert walkers.revoke(3) == [("c", 3)]
         await asyncio.sleep(0)
         assert walkers.start(("c", 3), Walk(log, "new"), 2) is Start.QUEUED
-        await asyncio.sleep(0.01)
+        await loop_turns()
         assert log == ["old start"], "the new walker must not run beside the dying one"
         release.set()
-        await asyncio.sleep(0.01)
+        await loop_turns()
         walkers.revoke(3)
         await asyncio.sleep(0)
         return log
@@ -95,10 +96,10 @@ def test_revoking_a_queued_walker_still_keeps_the_next_one_behind_the_oldest() -
         walkers.revoke(0)  # b is revoked before it ever ran
         await asyncio.sleep(0)
         assert walkers.start(("c", 0), Walk(log, "c"), 7) is Start.QUEUED  # a still winds down
-        await asyncio.sleep(0.01)
+        await loop_turns()
         assert log == ["a start"]
         release.set()
-        await asyncio.sleep(0.01)
+        await loop_turns()
         walkers.revoke(0)
         await asyncio.sleep(0)
         return log

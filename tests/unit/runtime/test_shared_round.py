@@ -6,23 +6,26 @@ import asyncio
 import threading
 
 from streams.runtime.shared_round import SharedRound
+from tests.waiting import loop_turns
 
 
 def test_waiters_share_a_round_and_never_take_one_begun_before_they_asked():
-    release = threading.Event()
+    release, running = threading.Event(), threading.Event()
     rounds: list[int] = []
 
     def fetch() -> int:
         rounds.append(len(rounds) + 1)
+        running.set()
         release.wait(5)
         return len(rounds)
 
     async def scenario() -> tuple[list[int], int]:
         shared = SharedRound(fetch)
         early = [asyncio.create_task(shared.fresh()) for _ in range(50)]
-        await asyncio.sleep(0.05)  # round 1 is running: a question asked now needs round 2
+        # round 1 is running: a question asked now needs round 2
+        assert await asyncio.to_thread(running.wait, 5), "round 1 never started"
         late = asyncio.create_task(shared.fresh())
-        await asyncio.sleep(0.05)
+        await loop_turns()  # every question is asked
         release.set()
         return list(await asyncio.gather(*early)), await late
 

@@ -4,6 +4,7 @@ unbroken writes, and a state-machine table never moves a key backwards during re
 from __future__ import annotations
 
 from streams.runtime.state import contiguous_advance, regresses
+from tests.waiting import loop_turns
 
 RANK = {b"intent": 1, b"done": 2}
 
@@ -102,10 +103,10 @@ def test_a_durable_write_returns_only_once_its_own_record_is_acknowledged() -> N
             steps.append("acknowledged")
 
         task = asyncio.create_task(intent())
-        await asyncio.sleep(0.01)
+        await loop_turns()
         assert table.written == [(b"c:u:7", b"intent")]
         table._on_changelog_sent(_Written(b"c:u:8", 40))  # another chunk's record
-        await asyncio.sleep(0.01)
+        await loop_turns()
         steps.append("other acked")
         table._on_changelog_sent(_Written(b"c:u:7", 41))
         await task
@@ -123,7 +124,7 @@ def test_a_durable_write_the_broker_refused_or_never_answered_raises() -> None:
     async def refused() -> None:
         table = _table()
         task = asyncio.create_task(table.put_acked(b"k", b"intent"))
-        await asyncio.sleep(0.01)
+        await loop_turns()
         with pytest.raises(RuntimeError):
             table._on_changelog_sent(_Written(b"k", error=RuntimeError("not leader")))
         with pytest.raises(RuntimeError, match="not leader"):

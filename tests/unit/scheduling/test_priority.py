@@ -1,10 +1,11 @@
 import asyncio
 import gc
-import time
 
 import pytest
 
 from streams.scheduling.priority import Gate, collections_deferred
+from tests.fake_clock import FakeClock
+from tests.waiting import loop_turns
 
 
 def test_the_gate_holds_waiters_for_the_burst_and_opens_however_it_ends():
@@ -17,7 +18,7 @@ def test_the_gate_holds_waiters_for_the_burst_and_opens_however_it_ends():
 
         with gate.held():
             waiting = asyncio.ensure_future(executor())
-            await asyncio.sleep(0.01)
+            await loop_turns()  # the executor had every chance to run
             order.append("decided")
         await waiting
         with pytest.raises(RuntimeError), gate.held():
@@ -33,18 +34,23 @@ def test_runs_wait_held_s_from_the_burst_start_not_only_its_end():
     """The first worker done with its burst must leave the cores to the others' bursts of the
     same second: its runs start ``held_s`` after its burst started, or when the burst ends if
     that is later."""
-    async def waited_after(gate: Gate, burst_s: float) -> float:
-        started = time.monotonic()
+    async def waited(held_s: float, burst_s: float) -> tuple[float, list[float]]:
+        """How long a run asked for at the burst's start waited, and the sleeps it took."""
+        clock = FakeClock()
+        gate = Gate(held_s=held_s, clock=clock, sleep=clock.async_sleep)
+        started = clock()
         with gate.held():
             waiting = asyncio.ensure_future(gate.passed())
-            await asyncio.sleep(burst_s)
+            await loop_turns()
+            assert not waiting.done(), "a run passed while the burst was decided"
+            clock.advance(burst_s)  # the burst
         await waiting
-        return time.monotonic() - started
+        return clock() - started, clock.slept
 
-    short = asyncio.run(waited_after(Gate(held_s=0.3), burst_s=0.02))
-    assert 0.3 <= short < 1.0
-    long = asyncio.run(waited_after(Gate(held_s=0.05), burst_s=0.3))
-    assert 0.3 <= long < 0.25 + 0.3  # the burst's end, not its start plus held_s, came last
+    short, slept = asyncio.run(waited(held_s=0.3, burst_s=0.02))
+    assert short == pytest.approx(0.3) and slept == [pytest.approx(0.28)]  # held_s from its start
+    long, slept = asyncio.run(waited(held_s=0.05, burst_s=0.3))
+    assert long == pytest.approx(0.3) and slept == []  # the burst's end, not held_s after it
 
 
 @pytest.mark.parametrize("enabled", [True, False])

@@ -61,7 +61,10 @@ class Marks:
 
 def state_on(table: Partitions) -> tuple[scheduler.ScheduleState, Marks]:
     marks = Marks()
-    return scheduler.ScheduleState(table, Runs(), load_marks=marks), marks
+    # no broker: the fired tail since the mark is empty (reading it asked whatever broker was on
+    # the default port, or waited out its timeout, 10 s, when there was none)
+    return scheduler.ScheduleState(table, Runs(), load_marks=marks,
+                                   read_fired=lambda _bootstrap, _marks: {}), marks
 
 
 def rebuilt(table: Partitions, part: int, mark: int) -> dict[str, int | None]:
