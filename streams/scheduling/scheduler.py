@@ -23,6 +23,9 @@ per-partition progress mark. Duplicates after a crash are harmless because fire 
 deterministic (``job_id@nominal_time``) and the executor dedupes them. Every record carries the
 consumer-group generation as its epoch, so a zombie's records can be told apart (the executor
 rejects them).
+
+``register`` puts this sub-topology on a worker's app (``streams.worker`` calls it); nothing
+happens at import.
 """
 
 from __future__ import annotations
@@ -99,7 +102,14 @@ class Runs(Protocol):
 
 
 class ScheduleState:
-    """The worker's in-memory view of its partitions: due indexes, marks, reconciler."""
+    """The worker's in-memory view of its partitions, and the deciding of their due slots.
+
+    Its sections, in the order a slot meets them: owning partitions (``rebuild``, ``drop``, the
+    standbys' warm indexes), firing (``fire_due``: the spike lane for slots prepared ahead, else
+    ``_fire`` and ``decide`` by the misfire policy), emitting (``emit_fired``, ``emit_ledger``),
+    commands, the reconciler's sweep and the progress marks. What is pure lives beside it: a
+    slot's index entry and preparation in ``streams.scheduling.slots``, the previous owner's
+    fires in ``streams.scheduling.takeover``, catch-up turns in ``streams.scheduling.catch_up``."""
 
     def __init__(self, jobs: JobStore, runs: Runs, *, bootstrap: str = "", worker_id: str = "",
                  clock: Callable[[], int] = now_ms,
