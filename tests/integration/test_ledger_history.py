@@ -13,8 +13,8 @@ import httpx
 import psycopg
 
 from stack import isolated
-from tests.integration.helpers import wait_for
 from tests.unit.runtime.test_codec import LEDGER_1
+from tests.waiting import wait_for
 
 
 def produce(bootstrap: str, old: dict[str, Any], current: dict[str, Any]) -> int:
