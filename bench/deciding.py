@@ -63,10 +63,10 @@ def prepared_state(slots: int, partitions: int, slot: int) -> scheduler.Schedule
     state._emitter = Emitter(NOWHERE, "bench-deciding", **{
         "queue.buffering.max.messages": max(1_000_000, slots), "log_level": 0})
     for part in range(partitions):
-        state.indexes[part] = DueIndex()
+        state.partitions.indexes[part] = DueIndex()
     for i in range(slots):
         j = codec().decode(job(f"deciding-{i:07d}", YEARLY, now_ms()))
-        index = state.indexes[i % partitions]
+        index = state.partitions.indexes[i % partitions]
         index.set(j["job_id"], slot)
         index.stage(slot, 1)
         index.attach(j["job_id"], prepare(j, slot, done=False))

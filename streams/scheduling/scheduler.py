@@ -35,7 +35,6 @@ import gc
 import logging
 import time
 from collections.abc import Callable, Mapping
-from functools import partial
 from typing import Any, Protocol
 
 from streams.runtime import admin, metrics, standbys
@@ -47,6 +46,7 @@ from streams.scheduling import fired_tail, misfire, progress, schedule
 from streams.scheduling.catch_up import CatchUpLane
 from streams.scheduling.due_index import DueIndex
 from streams.scheduling.ledger import job_entry
+from streams.scheduling.partitions import Partitions
 from streams.scheduling.priority import Gate, collections_deferred
 from streams.scheduling.reconciler import ExecutorQueue, Pending, Reconciler
 from streams.scheduling.slots import (
@@ -55,13 +55,10 @@ from streams.scheduling.slots import (
     due_ms,
     fired_frozen,
     fired_template,
-    index_job,
     lateness_bound_ms,
     prepare,
     schedule_next,
 )
-from streams.scheduling.takeover import Takeover
-from streams.scheduling.warm_index import WarmIndex
 from streams.topology import (
     APP_ID,
     FIRED,
@@ -104,12 +101,14 @@ class Runs(Protocol):
 class ScheduleState:
     """The worker's in-memory view of its partitions, and the deciding of their due slots.
 
-    Its sections, in the order a slot meets them: owning partitions (``rebuild``, ``drop``, the
-    standbys' warm indexes), firing (``fire_due``: the spike lane for slots prepared ahead, else
-    ``_fire`` and ``decide`` by the misfire policy), emitting (``emit_fired``, ``emit_ledger``),
-    commands, the reconciler's sweep and the progress marks. What is pure lives beside it: a
-    slot's index entry and preparation in ``streams.scheduling.slots``, the previous owner's
-    fires in ``streams.scheduling.takeover``, catch-up turns in ``streams.scheduling.catch_up``."""
+    Its sections, in the order a slot meets them: owning partitions (``rebuild`` and ``drop``
+    hand them to ``streams.scheduling.partitions``, with the reconciler's and catch-up's
+    share), firing (``fire_due``: the spike lane for slots prepared ahead, else ``_fire`` and
+    ``decide`` by the misfire policy), emitting (``emit_fired``, ``emit_ledger``),
+    commands, the reconciler's sweep and the progress marks. Its parts live beside it: the owned
+    and standby partitions in ``streams.scheduling.partitions``, a slot's index entry and
+    preparation in ``streams.scheduling.slots``, the previous owner's fires in
+    ``streams.scheduling.takeover``, catch-up turns in ``streams.scheduling.catch_up``."""
 
     def __init__(self, jobs: JobStore, runs: Runs, *, bootstrap: str = "", worker_id: str = "",
                  clock: Callable[[], int] = now_ms,
@@ -119,15 +118,11 @@ class ScheduleState:
                  prepare_budget_s: float = PREPARE_BUDGET_S) -> None:
         self.jobs = jobs  # the jobs table (a faust table in a worker)
         self.runs = runs  # what the executor knows of the slots it runs (``Runs``)
-        self.bootstrap, self.worker_id = bootstrap, worker_id
-        # where a takeover resumes: the progress marks, and what was fired past them
-        self.clock, self.load_marks, self.read_fired = clock, load_marks, read_fired
+        self.bootstrap, self.worker_id, self.clock = bootstrap, worker_id, clock
+        self.partitions = Partitions(jobs, bootstrap=bootstrap, load_marks=load_marks,
+                                     read_fired=read_fired)
         # time one tick may spend deciding, and then preparing, before it yields the event loop
         self.fire_budget_s, self.prepare_budget_s = fire_budget_s, prepare_budget_s
-        self.indexes: dict[int, DueIndex] = {}
-        self.warm: dict[int, WarmIndex] = {}  # standby partitions (streams.scheduling.warm_index)
-        self.fired_through: dict[int, int] = {}
-        self.takeover = Takeover()  # slots a previous owner fired past its mark
         self.epoch = 0
         self.reconciler = Reconciler()
         self.catch_up: dict[int, CatchUpLane] = {}  # partition -> its missed slots' turns
@@ -148,115 +143,19 @@ class ScheduleState:
                                    **{"linger.ms": FIRED_LINGER_MS})
         return self._emitter
 
-    # -- index maintenance ---------------------------------------------------------------------
-    def track(self, partition: int, job: dict[str, Any], live: bool = False) -> None:
-        """(Re)index a job from the point its slots are still owed a decision.
-
-        A record arriving now (``live``) is owed every slot since it was written, even if the
-        partition's fired-through mark is already later (a job due "now" would otherwise be
-        skipped silently). After a takeover, slots up to the previous owner's mark were decided
-        by it for every job it had read, so those resume from the mark."""
-        index = self.indexes.get(partition)
-        if index is not None:
-            index_job(index, job, None if live else self.fired_through.get(partition, 0))
-
-
+    # -- owning partitions (streams.scheduling.partitions) --------------------------------------
     def rebuild(self, assigned: set[int], standbys: set[int]) -> None:
-        """After recovery: index every job of newly assigned partitions (adopting a standby's
-        warm index where there is one), drop revoked ones, keep the standbys' indexes warm."""
-        for part in list(self.indexes):
-            if part not in assigned:
-                self.drop(part)
-        for part in list(self.warm):
-            if part not in assigned and part not in standbys:
-                del self.warm[part]
-        for part in standbys - assigned - set(self.warm):
-            self.warm[part] = WarmIndex()  # filled by changelog batches and warm_up_standbys
-        new = assigned - set(self.indexes)
-        if not new:
-            return
-        marks = self.load_marks(self.bootstrap)
-        started = time.monotonic()
-        try:
-            fired_before = self.read_fired(self.bootstrap, {p: marks.get(p, 0) for p in new})
-        except Exception:  # only spares work: without it those slots are fired again
-            log.exception("the fired records of partitions %s since their marks not read; "
-                          "their slots fired past the marks are fired again (epoch %d)",
-                          sorted(new), self.epoch)
-            fired_before = {}
-        tail_s = time.monotonic() - started
-        scanned = redone = adopted = 0
-        collecting = gc.isenabled()
-        gc.disable()  # collections while the index grows took a fifth of it (on_recover freezes)
-        try:
-            for part in sorted(new):
-                warm = self.warm.pop(part, None)
-                adopted += warm is not None
-                warm = warm or WarmIndex()
-                self.indexes[part] = warm.index
-                self.fired_through[part] = marks.get(part, 0)
-                self.takeover.adopt(part, fired_before.get(part, {}))
-                scanned += warm.scan(partial(self.jobs.items_in, part),
-                                     lambda _index, raw, part=part: self.track(
-                                         part, codec().decode(raw)), limit=None)
-                for job_id in warm.stale(self.fired_through[part]):
-                    raw = self.jobs.get_in(part, job_id.encode())
-                    if raw is None:
-                        warm.index.remove(job_id)
-                    else:
-                        self.track(part, codec().decode(raw))
-                    redone += 1
-        finally:
-            if collecting:
-                gc.enable()
-        log.info("scheduler took partitions %s (%d from a warm standby index): %d jobs read, "
-                 "%d indexed again from the fired-through mark, %d slots found fired past it "
-                 "(%.2fs), in %.2fs (epoch %d)", sorted(new), adopted, scanned, redone,
-                 sum(map(len, fired_before.values())), tail_s, time.monotonic() - started,
-                 self.epoch)
+        """After recovery: release revoked partitions, adopt newly assigned ones."""
+        for part in self.partitions.revoked(assigned):
+            self.drop(part)
+        self.partitions.adopt(assigned, standbys, self.epoch)
 
     def drop(self, partition: int) -> None:
-        """Revoked: the partition's index stays as a warm one (the next rebuild drops it unless
-        the partition is this worker's standby or comes back)."""
-        index = self.indexes.pop(partition, None)
+        """Revoked: its pending slots leave the reconciler, its catch-up turns end and its
+        waiting slots go back to its index, which stays warm."""
         self.reconciler.drop_partition(partition)
         lane = self.catch_up.pop(partition, None)
-        for job_id, slot in self.takeover.drop(partition):
-            if index is not None and job_id not in index:
-                index.set(job_id, slot)  # indexed as it was (Takeover.drop)
-        if index is not None and lane is not None:
-            for job_id, (slot, due) in lane.waiting().items():
-                if index.next_slot(job_id) == slot:  # back at its due: below any next mark
-                    index.set(job_id, slot, due)
-        if index is not None:
-            index.detach()
-            self.warm[partition] = WarmIndex(index, scan_from=None)
-
-    def apply_changelog(self, events: list[Any]) -> None:
-        """Changelog records RocksDB now holds (``GuardedTable.on_applied``): keep the warm
-        indexes of their partitions current, as a live job record would."""
-        for event in events:
-            msg = event.message
-            warm = self.warm.get(msg.partition)
-            if warm is None:
-                continue
-            try:
-                if msg.value is None:
-                    warm.index.remove(msg.key.decode())
-                else:
-                    index_job(warm.index, codec().decode(msg.value), None)
-            except Exception:
-                log.exception("jobs changelog partition %d offset %d: not indexed in the warm "
-                              "index (it is read again at a takeover)", msg.partition, msg.offset)
-                warm.scan_from = b""
-
-    def warm_up(self) -> int:
-        """One scan step of the first warm index not yet read whole; returns jobs read."""
-        for part, warm in self.warm.items():
-            if not warm.complete:
-                return warm.scan(partial(self.jobs.items_in, part),
-                                 lambda index, raw: index_job(index, codec().decode(raw), None))
-        return 0
+        self.partitions.release(partition, lane.waiting() if lane is not None else {})
 
     # -- firing --------------------------------------------------------------------------------
     def fire_due(self) -> bool:
@@ -269,12 +168,13 @@ class ScheduleState:
         long outage the backlog of missed slots is worked off over several ticks while the same
         event loop keeps consuming job changes and running fired slots. Preparing comes second
         and only uses what is left of a short budget: it must never delay a due slot."""
+        owned = self.partitions
         now = self.clock()
         started = time.monotonic()
         busy = True
         while busy and time.monotonic() < started + self.fire_budget_s:
             busy = False
-            for part, index in list(self.indexes.items()):
+            for part, index in list(owned.indexes.items()):
                 due = index.pop_due(now, FIRE_ROUND)
                 busy = busy or len(due) == FIRE_ROUND
                 for job_id, slot, ready in self._fire_on_time(part, index, due, now):
@@ -282,10 +182,9 @@ class ScheduleState:
                 ahead = sum(ready is not None for _, _, ready in due)
                 if ahead:  # one increment a round rather than one lock a slot
                     self._uncounted_reached["ahead"] += ahead
-        self.takeover.settle(time.monotonic() + self.prepare_budget_s, self.indexes, self.jobs,
-                             self.reconciler)
+        owned.settle_previous_fires(time.monotonic() + self.prepare_budget_s, self.reconciler)
         oldest, self.next_due_ms = now, None
-        for part, index in self.indexes.items():
+        for part, index in owned.indexes.items():
             earliest = index.peek()
             through = now if earliest is None or earliest > now else earliest - 1
             oldest = min(oldest, through + 1)
@@ -293,8 +192,7 @@ class ScheduleState:
             bound = None if lane is None else lane.mark_bound(now, through == now)
             if bound is not None:  # missed slots wait for their turns (streams.scheduling.catch_up)
                 through = min(through, bound)
-            through = self.takeover.mark_bound(part, through)
-            self.fired_through[part] = max(self.fired_through.get(part, 0), through)
+            owned.mark(part, through)
             if earliest is not None and (self.next_due_ms is None or earliest < self.next_due_ms):
                 self.next_due_ms = earliest
         self.count()
@@ -309,8 +207,9 @@ class ScheduleState:
         busy = True
         while busy and time.monotonic() < stop_at:
             busy = False
-            for part, index in self.indexes.items():
-                room = PREPARED_MAX - sum(i.prepared for i in self.indexes.values())
+            indexes = self.partitions.indexes
+            for part, index in indexes.items():
+                room = PREPARED_MAX - sum(i.prepared for i in indexes.values())
                 if room <= 0:
                     return prepared
                 staged = index.stage(now + PREPARE_AHEAD_MS, min(FIRE_ROUND, room))
@@ -369,7 +268,8 @@ class ScheduleState:
 
     def _fire(self, part: int, index: DueIndex, job_id: str, slot: int,
               ready: Prepared | None, now: int) -> None:
-        if self.takeover.claim(part, job_id, slot, ready.fid if ready is not None else None):
+        if self.partitions.takeover.claim(part, job_id, slot,
+                                          ready.fid if ready is not None else None):
             return  # fired past its mark by a previous owner: its record is on the topic
         if ready is None:
             ready = self._prepare(part, job_id, slot)
@@ -442,7 +342,7 @@ class ScheduleState:
         return self.done_mark(partition, fid) not in (None, INTENT)
 
     def _outcome_recorded_for(self, item: Pending) -> bool:
-        return item.partition in self.indexes and self.outcome_recorded(item.partition,
+        return item.partition in self.partitions.indexes and self.outcome_recorded(item.partition,
                                                                         item.fire_id)
 
     def emit_fired(self, partition: int, job: dict[str, Any], fid: str, slot: int,
@@ -503,7 +403,7 @@ class ScheduleState:
             log.warning("reconciler caught %s (job %s partition %d): %s -> %s", item.fire_id,
                         item.job_id, item.partition, catch.reason, catch.action)
             metrics.RECONCILER_CATCHES.labels(catch.action).inc()
-            if raw is None or item.partition not in self.indexes:
+            if raw is None or item.partition not in self.partitions.indexes:
                 continue
             job = codec().decode(raw)
             if catch.action == "redrive":
@@ -516,13 +416,13 @@ class ScheduleState:
 
     async def maybe_mark(self) -> None:
         """Persist fired-through marks once the records before them are acknowledged."""
-        if time.monotonic() - self._last_mark < MARK_EVERY_S or not self.indexes:
+        if time.monotonic() - self._last_mark < MARK_EVERY_S or not self.partitions.indexes:
             return
         self._last_mark = time.monotonic()
-        marks = dict(self.fired_through)
+        marks = dict(self.partitions.fired_through)
         await asyncio.get_running_loop().run_in_executor(None, self.emitter.flush)
         for part, through in marks.items():
-            if part in self.indexes:
+            if part in self.partitions.indexes:
                 progress.write_mark(self.emitter, part, through, self.epoch, self.worker_id)
 
 
@@ -580,7 +480,7 @@ def register(rt: Runtime, runs: Runs, deciding: Gate) -> ScheduleState:
         ready.parent.mkdir(parents=True, exist_ok=True)
         ready.write_text(f"{state.epoch} {sorted(assigned)}\n")
 
-    jobs_table.on_applied = state.apply_changelog
+    jobs_table.on_applied = state.partitions.apply_changelog
 
     @app.timer(interval=0.1, name=f"{__name__}.warm_up_standbys")
     async def warm_up_standbys() -> None:
@@ -588,7 +488,7 @@ def register(rt: Runtime, runs: Runs, deciding: Gate) -> ScheduleState:
         into its warm index, a step at a time (``streams.scheduling.warm_index``), never during
         a burst; and export how far the standbys trail their changelogs."""
         if deciding.is_open:
-            state.warm_up()
+            state.partitions.warm_up()
         try:  # a gauge: an exception in a faust timer stops the whole worker
             for changelog, records in standbys.behind(app).items():
                 metrics.STANDBY_BEHIND.labels(changelog).set(records)
@@ -610,12 +510,12 @@ def register(rt: Runtime, runs: Runs, deciding: Gate) -> ScheduleState:
             part = event.message.partition
             if event.value is None:
                 jobs_table.pop(event.key, None)
-                index = state.indexes.get(part)
+                index = state.partitions.indexes.get(part)
                 if index is not None:
                     index.remove(job_id)
                 continue
             jobs_table[event.key] = event.value
-            state.track(part, codec().decode(event.value), live=True)
+            state.partitions.track(part, codec().decode(event.value), live=True)
 
     @app.agent(commands_topic, name=f"{__name__}.apply_job_commands")
     async def apply_job_commands(stream: Any) -> Any:
@@ -673,7 +573,7 @@ async def sweep(state: ScheduleState, runs: Runs) -> None:
     consumer's high watermark: it is only as recent as the partition's last fetch, and while a
     bulk delete of a million jobs filled the consumer's fetches the survivor of a mid-spike
     kill took 52 queued slots for lost (``bench.failover --spike``)."""
-    parts = sorted(state.indexes)
+    parts = sorted(state.partitions.indexes)
     try:
         ends = await asyncio.get_running_loop().run_in_executor(
             None, admin.end_offsets, state.bootstrap, [(FIRED.name, p) for p in parts])

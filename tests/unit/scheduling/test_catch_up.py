@@ -58,10 +58,10 @@ def late_backlog(monkeypatch, once: int, every_second: int
     monkeypatch.setattr(misfire, "decide", lambda **kw: decisions.append(kw) or real_decide(**kw))
     state = schedule_state(Jobs(raw), clock=lambda: clock[0],
                            fire_budget_s=60.0)  # not the machine's speed
-    state.indexes[0] = DueIndex()
-    state.fired_through[0] = SLOT - 1
+    state.partitions.indexes[0] = DueIndex()
+    state.partitions.fired_through[0] = SLOT - 1
     for job_id in raw:
-        state.indexes[0].set(job_id, SLOT)
+        state.partitions.indexes[0].set(job_id, SLOT)
     return state, clock, decisions
 
 
@@ -80,14 +80,14 @@ def test_a_jobs_missed_slots_do_not_wait_behind_other_jobs_and_each_is_decided_t
     state, clock, decisions = late_backlog(monkeypatch, once=1_000, every_second=1)
     state.fire_due()
     assert len(fired(state)) == 1_001, "every job's first missed slot"
-    assert state.fired_through[0] == SLOT + 1_000 - 1, "held below the job's next missed slot"
+    assert state.partitions.fired_through[0] == SLOT + 1_000 - 1, "held below the job's next missed slot"
     spacing = 1000 // scheduler.CATCH_UP_PER_JOB_S
     while clock[0] < TAKEOVER + 11 * spacing:
         clock[0] += 10
         state.fire_due()
         waiting = state.catch_up[0].waiting()
         if waiting:
-            assert state.fired_through[0] < min(due for _, due in waiting.values())
+            assert state.partitions.fired_through[0] < min(due for _, due in waiting.values())
 
     every = [r for r in fired(state) if r["job_id"] == "every-0"]
     assert [r["nominal_ms"] for r in every] == [SLOT + s * 1000 for s in range(12)]
@@ -99,7 +99,7 @@ def test_a_jobs_missed_slots_do_not_wait_behind_other_jobs_and_each_is_decided_t
         "missed_caught_up"}
     assert len(decisions) == 1_000 + len(every) + len(missed) - 1, \
         "each slot that waited was decided twice"
-    assert state.fired_through[0] == clock[0], "caught up: the mark moves on"
+    assert state.partitions.fired_through[0] == clock[0], "caught up: the mark moves on"
 
 
 def test_a_partition_given_up_puts_its_waiting_slots_back_at_their_due_times(monkeypatch):
@@ -111,9 +111,9 @@ def test_a_partition_given_up_puts_its_waiting_slots_back_at_their_due_times(mon
     state.fire_due()  # and its second, sent to wait
     assert len(state.catch_up[0].waiting()) == 50
     state.drop(0)
-    assert state.warm[0].index.peek() == SLOT + 1_000, "back at their due time, not their turns"
-    state.indexes[0] = state.warm.pop(0).index  # adopted again by the next rebuild
+    assert state.partitions.warm[0].index.peek() == SLOT + 1_000, "back at their due time, not their turns"
+    state.partitions.indexes[0] = state.partitions.warm.pop(0).index  # adopted again by the next rebuild
     clock[0] += 10
     state.fire_due()
     assert len(fired(state)) == 100, "a new lane lets each job's next missed slot go at once"
-    assert state.fired_through[0] == SLOT - 1 + 2_000, "held below the third"
+    assert state.partitions.fired_through[0] == SLOT - 1 + 2_000, "held below the third"

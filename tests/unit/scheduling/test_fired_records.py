@@ -87,12 +87,12 @@ def test_a_round_fires_each_prepared_slot_once_at_its_moment_and_schedules_its_j
     jittered, plain, paused = (codec().decode(job(name, yearly, 1_000))
                                for name in ("jittered", "plain", "paused"))
     jittered["jitter_s"], paused["paused"] = 30, True
-    state.indexes = {0: DueIndex(), 1: DueIndex()}
+    state.partitions.indexes = {0: DueIndex(), 1: DueIndex()}
     slot = now_ms() - 50  # reached 50 ms late: on time
     ahead = slot - 1_000  # prepared before the slot, as in a spike
-    prepared_slot(state.indexes[0], jittered, slot, prepared_ms=ahead)
-    prepared_slot(state.indexes[1], plain, slot, prepared_ms=ahead)
-    prepared_slot(state.indexes[1], paused, slot, prepared_ms=ahead)
+    prepared_slot(state.partitions.indexes[0], jittered, slot, prepared_ms=ahead)
+    prepared_slot(state.partitions.indexes[1], plain, slot, prepared_ms=ahead)
+    prepared_slot(state.partitions.indexes[1], paused, slot, prepared_ms=ahead)
 
     before = now_ms()
     assert state.fire_due() is False  # nothing left that is due
@@ -104,14 +104,14 @@ def test_a_round_fires_each_prepared_slot_once_at_its_moment_and_schedules_its_j
     assert recorder.topics.count(LEDGER.name) == 1  # the paused job's skip, decided by _fire
     assert state.decided == 3
     # the punctuator waits for the earliest slot left when it falls before its next tick
-    assert state.next_due_ms == min(index.peek() for index in state.indexes.values()) > after
+    assert state.next_due_ms == min(index.peek() for index in state.partitions.indexes.values()) > after
     for record in fired:
         assert record["decision"] == "fired" and record["epoch"] == 2
         assert before <= record["fired_ms"] <= after
         assert state.reconciler.pending[record["fire_id"]].emitted_ms == record["fired_ms"]
     following = next_after(jittered["schedule"], "jittered", slot)
-    assert state.indexes[0].next_slot("jittered") == following
-    assert state.indexes[0].peek() == following + jitter_ms(fire_id("jittered", following), 30)
+    assert state.partitions.indexes[0].next_slot("jittered") == following
+    assert state.partitions.indexes[0].peek() == following + jitter_ms(fire_id("jittered", following), 30)
     assert jitter_ms(fire_id("jittered", following), 30) > 0  # the check above means something
 
 
@@ -126,7 +126,7 @@ def test_the_reconciler_does_not_redrive_a_slot_the_done_table_has():
     state = schedule_state(Jobs({f"job-{i}": job(f"job-{i}", "0 * * * * *", 1_000) for i in range(2)}),
                            Runs({done: b"succeeded"}))
     recorder = state._emitter
-    state.indexes[1] = DueIndex()
+    state.partitions.indexes[1] = DueIndex()
     state.reconciler.lag_ms = 0
     for j in jobs:
         state.emit_fired(1, j, fire_id(j["job_id"], slot), slot, "fired", slot + 10)

@@ -26,10 +26,10 @@ def test_a_slot_the_previous_owner_fired_is_expected_not_fired_again():
            for name in ("fired-by-victim", "never-fired")}
     state = schedule_state(Jobs(raw), clock=lambda: now)
     recorder = state._emitter
-    index = state.indexes[2] = DueIndex()
+    index = state.partitions.indexes[2] = DueIndex()
     for name in raw:
         index.set(name, slot)
-    state.takeover.adopt(2, {fire_id("fired-by-victim", slot): slot + 120,
+    state.partitions.takeover.adopt(2, {fire_id("fired-by-victim", slot): slot + 120,
                              fire_id("triggered", slot - 30_000): slot + 130})
 
     state.fire_due()
@@ -40,7 +40,7 @@ def test_a_slot_the_previous_owner_fired_is_expected_not_fired_again():
     expected = state.reconciler.pending[fire_id("fired-by-victim", slot)]
     assert (expected.partition, expected.emitted_ms, expected.redrives) == (2, slot + 120, 0)
     assert index.next_slot("fired-by-victim") == slot + 60_000, "its following slot is owed"
-    assert 2 not in state.takeover.fired_before, "the mark passed them all: nothing is asked again"
+    assert 2 not in state.partitions.takeover.fired_before, "the mark passed them all: nothing is asked again"
 
 
 def test_slots_a_previous_owner_fired_are_settled_after_the_slots_due_now(monkeypatch):
@@ -50,19 +50,19 @@ def test_slots_a_previous_owner_fired_are_settled_after_the_slots_due_now(monkey
     from tests.unit.scheduling.test_catch_up import SLOT, late_backlog
 
     state, clock, _ = late_backlog(monkeypatch, once=0, every_second=305)
-    state.takeover.adopt(0, {fire_id(f"every-{i}", SLOT): SLOT + 100 for i in range(300)})
+    state.partitions.takeover.adopt(0, {fire_id(f"every-{i}", SLOT): SLOT + 100 for i in range(300)})
     state.prepare_budget_s = 0.0  # no time left to settle
     state.fire_due()
     fired = [codec().decode(v) for v in state._emitter.values]
     assert sorted(r["job_id"] for r in fired) == [f"every-{i}" for i in range(300, 305)]
-    assert len(state.takeover.to_settle[0]) == 300
+    assert len(state.partitions.takeover.to_settle[0]) == 300
     assert fire_id("every-0", SLOT) not in state.reconciler.pending
-    assert state.fired_through[0] == SLOT - 1, "their following slots are not indexed yet"
+    assert state.partitions.fired_through[0] == SLOT - 1, "their following slots are not indexed yet"
 
     state.prepare_budget_s = 60.0
     clock[0] += 10
     state.fire_due()
-    assert 0 not in state.takeover.to_settle
+    assert 0 not in state.partitions.takeover.to_settle
     assert state.reconciler.pending[fire_id("every-0", SLOT)].emitted_ms == SLOT + 100
-    assert state.indexes[0].next_slot("every-0") == SLOT + 1_000
-    assert state.fired_through[0] == SLOT + 1_000 - 1
+    assert state.partitions.indexes[0].next_slot("every-0") == SLOT + 1_000
+    assert state.partitions.fired_through[0] == SLOT + 1_000 - 1

@@ -85,25 +85,25 @@ def test_a_scan_in_steps_with_writes_between_them_ends_with_the_table_as_it_is_t
     table.data[0] = {f"j{i:03d}".encode(): job(f"j{i:03d}", "0 0 1 1 *", 1_000)
                      for i in range(50)}
     state, marks = state_on(table)
-    warm = state.warm[0] = WarmIndex()
+    warm = state.partitions.warm[0] = WarmIndex()
     steps = 0
     while not warm.complete:
-        steps += state.warm_up() > 0
+        steps += state.partitions.warm_up() > 0
         # between two steps the owner's changelog deletes one job and rewrites another
         gone, changed = f"j{steps * 7 % 50:03d}".encode(), f"j{steps * 11 % 50:03d}".encode()
         table.data[0].pop(gone, None)
-        state.apply_changelog([record(0, gone, None)])
+        state.partitions.apply_changelog([record(0, gone, None)])
         if changed in table.data[0]:
             table.data[0][changed] = job(changed.decode(), "*/7 * * * * *", 2_000 + steps)
-            state.apply_changelog([record(0, changed, table.data[0][changed])])
+            state.partitions.apply_changelog([record(0, changed, table.data[0][changed])])
     assert steps == 1  # fifty jobs are one step; now in small steps, as on a large partition
     table.data[1] = {f"k{i:05d}".encode(): job(f"k{i:05d}", "0 0 1 1 *", 1_000)
                      for i in range(2_500)}
-    warm1 = state.warm[1] = WarmIndex()
+    warm1 = state.partitions.warm[1] = WarmIndex()
     while not warm1.complete:
-        state.warm_up()
+        state.partitions.warm_up()
         table.data[1].pop(b"k%05d" % (len(warm1.index) + 3), None)
-        state.apply_changelog([record(1, b"k%05d" % (len(warm1.index) + 3), None)])
+        state.partitions.apply_changelog([record(1, b"k%05d" % (len(warm1.index) + 3), None)])
     assert entries(warm.index) == rebuilt(table, 0, 0)
     assert entries(warm1.index) == rebuilt(table, 1, 0)
     assert len(warm1.index) < 2_500
@@ -114,13 +114,13 @@ def test_a_takeover_adopts_the_warm_index_and_reindexes_only_what_the_mark_passe
     table.data[3] = {f"j{i}".encode(): job(f"j{i}", CRONS[i % len(CRONS)], 10_000 + i)
                      for i in range(40)}
     state, marks = state_on(table)
-    state.warm[3] = WarmIndex()
-    state.apply_changelog([record(3, k, v) for k, v in table.data[3].items()])
-    state.warm[3].scan_from = None  # the standby read the changelog from its start
-    warm_index = state.warm[3].index
+    state.partitions.warm[3] = WarmIndex()
+    state.partitions.apply_changelog([record(3, k, v) for k, v in table.data[3].items()])
+    state.partitions.warm[3].scan_from = None  # the standby read the changelog from its start
+    warm_index = state.partitions.warm[3].index
     adopt(state, marks, 3, 125_000)
-    assert state.indexes[3] is warm_index and 3 not in state.warm
-    assert entries(state.indexes[3]) == rebuilt(table, 3, 125_000)
+    assert state.partitions.indexes[3] is warm_index and 3 not in state.partitions.warm
+    assert entries(state.partitions.indexes[3]) == rebuilt(table, 3, 125_000)
 
 
 def test_a_revoked_partition_stays_warm_without_its_preparations_and_comes_back_whole(
@@ -128,33 +128,33 @@ def test_a_revoked_partition_stays_warm_without_its_preparations_and_comes_back_
     table.data[2] = {f"j{i}".encode(): job(f"j{i}", "* * * * * *", 1_000) for i in range(5)}
     state, marks = state_on(table)
     adopt(state, marks, 2, 0)  # no warm index: a rebuild
-    index = state.indexes[2]
+    index = state.partitions.indexes[2]
     for job_id, slot in index.stage(5_000, 10):
         index.attach(job_id, ("prepared", slot))
     state.drop(2)
-    assert state.warm[2].complete and state.warm[2].index.prepared == 0
-    state.apply_changelog([record(2, b"j0", None)])  # the new owner deletes one
+    assert state.partitions.warm[2].complete and state.partitions.warm[2].index.prepared == 0
+    state.partitions.apply_changelog([record(2, b"j0", None)])  # the new owner deletes one
     table.data[2].pop(b"j0")
     state.rebuild(set(), {2})
-    assert 2 in state.warm  # a standby now
+    assert 2 in state.partitions.warm  # a standby now
     adopt(state, marks, 2, 90_000)  # and back, after the other owner fired to 90 s
-    assert entries(state.indexes[2]) == rebuilt(table, 2, 90_000)
-    assert all(prep is None for _, _, prep in state.indexes[2].pop_due(10**13, 100))
+    assert entries(state.partitions.indexes[2]) == rebuilt(table, 2, 90_000)
+    assert all(prep is None for _, _, prep in state.partitions.indexes[2].pop_due(10**13, 100))
 
 
 def test_a_partition_neither_held_nor_a_standby_is_forgotten(table: Partitions) -> None:
     state, marks = state_on(table)
-    state.warm[4] = WarmIndex()
+    state.partitions.warm[4] = WarmIndex()
     state.rebuild(set(), {5})
-    assert set(state.warm) == {5}
+    assert set(state.partitions.warm) == {5}
 
 
 def test_an_unreadable_changelog_record_makes_the_partition_be_read_again(
         table: Partitions) -> None:
     state, marks = state_on(table)
-    state.warm[1] = WarmIndex(scan_from=None)
-    state.apply_changelog([record(1, b"bad", b"\x00not avro")])
-    assert not state.warm[1].complete
+    state.partitions.warm[1] = WarmIndex(scan_from=None)
+    state.partitions.apply_changelog([record(1, b"bad", b"\x00not avro")])
+    assert not state.partitions.warm[1].complete
 
 
 @settings(max_examples=300, deadline=None)
