@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from streams.runtime.views import TopicView
+from streams.runtime.views import StartedOnce, TopicView
 from streams.topology import CAMPAIGNS, TENANTS, TopicSpec
 
 
@@ -19,19 +19,12 @@ class ViewBehind(Exception):
 class CampaignRecords:
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
-        self._views: dict[str, TopicView] = {}
-        self._view_lock = asyncio.Lock()
+        self._views = {topic.name: StartedOnce(lambda topic=topic: TopicView(bootstrap, topic))
+                       for topic in (CAMPAIGNS, TENANTS)}
 
     async def view(self, topic: TopicSpec) -> TopicView:
-        """A view of a small compacted topic, started off the event loop: catching up blocks for
-        seconds, and a blocked loop misses heartbeats (a rebalance)."""
-        if topic.name not in self._views:
-            async with self._view_lock:
-                if topic.name not in self._views:
-                    view = TopicView(self.bootstrap, topic)
-                    await asyncio.get_running_loop().run_in_executor(None, view.start)
-                    self._views[topic.name] = view
-        return self._views[topic.name]
+        """The view of ``topic`` (campaigns or tenants), started once on first use."""
+        return await self._views[topic.name].get()
 
     async def record(self, topic: TopicSpec, key: str) -> dict[str, Any] | None:
         """The view's record of ``key``; a miss is answered only once the view has caught up

@@ -34,7 +34,7 @@ from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
 from streams.runtime.event_context import event_task
 from streams.runtime.fencing import EpochFence
-from streams.runtime.views import TopicView
+from streams.runtime.views import StartedOnce, TopicView
 from streams.scheduling.ledger import job_entry
 from streams.scheduling.priority import Gate
 from streams.scheduling.reconciler import ExecutorQueue
@@ -51,7 +51,8 @@ class Executor:
     """Runs the fired records of this worker's partitions; also the scheduler's ``Runs``: what
     is done (the done table), what runs now, and how far it has taken each partition up."""
 
-    def __init__(self, done: Any, fan_out: FanOut, *, bootstrap: str = "", worker_id: str = "") -> None:
+    def __init__(self, done: Any, fan_out: FanOut, *, bootstrap: str = "", worker_id: str = "",
+                 tenants: Callable[[], TopicView] | None = None) -> None:
         self.done = done  # the done table (a faust table in a worker), co-partitioned with fired
         self.fan_out = fan_out  # a campaign's tick becomes its fan-out (streams.campaigns)
         self.bootstrap, self.worker_id = bootstrap, worker_id
@@ -64,7 +65,8 @@ class Executor:
         self._slots: asyncio.Semaphore | None = None
         self._emitter: Emitter | None = None
         self._client: httpx.AsyncClient | None = None
-        self._tenants: TopicView | None = None
+        # the tenants' SSRF allow-lists, read from their compacted topic
+        self._tenants = StartedOnce(tenants or (lambda: TopicView(bootstrap, TENANTS)))
         self._ses: Any = None
 
     # lazily created inside the worker's event loop
@@ -93,13 +95,8 @@ class Executor:
         return self._ses
 
     async def allowed_targets(self, tenant: str) -> list[str]:
-        """The tenant's SSRF allow-list. The view starts off the event loop: catching up blocks
-        for seconds, and a blocked loop misses heartbeats."""
-        if self._tenants is None:
-            view = TopicView(self.bootstrap, TENANTS)
-            await asyncio.get_running_loop().run_in_executor(None, view.start)
-            self._tenants = self._tenants or view
-        record = self._tenants.get(tenant)
+        """The tenant's SSRF allow-list (``streams.runtime.views.StartedOnce``)."""
+        record = (await self._tenants.get()).get(tenant)
         return list(record["allowed_targets"]) if record else []
 
     async def accept(self, stream: Any, event: Any) -> None:

@@ -10,6 +10,7 @@ from which a restarted view reads only the topic's tail.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -261,3 +262,24 @@ class TopicView:
         self._consumer.assign([TopicPartition(self.topic.name, p, self.positions.get(p, 0))
                                for p in parts])
         return None
+
+
+class StartedOnce:
+    """A view started on first use, off the event loop (catching up blocks for seconds, and a
+    blocked loop misses heartbeats), and started once however many tasks ask at the same time:
+    each waits for the one start. Without the lock every slot of a spike's first round (up to
+    the executor's 256 in flight) saw no view yet and started its own consumer and thread."""
+
+    def __init__(self, make: Callable[[], TopicView]) -> None:
+        self._make = make
+        self._view: TopicView | None = None
+        self._lock = asyncio.Lock()
+
+    async def get(self) -> TopicView:
+        if self._view is None:
+            async with self._lock:
+                if self._view is None:
+                    view = self._make()
+                    await asyncio.get_running_loop().run_in_executor(None, view.start)
+                    self._view = view
+        return self._view
