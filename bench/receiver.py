@@ -274,6 +274,7 @@ class Receiver:
         self.loop = ""
         self.final_cpu_s: float | None = None
         self._pending = b""
+        self._arrivals: Arrivals | None = None  # read once it has stopped
 
     @property
     def url(self) -> str:
@@ -333,7 +334,8 @@ class Receiver:
         return process_cpu_seconds(self.pid)
 
     def stop(self, timeout_s: float = 60.0) -> Arrivals | None:
-        """Stop the receiver (SIGTERM) and read what arrived (None if it wrote nothing)."""
+        """Stop the receiver (SIGTERM) and read what arrived (None if it wrote nothing); once
+        stopped, the same arrivals again."""
         if self.proc is None:
             return None
         if self.proc.poll() is None:
@@ -347,7 +349,9 @@ class Receiver:
         for pipe in (self.proc.stdin, self.proc.stdout):
             if pipe is not None:
                 pipe.close()
-        return read_arrivals(self.out) if self.out.exists() else None
+        if self._arrivals is None and self.out.exists():
+            self._arrivals = read_arrivals(self.out)
+        return self._arrivals
 
     def __enter__(self) -> Receiver:
         return self.start()
