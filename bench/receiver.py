@@ -9,10 +9,10 @@ pipelined requests, ``Content-Length`` bodies (read and dropped; a chunked body 
 400), every request answered ``204 No Content`` with no header at all. Per request it keeps the
 ``X-Cronstream-Fire-Id`` header's value and the arrival time (``time.time_ns()`` once per read,
 when the bytes that complete the request came in) in memory, and writes them to a file when it
-stops (SIGTERM, the ``stop`` command, or its stdin closing: a benchmark that died does not leave
-it behind) or on the ``dump`` command. It prints ``ready <host> <port>`` once it listens and
-runs on uvloop when it is installed. Commands, one a line on stdin, each answered with one line
-on stdout:
+stops (SIGTERM, the ``stop`` command, or its stdin closing when it is a pipe: a benchmark
+that died does not leave it behind) or on the ``dump`` command. It prints ``ready <host>
+<port> loop=<uvloop|asyncio>`` once it listens, and runs on uvloop when it is installed.
+Commands, one a line on stdin, each answered with one line on stdout:
 
     count  ->  count <requests> <last arrival ns, 0 if none>
     dump   ->  dumped <requests>           (the arrivals so far written to the file)
@@ -36,6 +36,7 @@ import asyncio
 import os
 import select
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -195,7 +196,10 @@ async def serve(host: str, port: int, out: Path) -> None:
     loop.add_signal_handler(signal.SIGTERM, stopping.set)
     loop.add_signal_handler(signal.SIGINT, stopping.set)
     commands = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(commands), sys.stdin)
+    piped = stat.S_ISFIFO(os.fstat(sys.stdin.fileno()).st_mode)
+    if piped:  # a starter's pipe: its commands
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(commands), sys.stdin)
+    # else run by hand (a terminal, /dev/null): SIGTERM or Ctrl-C only
 
     def say(line: str) -> None:
         sys.stdout.write(line + "\n")
@@ -215,7 +219,7 @@ async def serve(host: str, port: int, out: Path) -> None:
                 say(f"unknown command {command!r}")
         stopping.set()  # stop, or stdin closed: whoever started us is gone
 
-    obeying = asyncio.ensure_future(obey())
+    obeying = asyncio.ensure_future(obey() if piped else stopping.wait())
     bound = server.sockets[0].getsockname()
     say(f"ready {bound[0]} {bound[1]} loop={type(loop).__module__.split('.')[0]}")
     await stopping.wait()
