@@ -1,6 +1,7 @@
 """Top-of-minute spike: N jobs due in the same second, with M idle schedules loaded.
 
     .venv/bin/python -m bench.spike [--jobs 100000] [--idle 1000000] [--workers 2] [--minutes 2]
+                                    [--target webhook|kafka] [--ceiling-requests 5000]
 
 Runs on the real local stack (started if needed). Jobs are written straight to the jobs topic
 (the API's validation is not what is measured): the idle ones as ``0 0 1 1 *``, then the spike
@@ -16,7 +17,20 @@ from it) and its fire lag (the record's CreateTime, set when the scheduler produ
 the nominal time) measured; every ledger record of them from ``cronstream.ledger`` gives the
 run lag (the executor's record of the outcome, minus the nominal time): what a user of the
 target sees. Afterwards all benchmark jobs are deleted (tombstones).
-Target: 10k fires/s with p99 fire lag <= 1 s.
+
+``--target webhook`` (the default; issue 28: what a user waits for is their URL being called)
+points every spike job at a receiver on loopback in its own process (``bench.receiver``), as
+tenant ``bench`` allowed to call 127.0.0.1; the box's HTTP ceiling (that receiver driven alone
+by the executor's client, and by aiohttp for comparison) is measured and printed first, on the
+idle stack. The webhook jobs end after the last measured minute (a drain may outlast a minute,
+and the next, unmeasured, spike would pile on it). Headline figures per spike: run lag
+(arrival at the receiver minus nominal time) p50/p99/max, runs/s from the first to the last
+arrival, slots never received, duplicates received, the ledger's outcome for every slot, and
+where the box's cores went (sampled every second, the receiver's included) from a second
+before the spike to its last arrival, with the CPU each run cost; fire lag comes second. Nothing
+is read from the topics until every slot has arrived (or none came for ``QUIET_S``).
+``--target kafka`` keeps the Kafka-record scenario and its figures.
+Target: 10k fires/s with p99 fire lag <= 1 s; webhooks: run lag p99 <= 10 s (seed 001).
 """
 
 from __future__ import annotations
@@ -25,9 +39,13 @@ import argparse
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from bench import receiver as http_receiver
 from bench.common import (
     component_pids,
     count_at_least,
@@ -42,6 +60,7 @@ from bench.common import (
     wait_consumed,
 )
 from stack import processes
+from streams.adapters import tenants
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
@@ -56,27 +75,38 @@ CPU_WINDOW_S = (1.0, 3.0)  # where the box's cores went: from before the spike t
 # timestamps, and decoding 100k fired records as they came took a quarter of a core from the
 # system under test in the spike's own second
 READ_AFTER_S = CPU_WINDOW_S[1] + 2
+QUIET_S = 30.0  # webhook: no arrival for this long after the last spike, the drain is over
+SAMPLE_S = 1.0  # webhook: how often every component's CPU is read during the drain
+TENANT = "bench"
+KAFKA_TARGET = {"type": "kafka", "topic": f"{TENANT}.fires", "value": "tick"}
+
+
+def webhook_target(url: str) -> dict[str, Any]:
+    return {"type": "webhook", "url": url, "method": "POST", "timeout_s": 10.0}
 
 
 def job(job_id: str, cron: str, now: int, misfire_policy: str = "skip",
-        max_lateness_s: int = 60, start_ms: int | None = None) -> bytes:
-    """A benchmark job as the API would have written it, firing into a Kafka topic."""
+        max_lateness_s: int = 60, start_ms: int | None = None,
+        target: dict[str, Any] | None = None, end_ms: int | None = None) -> bytes:
+    """A benchmark job as the API would have written it, firing into a Kafka topic unless
+    another ``target`` is given."""
     return codec().encode("Job", {
-        "job_id": job_id, "tenant": "bench", "revision": 1,
-        "schedule": {"cron": cron, "timezone": "UTC", "start_ms": start_ms},
-        "target": {"type": "kafka", "topic": "bench.fires", "value": "tick"},
+        "job_id": job_id, "tenant": TENANT, "revision": 1,
+        "schedule": {"cron": cron, "timezone": "UTC", "start_ms": start_ms, "end_ms": end_ms},
+        "target": target or KAFKA_TARGET,
         "misfire_policy": misfire_policy, "max_lateness_s": max_lateness_s,
         "retry_max_attempts": 1, "created_ms": now, "updated_ms": now,
     })
 
 
 def load(emitter: Emitter, prefix: str, count: int, cron: str, start_ms: int | None = None,
-         misfire_policy: str = "skip", max_lateness_s: int = 60) -> list[str]:
+         misfire_policy: str = "skip", max_lateness_s: int = 60,
+         target: dict[str, Any] | None = None, end_ms: int | None = None) -> list[str]:
     ids = [f"{prefix}-{i:07d}" for i in range(count)]
     now = now_ms()
     for job_id in ids:
         emitter.produce(JOBS, job_id, job(job_id, cron, now, misfire_policy, max_lateness_s,
-                                          start_ms))
+                                          start_ms, target, end_ms))
     emitter.flush(120)
     return ids
 
@@ -96,16 +126,61 @@ def main() -> None:
                         help="spikes measured, a minute apart (the jobs fire every minute): the "
                              "first is the stack's first burst of its kind, the next ones are "
                              "what a stack that has run before does")
+    parser.add_argument("--target", choices=("webhook", "kafka"), default="webhook",
+                        help="what every spike job runs: a webhook POST to a receiver on loopback "
+                             "(what a user waits for), or a Kafka record")
+    parser.add_argument("--ceiling-requests", type=count_at_least(0), default=5_000,
+                        help="webhook: requests per client for the box's HTTP ceiling, measured "
+                             "before the spike (0: not measured)")
     args = parser.parse_args()
 
     conf, stack, workers = stack_with_workers(args.workers)
+    figures: dict[str, object] = {"target": args.target}
+    receiver = None
+    if args.target == "webhook":
+        if args.ceiling_requests:
+            figures["HTTP ceiling (receiver driven alone)"] = http_ceiling(args.ceiling_requests)
+        receiver = http_receiver.Receiver().start()
+        figures["target"] = f"webhook: {receiver.url}, a receiver in its own process " \
+                            f"({receiver.loop} loop)"
+        # the jobs are written straight to the jobs topic: their tenant must let them call loopback
+        tenants.create(conf.bootstrap, TENANT, allowed_targets=["127.0.0.1"])
+    try:
+        figures |= spike_run(args, conf, stack, workers, receiver)
+    finally:
+        if receiver is not None:
+            receiver.stop()
+    report("spike", figures, {"workers": args.workers, "jobs": args.jobs, "idle": args.idle,
+                              "minutes": args.minutes, "target": args.target,
+                              "ceiling_requests": args.ceiling_requests})
+
+
+def http_ceiling(requests: int) -> dict[str, object]:
+    """The box's HTTP ceiling (``bench.receiver.ceiling``), printed as it is measured."""
+    print(f"HTTP ceiling: a receiver on 127.0.0.1 driven alone, {requests:,} POSTs per client, "
+          "on the idle stack", flush=True)
+    measured = {}
+    for result in http_receiver.ceiling(requests):
+        print(f"  {result.line()}", flush=True)
+        measured[result.client] = result.figures()
+    return measured
+
+
+def spike_run(args: argparse.Namespace, conf: Any, stack: Any, workers: list[str],
+              receiver: http_receiver.Receiver | None) -> dict[str, object]:
+    """Load the jobs, let the spikes happen, read what they did; the figures."""
     emitter = Emitter(conf.bootstrap, "bench-spike", **{"linger.ms": 50})
     run = uuid.uuid4().hex[:6]
     started = time.monotonic()
     idle = load(emitter, f"idle-{run}", args.idle, "0 0 1 1 *")
     wait_consumed(conf.bootstrap, JOBS, every_s=2)
     spike_ms = plan_spike(args.jobs)
-    spike = load(emitter, f"spike-{run}", args.jobs, "0 * * * * *", start_ms=spike_ms)
+    minutes = [spike_ms + i * 60_000 for i in range(args.minutes)]
+    if receiver is None:
+        spike = load(emitter, f"spike-{run}", args.jobs, "0 * * * * *", start_ms=spike_ms)
+    else:
+        spike = load(emitter, f"spike-{run}", args.jobs, "0 * * * * *", start_ms=spike_ms,
+                     target=webhook_target(receiver.url), end_ms=minutes[-1])
     produced_s = time.monotonic() - started
     wait_consumed(conf.bootstrap, JOBS, every_s=2)
     loaded_s = time.monotonic() - started
@@ -119,11 +194,22 @@ def main() -> None:
 
     starts = [TopicPartition(topic, p, o) for topic in (FIRED.name, LEDGER.name)
               for p, o in topic_ends(conf.bootstrap, topic).items()]
-    minutes = [spike_ms + i * 60_000 for i in range(args.minutes)]
-    readings = read_cpu_around(minutes, component_pids(stack, workers))
+    roots = component_pids(stack, workers)
+    sampler = None
+    if receiver is None:
+        readings = read_cpu_around(minutes, roots)
+    else:
+        sampler = CpuSampler(roots | {"receiver": receiver.pid},
+                             start_s=(minutes[0] / 1000 - CPU_WINDOW_S[0] - SAMPLE_S))
     time.sleep(max(0.0, (minutes[-1] - now_ms()) / 1000 + READ_AFTER_S))
-    fired_at, ran_at, outcomes = read_spikes(conf.bootstrap, starts, f"spike-{run}", minutes,
-                                             args.jobs, deadline_ms=minutes[-1] + RUNS_WAIT_S * 1000)
+    if receiver is not None and sampler is not None:
+        waited = wait_arrivals(receiver.count, args.jobs * args.minutes, minutes[-1],
+                               deadline_ms=minutes[-1] + RUNS_WAIT_S * 1000)
+        sampler.stop()
+        print(f"receiver: {waited} requests; reading the ledger", flush=True)
+    fired_at, ran_at, outcomes, ledger_slots = read_spikes(
+        conf.bootstrap, starts, f"spike-{run}", minutes, args.jobs,
+        deadline_ms=minutes[-1] + RUNS_WAIT_S * 1000)
     pids = [processes.alive(stack.pidfile(name)) for name in workers]
     rss = [rss_peak_mib(pid) for pid in pids if pid]
     stop(emitter, spike, idle)
@@ -135,13 +221,31 @@ def main() -> None:
         "load: indexed by workers s": round(loaded_s, 1),
         "worker peak RSS MiB": rss,
     }
-    for i, minute in enumerate(minutes):
-        name = "first spike" if i == 0 else f"spike {i + 1} (a minute later)" if i == 1 else \
-            f"spike {i + 1}"
-        figures[name] = spike_figures(fired_at[minute], ran_at[minute], outcomes[minute],
-                                      minute, readings[minute])
-    report("spike", figures, {"workers": args.workers, "jobs": args.jobs, "idle": args.idle,
-                              "minutes": args.minutes})
+    names = ["first spike" if i == 0 else f"spike {i + 1} (a minute later)" if i == 1 else
+             f"spike {i + 1}" for i in range(len(minutes))]
+    if receiver is None:
+        for name, minute in zip(names, minutes, strict=True):
+            figures[name] = spike_figures(fired_at[minute], ran_at[minute], outcomes[minute],
+                                          minute, readings[minute])
+        return figures
+    assert sampler is not None
+    arrivals = receiver.stop()
+    assert arrivals is not None, "the receiver wrote no arrivals"
+    expected = {fire_id(job_id, minute): minute for minute in minutes for job_id in spike}
+    received, others = account(arrivals.pairs, expected)
+    figures["requests without a fire id"] = arrivals.without_fire_id
+    figures["malformed requests"] = arrivals.malformed
+    figures["arrivals of slots not measured"] = others
+    figures["receiver CPU s (whole run)"] = receiver.final_cpu_s
+    arrived_s = sorted(at / 1e9 for _, at in arrivals.pairs)
+    for name, minute in zip(names, minutes, strict=True):
+        got = received[minute]
+        end_s = got.last_ns / 1e9 if got.last_ns is not None else minute / 1000 + CPU_WINDOW_S[1]
+        used = window(sampler.readings, minute / 1000 - CPU_WINDOW_S[0], end_s)
+        figures[name] = webhook_figures(got, fired_at[minute], outcomes[minute],
+                                        ledger_slots[minute], minute, used,
+                                        runs_between(arrived_s, used), sampler.roots)
+    return figures
 
 
 Readings = list[tuple[float, dict[str, float]]]  # (when, CPU seconds so far per component)
@@ -166,14 +270,16 @@ def read_cpu_around(minutes: list[int], roots: dict[str, int]) -> dict[int, Read
 
 def read_spikes(bootstrap: str, starts: list[TopicPartition], prefix: str, minutes: list[int],
                 jobs: int, deadline_ms: int
-                ) -> tuple[dict[int, list[int]], dict[int, list[int]], dict[int, dict[str, int]]]:
+                ) -> tuple[dict[int, list[int]], dict[int, list[int]], dict[int, dict[str, int]],
+                           dict[int, int]]:
     """Per spike: when each of its fired records was produced (CreateTime), when each of its
-    ledger records was, and the outcomes; read from ``starts`` until every spike's runs are in
-    or ``deadline_ms``."""
+    ledger records was, the outcomes, and how many distinct slots have one; read from
+    ``starts`` until every spike's runs are in or ``deadline_ms``."""
     by_suffix = {"@" + fire_id("", minute).split("@")[1]: minute for minute in minutes}
     fired_at: dict[int, list[int]] = {minute: [] for minute in minutes}
     ran_at: dict[int, list[int]] = {minute: [] for minute in minutes}
     outcomes: dict[int, dict[str, int]] = {minute: {} for minute in minutes}
+    slots: dict[int, set[str]] = {minute: set() for minute in minutes}
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{prefix}",
                          "enable.auto.commit": False})
     consumer.assign(starts)  # from where the topics ended before the spikes
@@ -188,10 +294,11 @@ def read_spikes(bootstrap: str, starts: list[TopicPartition], prefix: str, minut
                     fired_at[nominal].append(msg.timestamp()[1])  # CreateTime: when produced
             elif (minute := by_suffix.get(key[key.rfind("@"):])) is not None:
                 ran_at[minute].append(msg.timestamp()[1])
+                slots[minute].add(key)
                 outcome = codec().decode(msg.value())["outcome"]
                 outcomes[minute][outcome] = outcomes[minute].get(outcome, 0) + 1
     consumer.close()
-    return fired_at, ran_at, outcomes
+    return fired_at, ran_at, outcomes, {minute: len(keys) for minute, keys in slots.items()}
 
 
 def spike_figures(fired_at: list[int], ran_at: list[int], outcomes: dict[str, int],
@@ -216,6 +323,160 @@ def spike_figures(fired_at: list[int], ran_at: list[int], outcomes: dict[str, in
         f"cores used from {CPU_WINDOW_S[0]:.0f} s before to {CPU_WINDOW_S[1]:.0f} s after":
             cores_between(readings),
     }
+
+
+@dataclass
+class Received:
+    """One spike's slots as the receiver saw them."""
+    slots: int = 0  # slots due (one per spike job)
+    lags_ms: list[int] = field(default_factory=list)  # first arrival minus nominal, per slot received
+    duplicates: int = 0  # arrivals after a slot's first
+    first_ns: int | None = None  # the earliest of the slots' first arrivals
+    last_ns: int | None = None  # the latest of the slots' first arrivals
+
+    @property
+    def received(self) -> int:
+        return len(self.lags_ms)
+
+    @property
+    def missing(self) -> int:
+        return self.slots - self.received
+
+
+def account(pairs: list[tuple[str, int]], expected: dict[str, int]
+            ) -> tuple[dict[int, Received], int]:
+    """The receiver's arrivals (fire id, ns) against the slots expected (fire id -> nominal ms):
+    per nominal time, the run lag of every slot received (its first arrival), the duplicates
+    and the span of the arrivals; and the arrivals of slots not expected."""
+    by_minute = {minute: Received() for minute in set(expected.values())}
+    for minute in expected.values():
+        by_minute[minute].slots += 1
+    first: dict[str, int] = {}
+    others = 0
+    for fid, at in pairs:
+        minute = expected.get(fid)
+        if minute is None:
+            others += 1
+        elif fid in first:
+            by_minute[minute].duplicates += 1
+            first[fid] = min(first[fid], at)
+        else:
+            first[fid] = at
+    for fid, at in first.items():
+        got = by_minute[expected[fid]]
+        got.lags_ms.append(at // 1_000_000 - expected[fid])
+        got.first_ns = at if got.first_ns is None else min(got.first_ns, at)
+        got.last_ns = at if got.last_ns is None else max(got.last_ns, at)
+    return by_minute, others
+
+
+class CpuSampler:
+    """Every component's CPU seconds read every ``SAMPLE_S`` from ``start_s`` (wall clock) until
+    ``stop``: a webhook spike's drain lasts as long as it lasts, so its window is chosen after
+    it (``window``)."""
+
+    def __init__(self, roots: dict[str, int], start_s: float,
+                 read: Callable[[dict[str, int]], dict[str, float]] | None = None) -> None:
+        self.roots = roots
+        self.readings: Readings = []
+        self._read = read or (lambda roots: cpu_seconds(roots) | jit_cpu_seconds(roots))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(start_s,), daemon=True)
+        self._thread.start()
+
+    def _run(self, start_s: float) -> None:
+        if self._stop.wait(max(0.0, start_s - time.time())):
+            return
+        while True:
+            self.readings.append((time.time(), self._read(self.roots)))
+            if self._stop.wait(SAMPLE_S):
+                break
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.readings.append((time.time(), self._read(self.roots)))
+
+
+def window(readings: Readings, start_s: float, end_s: float) -> Readings:
+    """The last reading at or before ``start_s`` and the first at or after ``end_s`` (the
+    last one if none is): the narrowest sampled window holding [start_s, end_s]; empty if no
+    reading came before ``start_s``."""
+    before = [reading for reading in readings if reading[0] <= start_s]
+    after = [reading for reading in readings if reading[0] >= end_s] or readings[-1:]
+    if not before or not after:
+        return []
+    return [before[-1], after[0]]
+
+
+def runs_between(arrived_s: list[float], used: Readings) -> int:
+    """Arrivals (sorted, seconds) inside a window's two readings: the runs its CPU paid for,
+    whichever spike they were of."""
+    if len(used) != 2:
+        return 0
+    return sum(1 for at in arrived_s if used[0][0] <= at <= used[1][0])
+
+
+def wait_arrivals(count: Callable[[], tuple[int, int]], expected: int, last_minute_ms: int,
+                  deadline_ms: int, clock: Callable[[], int] = now_ms,
+                  sleep: Callable[[float], None] = time.sleep) -> int:
+    """Wait until the receiver has ``expected`` requests, or none came for ``QUIET_S`` since
+    the last one (or since the last spike, if none came), or ``deadline_ms``; returns the
+    requests. ``count`` is ``Receiver.count``; ``clock`` and ``sleep`` are for tests."""
+    while True:
+        requests, last_ns = count()
+        quiet_since = max(last_ns // 1_000_000, last_minute_ms)
+        if requests >= expected or clock() - quiet_since > QUIET_S * 1000 or clock() > deadline_ms:
+            return requests
+        sleep(1.0)
+
+
+def webhook_figures(got: Received, fired_at: list[int], outcomes: dict[str, int],
+                    ledger_slots: int, minute: int, used: Readings, runs_in_window: int,
+                    roots: dict[str, int]) -> dict[str, object]:
+    """One webhook spike's figures: what its users saw first (run lag: arrival minus nominal;
+    every slot received once; the ledger's word on every slot), fire lag second, and where the
+    box's cores went from a second before it to its last arrival."""
+    span_s = max(1, (got.last_ns or 0) - (got.first_ns or 0)) / 1e9
+    lags = [at - minute for at in fired_at]
+    fire_span_s = max(1, max(fired_at) - min(fired_at)) / 1000 if fired_at else float("nan")
+    figures: dict[str, object] = {
+        "slots due": got.slots,
+        "received (distinct slots)": got.received,
+        "missing (never received)": got.missing,
+        "duplicates received": got.duplicates,
+        "runs/s (first to last arrival)": round(got.received / span_s) if got.received else 0,
+        "run lag p50 ms (arrival - nominal)": percentile(got.lags_ms, 50),
+        "run lag p99 ms": percentile(got.lags_ms, 99),
+        "run lag max ms": max(got.lags_ms) if got.lags_ms else None,
+        "ledger outcomes": outcomes,
+        "slots without a ledger outcome": got.slots - ledger_slots,
+        "fires recorded": len(lags),
+        "fires/s (first to last fire)": round(len(lags) / fire_span_s) if lags else 0,
+        "fire lag p50 ms": percentile(lags, 50),
+        "fire lag p99 ms": percentile(lags, 99),
+        "fire lag max ms": max(lags) if lags else None,
+    }
+    cores = cores_between(used)
+    figures[f"cores used from {CPU_WINDOW_S[0]:.0f} s before to its last arrival"] = cores
+    figures["CPU ms per run (window's CPU / arrivals in it)"] = \
+        cpu_per_run(used, runs_in_window, roots) if cores else None
+    return figures
+
+
+def cpu_per_run(used: Readings, runs: int, roots: dict[str, int]) -> dict[str, float] | None:
+    """CPU ms per run over a window: each component's, the whole box's, and cronstream's own
+    (the whole box less the receiver and the benchmark); the JIT compiler threads are part of
+    their JVM's figure and not added again."""
+    if len(used) != 2 or not runs:
+        return None
+    (_, first), (_, last) = sorted(used, key=lambda reading: reading[0])
+    spent = {name: last[name] - first.get(name, 0.0) for name in roots}
+    per_run = {name: round(cpu / runs * 1000, 3) for name, cpu in spent.items()}
+    per_run["whole box"] = round(sum(spent.values()) / runs * 1000, 3)
+    per_run["cronstream (no receiver, no benchmark)"] = round(sum(
+        cpu for name, cpu in spent.items() if name not in ("receiver", "benchmark")) / runs * 1000, 3)
+    return per_run
 
 
 def cores_between(readings: Readings) -> dict[str, float] | None:

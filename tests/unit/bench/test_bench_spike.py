@@ -29,3 +29,141 @@ def test_each_spike_is_measured_against_its_own_minute():
     assert figures["fires/s (first to last fire)"] == 8  # 3 fires over 400 ms: 7.5, rounded
     assert figures["run lag p50 ms"] == 2_000
     assert figures[next(k for k in figures if k.startswith("cores used"))] is None
+
+
+MINUTE = 1_800_000_060_000
+MS = 1_000_000  # ns
+
+
+def test_arrivals_are_accounted_per_slot_first_arrival_duplicates_and_missing():
+    from bench.spike import account
+
+    expected = {f"j{i}@m1": MINUTE for i in range(4)} | {f"j{i}@m2": MINUTE + 60_000 for i in range(4)}
+    pairs = [("j0@m1", (MINUTE + 900) * MS), ("j1@m1", (MINUTE + 1_500) * MS),
+             ("j0@m1", (MINUTE + 400) * MS),  # a duplicate that is earlier than the first seen
+             ("j2@m1", (MINUTE + 2_000) * MS), ("j2@m1", (MINUTE + 2_100) * MS),
+             ("j0@m2", (MINUTE + 60_300) * MS),
+             ("stranger@m1", (MINUTE + 1) * MS)]
+    received, others = account(pairs, expected)
+    first, second = received[MINUTE], received[MINUTE + 60_000]
+    assert (first.slots, first.received, first.missing, first.duplicates) == (4, 3, 1, 2)
+    assert sorted(first.lags_ms) == [400, 1_500, 2_000]  # j0's lag is its earliest arrival's
+    assert (first.first_ns, first.last_ns) == ((MINUTE + 400) * MS, (MINUTE + 2_000) * MS)
+    assert (second.received, second.missing, second.duplicates, second.lags_ms) == (1, 3, 0, [300])
+    assert others == 1
+
+
+def test_a_spike_nothing_arrived_from_is_all_missing():
+    from bench.spike import account, webhook_figures
+
+    received, others = account([], {"j0@m1": MINUTE, "j1@m1": MINUTE})
+    got = received[MINUTE]
+    assert (got.received, got.missing, others) == (0, 2, 0)
+    figures = webhook_figures(got, [], {"failed": 2}, 2, MINUTE, [], 0, {})
+    assert figures["missing (never received)"] == 2
+    assert figures["runs/s (first to last arrival)"] == 0
+    assert figures["run lag max ms"] is None
+    assert figures["slots without a ledger outcome"] == 0
+
+
+def test_webhook_figures_put_what_users_see_first():
+    from bench.spike import Received, webhook_figures
+
+    got = Received(slots=3, lags_ms=[1_000, 2_000, 3_000], duplicates=1,
+                   first_ns=(MINUTE + 1_000) * MS, last_ns=(MINUTE + 3_000) * MS)
+    used = [(MINUTE / 1000 - 1, {"worker-1": 10.0, "receiver": 1.0}),
+            (MINUTE / 1000 + 4, {"worker-1": 12.5, "receiver": 1.03})]
+    figures = webhook_figures(got, [MINUTE + 100, MINUTE + 200], {"succeeded": 2}, 2, MINUTE,
+                              used, 3, {"worker-1": 1, "receiver": 2})
+    keys = list(figures)
+    assert keys.index("run lag p99 ms") < keys.index("fire lag p99 ms")
+    assert figures["runs/s (first to last arrival)"] == 2  # 3 slots over 2 s: 1.5, rounded
+    assert figures["run lag p50 ms (arrival - nominal)"] == 2_000
+    assert figures["run lag max ms"] == 3_000
+    assert figures["duplicates received"] == 1
+    assert figures["missing (never received)"] == 0
+    assert figures["slots without a ledger outcome"] == 1
+    assert figures["fire lag max ms"] == 200
+    assert figures["cores used from 1 s before to its last arrival"] == {
+        "worker-1": 0.5, "receiver": 0.01}
+    assert figures["CPU ms per run (window's CPU / arrivals in it)"] == {
+        "worker-1": 833.333, "receiver": 10.0, "whole box": 843.333,
+        "cronstream (no receiver, no benchmark)": 833.333}
+
+
+def test_the_cpu_window_is_the_narrowest_sampled_one_around_the_drain():
+    from bench.spike import runs_between, window
+
+    readings = [(float(t), {"w": float(t)}) for t in (8, 9, 10, 11, 12, 13)]
+    assert [at for at, _ in window(readings, 9.5, 11.2)] == [9.0, 12.0]
+    assert [at for at, _ in window(readings, 9.0, 12.0)] == [9.0, 12.0]
+    assert [at for at, _ in window(readings, 9.0, 99.0)] == [9.0, 13.0]  # sampling stopped early
+    assert window(readings, 7.0, 10.0) == []  # nothing sampled before the window
+    assert runs_between([8.5, 9.0, 10.0, 12.0, 12.5], window(readings, 9.5, 11.2)) == 3
+    assert runs_between([10.0], []) == 0
+
+
+def test_the_sampler_reads_until_stopped_and_once_more_at_the_stop():
+    import threading
+    import time
+
+    from bench.spike import CpuSampler
+
+    read = threading.Event()
+
+    def fake(roots):
+        read.set()
+        return {"w": 1.0}
+
+    sampler = CpuSampler({"w": 1}, start_s=time.time() - 1, read=fake)
+    assert read.wait(10)
+    sampler.stop()
+    assert len(sampler.readings) >= 2
+    assert all(reading[1] == {"w": 1.0} for reading in sampler.readings)
+
+
+def test_arrivals_are_waited_for_until_all_came_or_they_stopped_coming():
+    from bench.spike import QUIET_S, wait_arrivals
+
+    clock = {"ms": MINUTE}
+
+    def sleep(seconds):
+        clock["ms"] += int(seconds * 1000)
+
+    def now():
+        return clock["ms"]
+
+    # all of them arrive at the 5th poll
+    counts = iter([(0, 0), (10, (MINUTE + 1_000) * MS), (20, (MINUTE + 2_000) * MS),
+                   (30, (MINUTE + 3_000) * MS), (40, (MINUTE + 4_000) * MS)])
+    assert wait_arrivals(lambda: next(counts), 40, MINUTE, MINUTE + 600_000, now, sleep) == 40
+
+    # 30 of 40 arrive, then nothing: waited QUIET_S after the last one
+    clock["ms"] = MINUTE
+    last = (MINUTE + 2_000) * MS
+    assert wait_arrivals(lambda: (30, last), 40, MINUTE, MINUTE + 600_000, now, sleep) == 30
+    assert MINUTE + 2_000 + QUIET_S * 1000 < clock["ms"] <= MINUTE + 2_000 + QUIET_S * 1000 + 1_000
+
+    # nothing at all: QUIET_S after the last spike
+    clock["ms"] = MINUTE
+    assert wait_arrivals(lambda: (0, 0), 40, MINUTE, MINUTE + 600_000, now, sleep) == 0
+    assert clock["ms"] <= MINUTE + QUIET_S * 1000 + 1_000
+
+    # still arriving at the deadline: the deadline
+    clock["ms"] = MINUTE
+    assert wait_arrivals(lambda: (1, clock["ms"] * MS), 40, MINUTE, MINUTE + 5_000, now, sleep) == 1
+    assert clock["ms"] <= MINUTE + 6_000
+
+
+def test_webhook_jobs_call_the_receiver_and_end_after_the_last_measured_minute():
+    from bench.spike import job, webhook_target
+    from streams.runtime.codec import codec
+
+    record = codec().decode(job("spike-x-0000001", "0 * * * * *", MINUTE - 60_000,
+                                start_ms=MINUTE, target=webhook_target("http://127.0.0.1:9/hook"),
+                                end_ms=MINUTE + 60_000))
+    assert record["target"]["type"] == "webhook"
+    assert record["target"]["url"] == "http://127.0.0.1:9/hook"
+    assert record["schedule"]["end_ms"] == MINUTE + 60_000
+    kafka = codec().decode(job("spike-x-0000001", "0 * * * * *", MINUTE))
+    assert kafka["target"]["type"] == "kafka" and kafka["schedule"]["end_ms"] is None
