@@ -1,7 +1,7 @@
 """A real peer on the same machine: db-scheduler doing cronstream's webhook spike.
 
     .venv/bin/python -m bench.peer [--jobs 100000] [--idle 1000000] [--instances 2] [--threads 20]
-                                   [--polling-ms 1000] [--lower 1.0] [--upper 4.0]
+                                   [--polling-ms 1000] [--lower 1.0] [--upper 4.0] [--warmup 0]
 
 db-scheduler (Java, ``com.github.kagkarlsson:db-scheduler`` from Maven Central, built from
 ``bench/peer/`` with the machine's Maven, cached under ``$CRONSTREAM_HOME/peer``) on the local
@@ -231,11 +231,24 @@ def truncate(conf: Settings) -> None:
         conn.execute("TRUNCATE scheduled_tasks")
 
 
+def warm(conf: Settings, classpath: str, receiver: Receiver, prefix: str, tasks: int,
+         wait_s: float) -> None:
+    """A smaller spike first, not measured: the instances' JVMs compile the code paths a spike
+    takes (a long-running application's have), as cronstream's second spike of a run is a
+    stack's that has run one before."""
+    due_s = plan_due(time.time(), tasks)
+    base = receiver.count()[0]
+    schedule(conf, classpath, prefix, jobs=tasks, due_s=due_s)
+    got = wait_arrivals(receiver, base, tasks, due_s + wait_s)
+    print(f"[peer] warm-up: {got:,} of {tasks:,} tasks ran", flush=True)
+
+
 def run_peer(conf: Settings, jobs: int, instances: int, threads: int, receiver: Receiver, *,
              idle: int = 0, polling_ms: int = 1000, lower: float = 1.0, upper: float = 4.0,
-             wait_s: float = RUNS_WAIT_S) -> dict[str, Any]:
+             warmup: int = 0, wait_s: float = RUNS_WAIT_S) -> dict[str, Any]:
     """db-scheduler's spike against ``receiver`` (started, shared with other runs: only this
-    run's fire ids are counted): its figures."""
+    run's fire ids are counted): its figures. With ``warmup``, a spike of that many tasks runs
+    first, unmeasured, on the same instances."""
     classpath = ensure_built(conf)
     ensure_database(conf)
     prefix = f"peer-{uuid.uuid4().hex[:6]}"
@@ -244,6 +257,8 @@ def run_peer(conf: Settings, jobs: int, instances: int, threads: int, receiver: 
     running = start_instances(conf, classpath, instances, threads, receiver.url, polling_ms, lower,
                               upper)
     try:
+        if warmup:
+            warm(conf, classpath, receiver, f"{prefix}-warmup", warmup, wait_s)
         due_s = plan_due(time.time(), jobs)
         loaded = schedule(conf, classpath, prefix, jobs=jobs, due_s=due_s)
         print(f"[peer] {idle:,} idle tasks scheduled in {idle_s:.1f} s, {jobs:,} due at {due_s} in "
@@ -262,7 +277,8 @@ def run_peer(conf: Settings, jobs: int, instances: int, threads: int, receiver: 
         cpu_after, after_at = cpu_seconds(roots), time.monotonic()
     finally:
         summaries = [instance.stop() for instance in running]
-    arrivals = receiver.dump().pairs
+    arrivals = [(fire_id, at) for fire_id, at in receiver.dump().pairs
+                if not fire_id.startswith(f"{prefix}-warmup-")]
     truncate(conf)
     expected = dict.fromkeys(spike_ids(prefix, jobs), due_s * 1000)
     figures = run_figures(arrivals, expected)
@@ -275,6 +291,7 @@ def run_peer(conf: Settings, jobs: int, instances: int, threads: int, receiver: 
                 f"polling every {polling_ms} ms",
         "tasks due in the same second": jobs,
         "idle tasks": idle,
+        "warm-up spike before (tasks)": warmup,
         "schedule: idle s": round(idle_s, 1),
         "schedule: spike tasks s": loaded["jobs_s"],
         "rows as SchedulerClient.schedule writes them": loaded["rows_as_schedule_writes"],
@@ -299,6 +316,10 @@ def main() -> None:
                         help="execution threads per instance (db-scheduler's .threads)")
     parser.add_argument("--polling-ms", type=count_at_least(1), default=1000,
                         help="db-scheduler's pollingInterval")
+    parser.add_argument("--warmup", type=count_at_least(0), default=0,
+                        help="tasks of an unmeasured spike run first on the same instances (their "
+                             "JVMs compile the spike's code paths); 0: the measured spike is their "
+                             "first")
     parser.add_argument("--lower", type=float, default=1.0,
                         help="pollUsingLockAndFetch's lowerLimitFractionOfThreads")
     parser.add_argument("--upper", type=float, default=4.0,
@@ -307,11 +328,12 @@ def main() -> None:
     conf = settings.load()
     with Receiver() as receiver:
         figures = run_peer(conf, args.jobs, args.instances, args.threads, receiver, idle=args.idle,
-                           polling_ms=args.polling_ms, lower=args.lower, upper=args.upper)
+                           polling_ms=args.polling_ms, lower=args.lower, upper=args.upper,
+                           warmup=args.warmup)
         figures["receiver event loop"] = receiver.loop
     report("peer", figures, {"jobs": args.jobs, "idle": args.idle, "instances": args.instances,
                              "threads": args.threads, "polling_ms": args.polling_ms,
-                             "lower": args.lower, "upper": args.upper,
+                             "lower": args.lower, "upper": args.upper, "warmup": args.warmup,
                              "db-scheduler": DB_SCHEDULER})
 
 
