@@ -1,7 +1,7 @@
 """A real peer on the same machine: db-scheduler doing cronstream's webhook spike.
 
-    .venv/bin/python -m bench.peer [--jobs 100000] [--idle 1000000] [--instances 2] [--threads 20]
-                                   [--polling-ms 1000] [--lower 1.0] [--upper 4.0] [--warmup 0]
+    .venv/bin/python -m bench.peer [--jobs 100000] [--idle 1000000] [--instances 2] [--threads 40]
+                                   [--polling-ms 200] [--lower 1.0] [--upper 4.0] [--warmup 0]
 
 db-scheduler (Java, ``com.github.kagkarlsson:db-scheduler`` from Maven Central, built from
 ``bench/peer/`` with the machine's Maven, cached under ``$CRONSTREAM_HOME/peer``) on the local
@@ -56,6 +56,14 @@ CPU_BEFORE_S = 1.0  # the CPU window starts this long before the due time
 # connections per instance: a thread each plus 4 (poller, heartbeats, housekeeper), at most this
 # many: the stack's PostgreSQL takes 100 in all (initdb's default) and Connect and the API use some
 MAX_POOL = 40
+
+
+# Tuned on 5,000-task spikes (2026-11-25, 2 instances, lock-and-fetch 1.0/4.0, the box shared with
+# a test suite): cold JVMs 1,008 runs/s at 10 threads, 1,271 at 20, 1,525-1,683 at 40, 1,449-1,766
+# at 80, 1,686 at 160; warmed up 2,343 at 20, 2,497 at 40, 1,834 at 80; polling every 200 ms
+# instead of 1 s took the first poll after the due time ~0.6 s earlier (run lag p50 1.9 -> 1.2 s).
+TUNED_THREADS = 40
+TUNED_POLLING_MS = 200
 
 
 def pool_size(threads: int) -> int:
@@ -244,7 +252,7 @@ def warm(conf: Settings, classpath: str, receiver: Receiver, prefix: str, tasks:
 
 
 def run_peer(conf: Settings, jobs: int, instances: int, threads: int, receiver: Receiver, *,
-             idle: int = 0, polling_ms: int = 1000, lower: float = 1.0, upper: float = 4.0,
+             idle: int = 0, polling_ms: int = TUNED_POLLING_MS, lower: float = 1.0, upper: float = 4.0,
              warmup: int = 0, wait_s: float = RUNS_WAIT_S) -> dict[str, Any]:
     """db-scheduler's spike against ``receiver`` (started, shared with other runs: only this
     run's fire ids are counted): its figures. With ``warmup``, a spike of that many tasks runs
@@ -298,7 +306,8 @@ def run_peer(conf: Settings, jobs: int, instances: int, threads: int, receiver: 
         **figures,
         "requests at the receiver in the wait": got,
         "missing (first 5)": absent[:5],
-        "instances' own count (ok, failed)": [(s["ok"], s["failed"]) if s else None for s in summaries],
+        "instances' own count (ok, failed), warm-up included":
+            [(s["ok"], s["failed"]) if s else None for s in summaries],
         f"cores used from {CPU_BEFORE_S:.0f} s before due to the last arrival":
             cpu_share(cpu_before, cpu_after, after_at - before_at),
         "CPU ms per run": {name: round(seconds * 1000 / received, 3) for name, seconds in used.items()},
@@ -312,10 +321,10 @@ def main() -> None:
     parser.add_argument("--idle", type=count_at_least(0), default=1_000_000,
                         help="one-time tasks due in 2100 in the same table (bench.spike's default)")
     parser.add_argument("--instances", type=count_at_least(1), default=2)
-    parser.add_argument("--threads", type=count_at_least(1), default=20,
+    parser.add_argument("--threads", type=count_at_least(1), default=TUNED_THREADS,
                         help="execution threads per instance (db-scheduler's .threads)")
-    parser.add_argument("--polling-ms", type=count_at_least(1), default=1000,
-                        help="db-scheduler's pollingInterval")
+    parser.add_argument("--polling-ms", type=count_at_least(1), default=TUNED_POLLING_MS,
+                        help="db-scheduler's pollingInterval (its default is 10 s)")
     parser.add_argument("--warmup", type=count_at_least(0), default=0,
                         help="tasks of an unmeasured spike run first on the same instances (their "
                              "JVMs compile the spike's code paths); 0: the measured spike is their "
