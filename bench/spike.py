@@ -39,6 +39,7 @@ import argparse
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +60,7 @@ from bench.common import (
     topic_ends,
     wait_consumed,
 )
+from bench.runs import first_arrivals
 from stack import processes
 from streams.adapters import tenants
 from streams.runtime.clock import now_ms
@@ -347,27 +349,19 @@ def account(pairs: list[tuple[str, int]], expected: dict[str, int]
             ) -> tuple[dict[int, Received], int]:
     """The receiver's arrivals (fire id, ns) against the slots expected (fire id -> nominal ms):
     per nominal time, the run lag of every slot received (its first arrival), the duplicates
-    and the span of the arrivals; and the arrivals of slots not expected."""
+    and the span of the arrivals; and the arrivals of slots not expected (``bench.runs``)."""
     by_minute = {minute: Received() for minute in set(expected.values())}
     for minute in expected.values():
         by_minute[minute].slots += 1
-    first: dict[str, int] = {}
-    others = 0
-    for fid, at in pairs:
-        minute = expected.get(fid)
-        if minute is None:
-            others += 1
-        elif fid in first:
-            by_minute[minute].duplicates += 1
-            first[fid] = min(first[fid], at)
-        else:
-            first[fid] = at
-    for fid, at in first.items():
+    ours = [(fid, at) for fid, at in pairs if fid in expected]
+    for fid, n in Counter(fid for fid, _ in ours).items():
+        by_minute[expected[fid]].duplicates += n - 1
+    for fid, at in first_arrivals(ours).items():
         got = by_minute[expected[fid]]
         got.lags_ms.append(at // 1_000_000 - expected[fid])
         got.first_ns = at if got.first_ns is None else min(got.first_ns, at)
         got.last_ns = at if got.last_ns is None else max(got.last_ns, at)
-    return by_minute, others
+    return by_minute, len(pairs) - len(ours)
 
 
 class CpuSampler:
