@@ -253,10 +253,14 @@ def warm(conf: Settings, classpath: str, receiver: Receiver, prefix: str, tasks:
 
 def run_peer(conf: Settings, jobs: int, instances: int, threads: int, receiver: Receiver, *,
              idle: int = 0, polling_ms: int = TUNED_POLLING_MS, lower: float = 1.0, upper: float = 4.0,
-             warmup: int = 0, wait_s: float = RUNS_WAIT_S) -> dict[str, Any]:
+             warmup: int = 0, wait_s: float = RUNS_WAIT_S,
+             bystanders: dict[str, int] | None = None) -> dict[str, Any]:
     """db-scheduler's spike against ``receiver`` (started, shared with other runs: only this
     run's fire ids are counted): its figures. With ``warmup``, a spike of that many tasks runs
-    first, unmeasured, on the same instances."""
+    first, unmeasured, on the same instances. ``bystanders`` (name -> root pid: processes that
+    are not the peer's, such as cronstream's idle stack in ``bench.spike``) have their cores read
+    in the same window, to show whether they took any from the peer; they are left out of the
+    CPU per run."""
     classpath = ensure_built(conf)
     ensure_database(conf)
     prefix = f"peer-{uuid.uuid4().hex[:6]}"
@@ -278,6 +282,8 @@ def run_peer(conf: Settings, jobs: int, instances: int, threads: int, receiver: 
         roots = {instance.name: instance.pid for instance in running} | {"receiver": receiver.pid}
         if (pid := postgres_pid(conf)) is not None:
             roots["postgres"] = pid
+        own = set(roots)
+        roots = (bystanders or {}) | roots
         base = receiver.count()[0]
         time.sleep(max(0.0, due_s - CPU_BEFORE_S - time.time()))
         cpu_before, before_at = cpu_seconds(roots), time.monotonic()
@@ -291,7 +297,8 @@ def run_peer(conf: Settings, jobs: int, instances: int, threads: int, receiver: 
     expected = dict.fromkeys(spike_ids(prefix, jobs), due_s * 1000)
     figures = run_figures(arrivals, expected)
     absent = missing(arrivals, expected)
-    used = {name: round(cpu_after[name] - cpu_before.get(name, 0.0), 2) for name in cpu_after}
+    used = {name: round(cpu_after[name] - cpu_before.get(name, 0.0), 2) for name in cpu_after
+            if name in own}
     received = figures["runs received"] or 1
     return {
         "peer": f"db-scheduler {DB_SCHEDULER}, {instances} instances x {threads} threads "

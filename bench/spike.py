@@ -2,6 +2,8 @@
 
     .venv/bin/python -m bench.spike [--jobs 100000] [--idle 1000000] [--workers 2] [--minutes 2]
                                     [--target webhook|kafka] [--ceiling-requests 5000]
+                                    [--peer|--no-peer] [--peer-instances 2] [--peer-threads 40]
+                                    [--peer-warmup 0]
 
 Runs on the real local stack (started if needed). Jobs are written straight to the jobs topic
 (the API's validation is not what is measured): the idle ones as ``0 0 1 1 *``, then the spike
@@ -25,11 +27,28 @@ by the executor's client, and by aiohttp for comparison) is measured and printed
 idle stack. The webhook jobs end after the last measured minute (a drain may outlast a minute,
 and the next, unmeasured, spike would pile on it). Headline figures per spike: run lag
 (arrival at the receiver minus nominal time) p50/p99/max, runs/s from the first to the last
-arrival, slots never received, duplicates received, the ledger's outcome for every slot, and
-where the box's cores went (sampled every second, the receiver's included) from a second
-before the spike to its last arrival, with the CPU each run cost; fire lag comes second. Nothing
-is read from the topics until every slot has arrived (or none came for ``QUIET_S``).
-``--target kafka`` keeps the Kafka-record scenario and its figures.
+arrival (and from the nominal time to it), slots never received, duplicates received, the
+ledger's outcome for every slot, and where the box's cores went (sampled every second, the
+receiver's included) from a second before the spike to its last arrival, with the CPU each run
+cost; fire lag comes second. Nothing is read from the topics until every slot has arrived (or
+none came for ``QUIET_S``).
+
+Then, for webhooks (``--no-peer`` to skip it), the real peer runs the same spike on the same box
+in the same command: db-scheduler (``bench.peer.run_peer``: ``--peer-instances`` instances of
+``--peer-threads`` threads, bench.peer's tuned 40 by default, on the stack's PostgreSQL), the same
+``--jobs`` due in one second beside the same ``--idle``, calling a fresh receiver of the same kind
+(``bench.receiver``): cronstream's receiver has stopped by then, and a fresh one keeps the two
+systems' arrivals apart by construction (``run_peer`` waits on the receiver's request count,
+which cronstream's late duplicates would have inflated). Before it, the benchmark waits until
+the workers have applied the run's job deletions (the tombstones of every spike and idle job)
+and the ledger sink has written the run's ledger to PostgreSQL (``settle``), and leaves the
+stack up: stopping the workers instead would hand the tombstones to the next run, whose workers
+would apply them while it loads, and the idle stack's cores are read in the peer's window
+(``bystanders``) to show whether it took any. The peer's Java is built (``bench.peer
+.ensure_built``) before cronstream's spike, so a failed build costs no measurement. Printed
+last: each cronstream spike's runs/s and run lag p50/p99/max beside the peer's spike, and the
+runs/s ratio cronstream/peer of each cronstream spike (``bench.comparison``), all from this run.
+``--target kafka`` keeps the Kafka-record scenario and its figures (no peer).
 Target: 10k fires/s with p99 fire lag <= 1 s; webhooks: run lag p99 <= 10 s (seed 001).
 """
 
@@ -46,12 +65,14 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from bench import comparison, peer
 from bench import receiver as http_receiver
 from bench.common import (
     component_pids,
     count_at_least,
     cpu_seconds,
     cpu_share,
+    group_lag,
     jit_cpu_seconds,
     percentile,
     report,
@@ -67,7 +88,7 @@ from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
 from streams.scheduling.schedule import fire_id
-from streams.topology import FIRED, JOBS, LEDGER
+from streams.topology import APP_ID, FIRED, JOBS, LEDGER, TopicSpec
 
 SPIKE_INDEX_RATE = 1_000  # spike jobs/s the workers are assumed to index at, to plan the spike
 SPIKE_MARGIN_S = 30
@@ -79,6 +100,8 @@ CPU_WINDOW_S = (1.0, 3.0)  # where the box's cores went: from before the spike t
 READ_AFTER_S = CPU_WINDOW_S[1] + 2
 QUIET_S = 30.0  # webhook: no arrival for this long after the last spike, the drain is over
 SAMPLE_S = 1.0  # webhook: how often every component's CPU is read during the drain
+SETTLE_S = 900  # how long the peer waits for cronstream's stack to be done with the run
+LEDGER_SINK_GROUP = "connect-cronstream-ledger-sink"  # Kafka Connect's group for the ledger sink
 TENANT = "bench"
 KAFKA_TARGET = {"type": "kafka", "topic": f"{TENANT}.fires", "value": "tick"}
 
@@ -134,9 +157,27 @@ def main() -> None:
     parser.add_argument("--ceiling-requests", type=count_at_least(0), default=5_000,
                         help="webhook: requests per client for the box's HTTP ceiling, measured "
                              "before the spike (0: not measured)")
+    parser.add_argument("--peer", action=argparse.BooleanOptionalAction, default=None,
+                        help="after cronstream's spikes, run the peer (db-scheduler, bench.peer) "
+                             "on the same --jobs/--idle and compare (default: on for --target "
+                             "webhook; the peer only calls webhooks)")
+    parser.add_argument("--peer-instances", type=count_at_least(1), default=2,
+                        help="db-scheduler instances (as cronstream's 2 workers)")
+    parser.add_argument("--peer-threads", type=count_at_least(1), default=peer.TUNED_THREADS,
+                        help="execution threads per db-scheduler instance (default: bench.peer's "
+                             f"tuned {peer.TUNED_THREADS})")
+    parser.add_argument("--peer-warmup", type=count_at_least(0), default=0,
+                        help="tasks of an unmeasured spike the peer's instances run first (their "
+                             "JVMs compile the spike's code paths); 0: the measured spike is "
+                             "their first")
     args = parser.parse_args()
+    with_peer = args.target == "webhook" if args.peer is None else args.peer
+    if with_peer and args.target != "webhook":
+        parser.error("--peer compares webhook runs: it needs --target webhook")
 
     conf, stack, workers = stack_with_workers(args.workers)
+    if with_peer:  # built before anything is measured: a failed build costs no spike
+        peer.ensure_built(conf)
     figures: dict[str, object] = {"target": args.target}
     receiver = None
     if args.target == "webhook":
@@ -152,9 +193,75 @@ def main() -> None:
     finally:
         if receiver is not None:
             receiver.stop()
-    report("spike", figures, {"workers": args.workers, "jobs": args.jobs, "idle": args.idle,
-                              "minutes": args.minutes, "target": args.target,
-                              "ceiling_requests": args.ceiling_requests})
+    params: dict[str, object] = {"workers": args.workers, "jobs": args.jobs, "idle": args.idle,
+                                 "minutes": args.minutes, "target": args.target,
+                                 "ceiling_requests": args.ceiling_requests, "peer": with_peer}
+    if not with_peer:
+        report("spike", figures, params)
+        return
+    params |= {"peer_instances": args.peer_instances, "peer_threads": args.peer_threads,
+               "peer_warmup": args.peer_warmup, "db-scheduler": peer.DB_SCHEDULER}
+    try:
+        figures["settled before the peer"], theirs = peer_run(args, conf, stack, workers)
+    except BaseException as exc:  # cronstream's figures are kept, with why there is no comparison
+        figures["peer"] = f"failed: {exc!r}"
+        report("spike", figures, params)
+        raise
+    figures["peer: db-scheduler"] = theirs
+    compared = comparison.compare({name: figures[name] for name in spike_names(args.minutes)},
+                                  theirs)
+    figures["comparison (this run)"] = compared
+    report("spike", figures, params)
+    warmup = f", after an unmeasured {args.peer_warmup:,}-task warm-up" if args.peer_warmup else \
+        ", its instances' first spike (no warm-up)"
+    print("\n".join(comparison.lines(compared, f"{theirs['peer']}{warmup}; --peer-threads "
+                                                f"default {peer.TUNED_THREADS} (bench.peer's tuned "
+                                                "value)")), flush=True)
+
+
+def spike_names(minutes: int) -> list[str]:
+    """The name of each measured spike, in the figures."""
+    return ["first spike" if i == 0 else f"spike {i + 1} (a minute later)" if i == 1 else
+            f"spike {i + 1}" for i in range(minutes)]
+
+
+def peer_run(args: argparse.Namespace, conf: Any, stack: Any, workers: list[str]
+             ) -> tuple[dict[str, object], dict[str, Any]]:
+    """The peer's spike on the same box once cronstream's stack has settled (``settle``), with a
+    fresh receiver of the same kind: the settling, and the peer's figures."""
+    settled = settle(conf.bootstrap)
+    print(f"before the peer: {settled}", flush=True)
+    # cronstream's stack stays up, idle: its cores in the peer's window show it took none
+    bystanders = {name: pid for name, pid in component_pids(stack, workers).items()
+                  if name != "postgres"}  # the peer's database: its own figure
+    with http_receiver.Receiver() as receiver:
+        print(f"[peer] db-scheduler {peer.DB_SCHEDULER}: {args.peer_instances} instances x "
+              f"{args.peer_threads} threads, {args.jobs:,} tasks due in the same second beside "
+              f"{args.idle:,} idle, receiver {receiver.url} ({receiver.loop} loop)", flush=True)
+        theirs = peer.run_peer(conf, args.jobs, args.peer_instances, args.peer_threads, receiver,
+                               idle=args.idle, warmup=args.peer_warmup, bystanders=bystanders)
+        theirs["receiver event loop"] = receiver.loop
+    return settled, theirs
+
+
+def settle(bootstrap: str, timeout_s: float = SETTLE_S, every_s: float = 2.0
+           ) -> dict[str, object]:
+    """Wait until cronstream's stack is done with the run before the peer's: the workers have
+    applied the run's job deletions (1.1M tombstones by default) and the ledger sink has written
+    the run's ledger records to PostgreSQL (the peer's database server). Seconds each took from
+    now, or how much was left at ``timeout_s``."""
+    started = time.monotonic()
+    waits: dict[str, object] = {}
+    steps: list[tuple[str, str, TopicSpec]] = [
+        ("workers applied the job deletions s", APP_ID, JOBS),
+        ("ledger sink wrote the ledger s", LEDGER_SINK_GROUP, LEDGER)]
+    for label, group, topic in steps:
+        while (left := group_lag(bootstrap, group, topic.name)) > 0 \
+                and time.monotonic() - started < timeout_s:
+            time.sleep(every_s)
+        waits[label] = round(time.monotonic() - started, 1) if left <= 0 else \
+            f"{left:,} records not consumed after {timeout_s:.0f} s"
+    return waits
 
 
 def http_ceiling(requests: int) -> dict[str, object]:
@@ -223,8 +330,7 @@ def spike_run(args: argparse.Namespace, conf: Any, stack: Any, workers: list[str
         "load: indexed by workers s": round(loaded_s, 1),
         "worker peak RSS MiB": rss,
     }
-    names = ["first spike" if i == 0 else f"spike {i + 1} (a minute later)" if i == 1 else
-             f"spike {i + 1}" for i in range(len(minutes))]
+    names = spike_names(len(minutes))
     if receiver is None:
         for name, minute in zip(names, minutes, strict=True):
             figures[name] = spike_figures(fired_at[minute], ran_at[minute], outcomes[minute],
@@ -432,6 +538,7 @@ def webhook_figures(got: Received, fired_at: list[int], outcomes: dict[str, int]
     every slot received once; the ledger's word on every slot), fire lag second, and where the
     box's cores went from a second before it to its last arrival."""
     span_s = max(1, (got.last_ns or 0) - (got.first_ns or 0)) / 1e9
+    due_to_last_s = ((got.last_ns or 0) - minute * 1_000_000) / 1e9
     lags = [at - minute for at in fired_at]
     fire_span_s = max(1, max(fired_at) - min(fired_at)) / 1000 if fired_at else float("nan")
     figures: dict[str, object] = {
@@ -440,6 +547,8 @@ def webhook_figures(got: Received, fired_at: list[int], outcomes: dict[str, int]
         "missing (never received)": got.missing,
         "duplicates received": got.duplicates,
         "runs/s (first to last arrival)": round(got.received / span_s) if got.received else 0,
+        "runs/s (due to last arrival)": round(got.received / due_to_last_s)
+        if got.received and due_to_last_s > 0 else None,
         "run lag p50 ms (arrival - nominal)": percentile(got.lags_ms, 50),
         "run lag p99 ms": percentile(got.lags_ms, 99),
         "run lag max ms": max(got.lags_ms) if got.lags_ms else None,
