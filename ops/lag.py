@@ -53,6 +53,19 @@ def record_age_s(oldest_unprocessed_ts_ms: int | None, lag: int | None, now_ms: 
     return max(0.0, (now_ms - oldest_unprocessed_ts_ms) / 1000)
 
 
+def run_backlog(rows: list[PartitionLag], group: str, fired_topic: str) -> dict[str, Any]:
+    """The workers' run backlog as the broker sees it: fired records their group has not
+    committed, and the age of the oldest. The executor commits a fired record only once its
+    slot is resolved (run, or expired with the reason), so this counts the slots read ahead and
+    waiting, running, and not yet read; each worker's ``cronstream_run_backlog_*`` gauges give
+    its own share. ``oldest_age_s`` is None while a partition's age is unknown."""
+    mine = [r for r in rows if r.group == group and r.topic == fired_topic]
+    ages = [r.time_lag_s for r in mine]
+    return {"slots": sum(r.lag or 0 for r in mine),
+            "oldest_age_s": None if any(a is None for a in ages) else max(ages, default=0.0),
+            "partitions": len(mine)}
+
+
 def groups(admin: AdminClient, timeout_s: float = 10.0) -> list[str]:
     listed = admin.list_consumer_groups(request_timeout=timeout_s).result()
     return sorted(g.group_id for g in listed.valid

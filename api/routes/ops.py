@@ -2,7 +2,8 @@
 
 ``/healthz`` and ``/readyz`` are what docker-compose and Kubernetes probe; ``/metrics`` is
 scraped by Prometheus (lag gauges read from Kafka at scrape time, cached ``LAG_CACHE_S``);
-``/v1/ops/lag`` needs the operator key (``CRONSTREAM_OPERATOR_KEY``), never a tenant's key:
+``/v1/ops/lag`` (with the workers' run backlog: fired slots not yet resolved, and the oldest's
+age) needs the operator key (``CRONSTREAM_OPERATOR_KEY``), never a tenant's key:
 consumer lag tells about every tenant's traffic.
 """
 
@@ -124,6 +125,7 @@ def build_router(bootstrap: str) -> APIRouter:
     async def ops_lag(request: Request, group: str | None = None) -> dict[str, Any]:
         _operator(request)
         rows = await run_in_threadpool(cache.rows)
-        return {"items": [r.as_dict() for r in rows if group is None or r.group == group]}
+        return {"items": [r.as_dict() for r in rows if group is None or r.group == group],
+                "run_backlog": lag.run_backlog(rows, APP_ID, FIRED.name)}
 
     return router

@@ -26,6 +26,22 @@ def test_time_lag_is_the_age_of_the_oldest_unprocessed_record():
     assert lag.record_age_s(-1, 5, 11_000) is None  # a record without a timestamp
 
 
+def test_the_run_backlog_is_the_workers_uncommitted_fired_records_and_the_oldest_age():
+    def row(group, topic, part, lag_, age):
+        return lag.PartitionLag(group, topic, part, 0, lag_, lag_, age, None, None)
+    rows = [row("cronstream", "cronstream.fired", 0, 40, 12.5),
+            row("cronstream", "cronstream.fired", 1, 0, 0.0),
+            row("cronstream", "cronstream.fired", 2, 7, 3.0),
+            row("cronstream", "cronstream.jobs", 0, 900, 99.0),  # another topic: not runs
+            row("other", "cronstream.fired", 0, 5, 500.0)]  # another group: not the workers
+    assert lag.run_backlog(rows, "cronstream", "cronstream.fired") == {
+        "slots": 47, "oldest_age_s": 12.5, "partitions": 3}
+    unknown = [*rows, row("cronstream", "cronstream.fired", 3, 2, None)]
+    assert lag.run_backlog(unknown, "cronstream", "cronstream.fired")["oldest_age_s"] is None
+    assert lag.run_backlog([], "cronstream", "cronstream.fired") == {
+        "slots": 0, "oldest_age_s": 0.0, "partitions": 0}
+
+
 def test_lag_table_has_the_columns_of_kafka_consumer_groups():
     rows = [lag.PartitionLag("cronstream", "cronstream.fired", 3, 40, 45, 5, 2.5, "m-1", "/1.2"),
             lag.PartitionLag("cronstream", "cronstream.fired", 4, None, 9, None, None, None, None)]
