@@ -23,9 +23,9 @@ that carried a fire id: ``<arrival ns> <fire id>``.
 
 ``Receiver`` runs it as a subprocess for a benchmark (start, wait ready, count, dump, stop and
 read the arrivals, the process's CPU seconds from /proc). ``ceiling`` drives a receiver alone at
-full speed with the executor's own client (``httpx.AsyncClient`` with ``max_connections=
-MAX_IN_FLIGHT``, each request made by ``streams.execution.targets.call_webhook``, on the default
-asyncio loop as in a worker) and, for comparison, with ``aiohttp.ClientSession``: what no
+full speed with the executor's own client (aiohttp, made by ``streams.execution.targets.
+new_session``, each request made by ``call_webhook``, on the default asyncio loop as in a
+worker) and, for comparison, with httpx (the executor's client before issue 28): what no
 scheduler on this box can pass, whatever it does.
 """
 
@@ -53,6 +53,9 @@ BAD_REQUEST = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: clo
 MAX_HEAD = 64 * 1024  # a request head longer than this is refused
 
 Call = Callable[[int], Awaitable[bool]]  # the i-th request of a ceiling run: True if it succeeded
+# requests in flight in a ceiling run: a worker's calls to one host at most (the per-host limit's
+# default, ``CRONSTREAM_RUNS_PER_HOST``)
+CONCURRENCY = 256
 
 
 class BadRequest(ValueError):
@@ -416,74 +419,63 @@ async def _drive(call: Call, requests: int, concurrency: int) -> int:
 
 
 @asynccontextmanager
-async def _httpx(url: str) -> AsyncIterator[Call]:
-    """The executor's client as it configures it, each request as ``call_webhook`` makes it."""
-    import httpx
-
+async def _executor(url: str) -> AsyncIterator[Call]:
+    """The executor's client as it makes it (``targets.new_session``), each request made by
+    ``call_webhook``: the SSRF check, the headers, the timeout, no redirects."""
     from streams.execution import targets
-    from streams.execution.executor import MAX_IN_FLIGHT
 
-    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=MAX_IN_FLIGHT)) as client:
+    async with targets.new_session(CONCURRENCY) as session:
         async def call(i: int) -> bool:
             fired = fired_for(i)
             fired["target"]["url"] = url
-            return (await targets.call_webhook(client, fired, ["127.0.0.1"])).ok
+            return (await targets.call_webhook(session, fired, ["127.0.0.1"])).ok
 
         yield call
 
 
 @asynccontextmanager
-async def _aiohttp(url: str) -> AsyncIterator[Call]:
-    """aiohttp doing what ``call_webhook`` does: the SSRF check, the same headers, no redirects."""
-    import aiohttp
+async def _httpx(url: str) -> AsyncIterator[Call]:
+    """httpx, the executor's client until issue 28, making the same request (for comparison)."""
+    import httpx
 
     from streams.execution import ssrf, targets
-    from streams.execution.executor import MAX_IN_FLIGHT
 
-    connector = aiohttp.TCPConnector(limit=MAX_IN_FLIGHT)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        timeout = aiohttp.ClientTimeout(total=10.0)
-
+    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=CONCURRENCY)) as client:
         async def call(i: int) -> bool:
             ssrf.check_url(url, ["127.0.0.1"])
             try:
-                async with session.post(url, headers=targets.headers_for(fired_for(i)), data=None,
-                                        timeout=timeout, allow_redirects=False) as response:
-                    await response.read()
-                    return 200 <= response.status < 300
-            except (aiohttp.ClientError, TimeoutError):
+                response = await client.post(url, headers=targets.headers_for(fired_for(i)),
+                                             timeout=10.0, follow_redirects=False)
+            except httpx.HTTPError:
                 return False
+            return 200 <= response.status_code < 300
 
         yield call
 
 
 CLIENTS: dict[str, Callable[[str], AbstractAsyncContextManager[Call]]] = {
-    "httpx.AsyncClient (the executor's: call_webhook, max_connections=MAX_IN_FLIGHT)": _httpx,
-    "aiohttp.ClientSession (TCPConnector limit=MAX_IN_FLIGHT)": _aiohttp,
+    "aiohttp (the executor's: targets.new_session + call_webhook)": _executor,
+    "httpx.AsyncClient (the executor's until issue 28, for comparison)": _httpx,
 }
 
 
 async def _measure(name: str, receiver: Receiver, requests: int, warmup: int) -> Ceiling:
-    from streams.execution.executor import MAX_IN_FLIGHT
-
     async with CLIENTS[name](receiver.url) as call:
-        await _drive(call, warmup, MAX_IN_FLIGHT)  # the pool's connections opened first
+        await _drive(call, warmup, CONCURRENCY)  # the pool's connections opened first
         mine, theirs = process_cpu_seconds(os.getpid()), receiver.cpu_seconds()
         started = time.monotonic()
-        failed = await _drive(call, requests, MAX_IN_FLIGHT)
+        failed = await _drive(call, requests, CONCURRENCY)
         seconds = time.monotonic() - started
         return Ceiling(name, requests, failed, seconds, process_cpu_seconds(os.getpid()) - mine,
                        receiver.cpu_seconds() - theirs)
 
 
 def ceiling(requests: int = 20_000, warmup: int | None = None) -> list[Ceiling]:
-    """Each client of ``CLIENTS`` driving a fresh receiver alone, ``MAX_IN_FLIGHT`` requests in
+    """Each client of ``CLIENTS`` driving a fresh receiver alone, ``CONCURRENCY`` requests in
     flight, on the default asyncio loop (a worker's): requests/s and the CPU each side used per
     request (this process's and the receiver's, from /proc, over the timed requests only; a
-    warm-up of ``warmup`` requests, default twice ``MAX_IN_FLIGHT``, opens the connections)."""
-    from streams.execution.executor import MAX_IN_FLIGHT
-
-    warmup = MAX_IN_FLIGHT * 2 if warmup is None else warmup
+    warm-up of ``warmup`` requests, default twice ``CONCURRENCY``, opens the connections)."""
+    warmup = CONCURRENCY * 2 if warmup is None else warmup
     measured = []
     for name in CLIENTS:
         with Receiver() as receiver:

@@ -208,7 +208,8 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
     ProcessorSpec(
         "execute_fired", "agent", "streams.execution.executor", consumes=(FIRED,),
         produces=(LEDGER, DLQ, FANOUT), tables=(DONE_TABLE,),
-        doc="Calls the target (webhook, Kafka, email, campaign fan-out) and records the outcome.",
+        doc="Reads fired slots into its run queue; its dispatcher starts the next fairly (tenants "
+            "take turns, a per-host limit, stale turns expired) and records each outcome.",
     ),
     ProcessorSpec(
         "apply_suppressions", "agent", "streams.campaigns.fanout", consumes=(SUPPRESSIONS,),

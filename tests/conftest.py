@@ -48,6 +48,9 @@ def free_port() -> int:
 @pytest.fixture(scope="session")
 def stack() -> Iterator[Stack]:
     """The local stack with one worker and the API; stopped afterwards if this session started it."""
+    # a small per-host limit (streams.execution.dispatch), so the isolation tests see it with
+    # tens of slots rather than hundreds; they read the worker's own value from its /metrics
+    os.environ.setdefault("CRONSTREAM_RUNS_PER_HOST", "8")
     s = Stack(settings.load())
     was_running = s.status().get("kafka", "").startswith("running")
     s.up(with_app=True)

@@ -72,6 +72,9 @@ class Runtime:
         return self.settings.run_dir / f"{self.worker_id}.ready"
 
 
+PRODUCER_BUFFER_MESSAGES = 10_000  # table writes waiting for faust's changelog producer
+
+
 def build(settings: Settings, worker_id: str) -> Runtime:
     """The worker's faust app, with the workarounds it needs installed first."""
     committed_seek.install()
@@ -100,8 +103,18 @@ def build(settings: Settings, worker_id: str) -> Runtime:
         PartitionAssignor=StandbyAssignor,  # standbys only for the tables topology marks standby
         stream_wait_empty=False,
         producer_acks=-1,
+        # the changelogs' producer (aiokafka) batches for 5 ms: sent as they came, a spike's
+        # done marks cost a produce request each (a sixth of a draining worker's event loop)
+        producer_linger=0.005,
         # a dead worker's partitions move after ~10 s instead of faust's default 60 s
         broker_session_timeout=10.0,
         broker_heartbeat_interval=2.0,
     )
+    # faust stops handing ANY record to ANY agent while more than ``max_messages`` (100) table
+    # writes wait for its changelog producer (``ProducerBuffer.wait_until_ebb``, called for every
+    # message the conductor delivers), and sends them one await at a time: at a spike's thousand
+    # done marks a second the fired topic was read at the pace of those sends and the executor
+    # sat idle with its queue empty. The workaround from faust-streaming/faust#173 (open):
+    # a deeper buffer, still bounded.
+    app.producer.buffer.max_messages = PRODUCER_BUFFER_MESSAGES
     return Runtime(app, settings, worker_id)

@@ -51,6 +51,14 @@ RECONCILER_CATCHES = Counter("cronstream_reconciler_catches_total",
 FANOUT_FENCED = Counter("cronstream_fanout_fenced_total",
                         "Chunks a walker did not send: the coordinator gave its partition away")
 REBALANCES = Counter("cronstream_rebalances_total", "Partition assignments this worker received")
+RUN_BACKLOG = Gauge("cronstream_run_backlog_slots",
+                    "Fired slots this worker has read and not yet resolved (waiting or running)")
+RUN_BACKLOG_AGE = Gauge("cronstream_run_backlog_age_seconds",
+                        "How long past its nominal time the oldest waiting slot is (0: none wait)")
+RUNS_PER_HOST = Gauge("cronstream_runs_per_host_limit",
+                      "Calls in flight to one webhook host this worker allows (CRONSTREAM_RUNS_PER_HOST)")
+RUNS_EXPIRED = Counter("cronstream_runs_expired_total",
+                       "Slots whose turn to run came after their max_lateness_s: expired_stale")
 ASSIGNED = Gauge("cronstream_assigned_partitions", "Partitions of the jobs topic held")
 STANDBY_BEHIND = Gauge("cronstream_standby_behind_records",
                        "Changelog records this worker's standbys have not read yet: what a "

@@ -118,4 +118,5 @@ def fired_frozen(job: dict[str, Any], fid: str, slot: int, redrives: int = 0
         "overlap": job["overlap"], "retry_max_attempts": job["retry_max_attempts"],
         "retry_initial_backoff_s": job["retry_initial_backoff_s"],
         "retry_max_backoff_s": job["retry_max_backoff_s"], "redrives": redrives,
+        "run_by_ms": slot + job["max_lateness_s"] * 1000,
     })

@@ -1,0 +1,138 @@
+"""Which waiting slot runs next: fair between tenants, bounded per host, stale ones expired.
+
+The fired topic is read in order, but a spike's slots must not run in that order: one tenant's
+100k slots due at 09:00:00 would hold another tenant's every-second job behind them for as long
+as they take to run, and a slow host would hold every slot behind the ones waiting for it. So the
+executor reads ahead into a ``RunQueue`` and starts, whenever it has room, the slot this module
+picks:
+
+- tenants take turns (round robin over the tenants with slots waiting, as the campaigns' SES
+  share does in ``streams.campaigns.fair_share``): a tenant with one slot waiting waits for at
+  most one slot of each other tenant;
+- within a tenant, its target hosts take turns, and a host with ``per_host`` runs in flight is
+  passed over until one ends: a target that answers in 5 s holds its own slots back, not the
+  others' (nothing is dropped: its slots wait their turn, or expire below);
+- a slot whose turn comes after its job's ``max_lateness_s`` is not run but expired, with the
+  reason (``expired``): a spike bigger than the box can run in time ends in decisions on the
+  ledger, never in silently late calls.
+
+Pure logic: no Kafka, no clock of its own (``now_ms`` is passed in), tested without a broker.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting(Generic[T]):
+    """A slot in the queue: what the executor needs to run it, and what the queue decides on."""
+
+    item: T
+    tenant: str
+    host: str
+    nominal_ms: int
+    run_by_ms: int | None  # past this, the slot is expired instead of run (None: never)
+
+
+def expiry_reason(waiting: Waiting[T], now_ms: int) -> str:
+    """The ledger's reason for a slot whose turn came too late."""
+    late = now_ms - waiting.nominal_ms
+    allowed = (waiting.run_by_ms or 0) - waiting.nominal_ms
+    return (f"run backlog: its turn came {late} ms after its nominal time, past its "
+            f"max_lateness_s={allowed // 1000}; not run")
+
+
+class RunQueue(Generic[T]):
+    """Slots waiting to run, taken fairly (see the module docstring)."""
+
+    def __init__(self, per_host: int) -> None:
+        if per_host < 1:
+            raise ValueError(f"per_host must be >= 1, got {per_host}")
+        self.per_host = per_host
+        # tenant -> host -> slots in arrival order; both levels rotate so each takes its turn
+        self._tenants: OrderedDict[str, OrderedDict[str, deque[Waiting[T]]]] = OrderedDict()
+        self._running: dict[str, int] = {}  # host -> runs started and not yet ended
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def running(self, host: str) -> int:
+        return self._running.get(host, 0)
+
+    def push(self, waiting: Waiting[T]) -> None:
+        hosts = self._tenants.setdefault(waiting.tenant, OrderedDict())
+        hosts.setdefault(waiting.host, deque()).append(waiting)
+        self._size += 1
+
+    def take(self, now_ms: int) -> tuple[Waiting[T] | None, list[Waiting[T]]]:
+        """The next slot to start (counted as running on its host until ``ended``), or None if
+        every waiting slot's host is at its limit; and the slots found expired on the way, which
+        the caller records as ``expired_stale`` (``expiry_reason``) and never runs."""
+        expired: list[Waiting[T]] = []
+        for tenant in list(self._tenants):
+            hosts = self._tenants[tenant]
+            for host in list(hosts):
+                if self._running.get(host, 0) >= self.per_host:
+                    continue
+                slots = hosts[host]
+                chosen = None
+                while slots and chosen is None:
+                    head = slots.popleft()
+                    self._size -= 1
+                    if head.run_by_ms is not None and now_ms > head.run_by_ms:
+                        expired.append(head)
+                    else:
+                        chosen = head
+                if not slots:
+                    del hosts[host]
+                else:
+                    hosts.move_to_end(host)
+                if not hosts:
+                    del self._tenants[tenant]
+                if chosen is not None:
+                    if tenant in self._tenants:
+                        self._tenants.move_to_end(tenant)
+                    self._running[host] = self._running.get(host, 0) + 1
+                    return chosen, expired
+        return None, expired
+
+    def ended(self, host: str) -> None:
+        """A run started by ``take`` ended (however it ended): its host has room again."""
+        left = self._running[host] - 1
+        if left:
+            self._running[host] = left
+        else:
+            del self._running[host]
+
+    def oldest_nominal_ms(self) -> int | None:
+        """The earliest nominal time at the head of a host's line: the backlog's age. Each line
+        is in the order its slots were read, which is their nominal order but for re-driven and
+        caught-up slots, so this is the age of the oldest slot to within those."""
+        heads = [slots[0].nominal_ms for hosts in self._tenants.values()
+                 for slots in hosts.values()]
+        return min(heads) if heads else None
+
+    def remove_if(self, gone: Callable[[T], bool]) -> list[Waiting[T]]:
+        """Take out the waiting slots whose item is ``gone`` (their partition was revoked: the
+        new owner reads them again) and return them."""
+        removed: list[Waiting[T]] = []
+        for tenant in list(self._tenants):
+            hosts = self._tenants[tenant]
+            for host in list(hosts):
+                kept = deque(w for w in hosts[host] if not gone(w.item))
+                removed.extend(w for w in hosts[host] if gone(w.item))
+                if kept:
+                    hosts[host] = kept
+                else:
+                    del hosts[host]
+            if not hosts:
+                del self._tenants[tenant]
+        self._size -= len(removed)
+        return removed
