@@ -1,22 +1,27 @@
 """A webhook receiver for the benchmarks that costs as little CPU as possible, and the box's HTTP
 ceiling measured against it.
 
-    .venv/bin/python -m bench.receiver [--port 0] [--out FILE]        # serve until SIGTERM / stop
+    .venv/bin/python -m bench.receiver [--port 0] [--out FILE] [--delay-s 0]  # serve until SIGTERM
     .venv/bin/python -m bench.receiver --ceiling [--requests 20000]   # the box's HTTP ceiling
 
 The server is an asyncio ``Protocol`` speaking just enough HTTP/1.1 for a webhook: keep-alive,
 pipelined requests, ``Content-Length`` bodies (read and dropped; a chunked body is refused with
-400), every request answered ``204 No Content`` with no header at all. Per request it keeps the
-``X-Cronstream-Fire-Id`` header's value and the arrival time (``time.time_ns()`` once per read,
-when the bytes that complete the request came in) in memory, and writes them to a file when it
-stops (SIGTERM, the ``stop`` command, or its stdin closing when it is a pipe: a benchmark
-that died does not leave it behind) or on the ``dump`` command. It prints ``ready <host>
-<port> loop=<uvloop|asyncio>`` once it listens, and runs on uvloop when it is installed.
+400), every request answered ``204 No Content`` with no header at all: at once, or ``--delay-s``
+seconds after it arrived (a slow target; the answers of one connection still go out in request
+order, and a connection that asked to be closed is closed after its last answer). Per request
+it keeps the ``X-Cronstream-Fire-Id`` header's value and the arrival time (``time.time_ns()``
+once per read, when the bytes that complete the request came in) in memory, and per path the
+requests and the last arrival (a benchmark may point two kinds of jobs at one receiver, a path
+each, and wait on one kind). It writes the fire ids and arrival times to a file when it stops
+(SIGTERM, the ``stop`` command, or its stdin closing when it is a pipe: a benchmark that died
+does not leave it behind) or on the ``dump`` command. It prints ``ready <host> <port>
+loop=<uvloop|asyncio>`` once it listens, and runs on uvloop when it is installed.
 Commands, one a line on stdin, each answered with one line on stdout:
 
-    count  ->  count <requests> <last arrival ns, 0 if none>
-    dump   ->  dumped <requests>           (the arrivals so far written to the file)
-    stop   ->  stopped <requests>          (written, then the process ends)
+    count       ->  count <requests> <last arrival ns, 0 if none>
+    count PATH  ->  count <requests to PATH> <their last arrival ns, 0 if none>
+    dump        ->  dumped <requests>           (the arrivals so far written to the file)
+    stop        ->  stopped <requests>          (written, then the process ends)
 
 The file: a first line ``# requests=N without_fire_id=M malformed=K``, then one line per request
 that carried a fire id: ``<arrival ns> <fire id>``.
@@ -41,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -51,6 +57,7 @@ FIRE_ID = b"x-cronstream-fire-id"
 NO_CONTENT = b"HTTP/1.1 204 No Content\r\n\r\n"
 BAD_REQUEST = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 MAX_HEAD = 64 * 1024  # a request head longer than this is refused
+HOOK = "/hook"  # the path of ``Receiver.url``
 
 Call = Callable[[int], Awaitable[bool]]  # the i-th request of a ceiling run: True if it succeeded
 # requests in flight in a ceiling run: a worker's calls to one host at most (the per-host limit's
@@ -66,6 +73,7 @@ class BadRequest(ValueError):
 class Request:
     fire_id: bytes | None  # the X-Cronstream-Fire-Id header's value; None when it is missing
     close: bool  # the client asked for the connection to be closed after the answer
+    path: bytes  # the request target, as sent
 
 
 def parse_head(head: bytes) -> tuple[Request, int]:
@@ -96,7 +104,7 @@ def parse_head(head: bytes) -> tuple[Request, int]:
         elif name == b"connection":
             tokens = value.strip().lower()
             close = b"close" in tokens or (close and b"keep-alive" not in tokens)
-    return Request(fire_id, close), length
+    return Request(fire_id, close, parts[1]), length
 
 
 class RequestParser:
@@ -143,6 +151,14 @@ class Log:
     requests: int = 0
     without_fire_id: int = 0
     malformed: int = 0
+    by_path: dict[bytes, list[int]] = field(default_factory=dict)  # path: [requests, last ns]
+
+    def count(self, path: bytes | None = None) -> tuple[int, int]:
+        """Requests (to ``path``, or all of them) and the last one's arrival ns (0: none)."""
+        if path is None:
+            return self.requests, self.arrived_ns[-1] if self.arrived_ns else 0
+        requests, last_ns = self.by_path.get(path, (0, 0))
+        return requests, last_ns
 
     def write(self, path: Path) -> None:
         tmp = path.with_name(path.name + ".tmp")
@@ -154,23 +170,38 @@ class Log:
         tmp.replace(path)
 
 
+Later = Callable[[float, Callable[[], None]], object]  # loop.call_later's shape
+
+
 class ReceiverProtocol(asyncio.Protocol):
-    def __init__(self, log: Log) -> None:
+    """One connection. With ``delay_s``, each read's answers (a 400 included) are written that
+    long after it came in, by a timer (``call_later``: the loop's, or a test's): every timer
+    writes the oldest answers still owed, so the answers keep the requests' order even if timers
+    due at the same time run in another order; after a request asking to close, nothing more is
+    read."""
+
+    def __init__(self, log: Log, delay_s: float = 0.0, call_later: Later | None = None) -> None:
         self.log = log
         self.parser = RequestParser()
         self.transport: asyncio.Transport | None = None
+        self.delay_s = delay_s
+        self._call_later = call_later
+        self._owed: deque[tuple[bytes, bool]] = deque()  # delayed answers: (bytes, close after)
+        self._closing = False  # the connection is to be closed once its answers are out
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        if self.delay_s and self._call_later is None:
+            self._call_later = asyncio.get_running_loop().call_later
 
     def data_received(self, data: bytes) -> None:
-        assert self.transport is not None
+        if self._closing:
+            return
         try:
             requests = self.parser.feed(data)
         except BadRequest:
             self.log.malformed += 1
-            self.transport.write(BAD_REQUEST)
-            self.transport.close()
+            self._answer(BAD_REQUEST, True)
             return
         if not requests:
             return
@@ -184,17 +215,45 @@ class ReceiverProtocol(asyncio.Protocol):
             else:
                 log.fire_ids.append(request.fire_id)
                 log.arrived_ns.append(at)
+            counts = log.by_path.get(request.path)
+            if counts is None:
+                log.by_path[request.path] = [1, at]
+            else:
+                counts[0] += 1
+                counts[1] = at
             if request.close:
                 break
-        self.transport.write(NO_CONTENT * answered)
-        if requests[answered - 1].close:
+        self._answer(NO_CONTENT * answered, requests[answered - 1].close)
+
+    def _answer(self, answers: bytes, close: bool) -> None:
+        """Write ``answers`` (and close after them if ``close``): now, or once the delay is over."""
+        self._closing = self._closing or close
+        if self.delay_s:
+            assert self._call_later is not None
+            self._owed.append((answers, close))
+            self._call_later(self.delay_s, self._answer_owed)
+        else:
+            self._write(answers, close)
+
+    def _answer_owed(self) -> None:
+        """A delay is over: the oldest answers still owed go out."""
+        answers, close = self._owed.popleft()
+        assert self.transport is not None
+        if not self.transport.is_closing():  # the client may have gone meanwhile
+            self._write(answers, close)
+
+    def _write(self, answers: bytes, close: bool) -> None:
+        assert self.transport is not None
+        self.transport.write(answers)
+        if close:
             self.transport.close()
 
 
-async def serve(host: str, port: int, out: Path) -> None:
+async def serve(host: str, port: int, out: Path, delay_s: float = 0.0) -> None:
     loop = asyncio.get_running_loop()
     log = Log()
-    server = await loop.create_server(lambda: ReceiverProtocol(log), host, port, backlog=4096)
+    server = await loop.create_server(lambda: ReceiverProtocol(log, delay_s), host, port,
+                                      backlog=4096)
     stopping = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stopping.set)
     loop.add_signal_handler(signal.SIGINT, stopping.set)
@@ -210,9 +269,10 @@ async def serve(host: str, port: int, out: Path) -> None:
 
     async def obey() -> None:
         while line := await commands.readline():
-            command = line.decode().strip()
+            command, _, argument = line.decode().strip().partition(" ")
             if command == "count":
-                say(f"count {log.requests} {log.arrived_ns[-1] if log.arrived_ns else 0}")
+                requests, last_ns = log.count(argument.encode() if argument else None)
+                say(f"count {requests} {last_ns}")
             elif command == "dump":
                 log.write(out)
                 say(f"dumped {log.requests}")
@@ -232,13 +292,13 @@ async def serve(host: str, port: int, out: Path) -> None:
     obeying.cancel()
 
 
-def run_server(host: str, port: int, out: Path) -> None:
+def run_server(host: str, port: int, out: Path, delay_s: float = 0.0) -> None:
     try:
         import uvloop
     except ImportError:  # plain asyncio costs more CPU per request, but works
-        asyncio.run(serve(host, port, out))
+        asyncio.run(serve(host, port, out, delay_s))
     else:
-        uvloop.run(serve(host, port, out))
+        uvloop.run(serve(host, port, out, delay_s))
 
 
 # -- for the benchmarks -------------------------------------------------------------------------
@@ -270,12 +330,14 @@ def process_cpu_seconds(pid: int) -> float:
 
 
 class Receiver:
-    """A receiver in its own process, for a benchmark: ``start``, point webhooks at ``url``,
-    ``stop`` and read what arrived. Its CPU is ``cpu_seconds()`` while it runs; ``stop`` keeps
-    the last reading, taken just before it is told to stop, in ``final_cpu_s``."""
+    """A receiver in its own process, for a benchmark: ``start``, point webhooks at ``url`` (or
+    at another path of it, ``url_at``), ``stop`` and read what arrived. It answers each request
+    ``delay_s`` after it came (0: at once). Its CPU is ``cpu_seconds()`` while it runs; ``stop``
+    keeps the last reading, taken just before it is told to stop, in ``final_cpu_s``."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, out: Path | None = None) -> None:
-        self.host, self.port = host, port
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, out: Path | None = None,
+                 delay_s: float = 0.0) -> None:
+        self.host, self.port, self.delay_s = host, port, delay_s
         self.out = out or Path(tempfile.mkdtemp(prefix="cronstream-receiver-")) / "arrivals.txt"
         self.proc: subprocess.Popen[bytes] | None = None
         self.loop = ""
@@ -285,7 +347,11 @@ class Receiver:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}/hook"
+        return self.url_at(HOOK)
+
+    def url_at(self, path: str) -> str:
+        """The receiver's URL with ``path``: the same host (scheme, address, port) as ``url``."""
+        return f"http://{self.host}:{self.port}{path}"
 
     @property
     def pid(self) -> int:
@@ -296,7 +362,7 @@ class Receiver:
         repo = Path(__file__).resolve().parents[1]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bench.receiver", "--host", self.host, "--port", str(self.port),
-             "--out", str(self.out)],
+             "--out", str(self.out), "--delay-s", str(self.delay_s)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=repo)
         ready = self._line(timeout_s).split()
         if ready[:1] != ["ready"]:
@@ -328,9 +394,10 @@ class Receiver:
         self.proc.stdin.flush()
         return self._line(timeout_s).split()
 
-    def count(self) -> tuple[int, int]:
-        """Requests received so far, and the last arrival's time in ns (0 before the first)."""
-        answer = self._ask("count")
+    def count(self, path: str | None = None) -> tuple[int, int]:
+        """Requests received so far (to ``path`` if given), and the last one's arrival time in
+        ns (0 before the first)."""
+        answer = self._ask(f"count {path}" if path else "count")
         return int(answer[1]), int(answer[2])
 
     def dump(self) -> Arrivals:
@@ -488,12 +555,16 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
     parser.add_argument("--out", type=Path, default=Path("arrivals.txt"))
+    parser.add_argument("--delay-s", type=float, default=0.0,
+                        help="answer each request this long after it arrived (a slow target)")
     parser.add_argument("--ceiling", action="store_true",
                         help="measure the box's HTTP ceiling against a receiver, then exit")
     parser.add_argument("--requests", type=int, default=20_000, help="with --ceiling")
     args = parser.parse_args()
+    if args.delay_s < 0:
+        parser.error(f"--delay-s {args.delay_s} is negative")
     if not args.ceiling:
-        run_server(args.host, args.port, args.out)
+        run_server(args.host, args.port, args.out, args.delay_s)
         return
     from bench.common import report
 

@@ -3,7 +3,8 @@
     .venv/bin/python -m bench.spike [--jobs 100000] [--idle 1000000] [--workers 2] [--minutes 2]
                                     [--target webhook|kafka] [--ceiling-requests 5000]
                                     [--peer|--no-peer] [--peer-instances 2] [--peer-threads 40]
-                                    [--peer-warmup 0]
+                                    [--peer-warmup 0] [--victim|--no-victim]
+                                    [--slow-share 0] [--slow-delay-s 5] [--slow-timeout-s S]
 
 Runs on the real local stack (started if needed). Jobs are written straight to the jobs topic
 (the API's validation is not what is measured): the idle ones as ``0 0 1 1 *``, then the spike
@@ -48,6 +49,22 @@ would apply them while it loads, and the idle stack's cores are read in the peer
 .ensure_built``) before cronstream's spike, so a failed build costs no measurement. Printed
 last: each cronstream spike's runs/s and run lag p50/p99/max beside the peer's spike, and the
 runs/s ratio cronstream/peer of each cronstream spike (``bench.comparison``), all from this run.
+Isolation (issue 28, webhooks; ``bench.isolation``), printed in a block of its own after the
+figures. ``--victim`` (on by default): another tenant, ``bench-victim`` (allowed to call
+127.0.0.1 like ``bench``), has one job firing every second (``* * * * * *``) from a few seconds
+before the first spike, POSTing to the same receiver on a path of its own (``/victim``: the
+same host, so what protects it is the tenants' turns, not the per-host limit; the receiver
+counts the paths apart, so the spike's drain is waited for on the spike's requests alone, then
+the victim's up to the spike's last arrival). Per spike: the victim's run lag p50/p99/max and
+the slots missing among those nominally from the spike's second to the spike's last arrival,
+against a p99 of 2 s. ``--slow-share 0.1``: that share of the spike jobs, spread through them,
+call a second receiver (another port: another host) that answers each request
+``--slow-delay-s`` after it came, with a timeout of that plus 5 s (``--slow-timeout-s``); per
+spike, the fast and the slow jobs apart: run lag p50/p99/max, missing and duplicate arrivals,
+and the ledger's word on each slot (succeeded, failed, expired_stale). The point: the fast ones
+keep their run lag. The whole spike's figures above count both groups. The victim's job is
+created and indexed with the spike's and deleted with them; the peer gets neither a victim nor
+slow jobs.
 ``--target kafka`` keeps the Kafka-record scenario and its figures (no peer).
 Target: 10k fires/s with p99 fire lag <= 1 s; webhooks: run lag p99 <= 10 s (seed 001).
 """
@@ -65,7 +82,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from bench import comparison, peer
+from bench import comparison, isolation, peer
 from bench import receiver as http_receiver
 from bench.common import (
     component_pids,
@@ -104,19 +121,28 @@ SETTLE_S = 900  # how long the peer waits for cronstream's stack to be done with
 LEDGER_SINK_GROUP = "connect-cronstream-ledger-sink"  # Kafka Connect's group for the ledger sink
 TENANT = "bench"
 KAFKA_TARGET = {"type": "kafka", "topic": f"{TENANT}.fires", "value": "tick"}
+WEBHOOK_TIMEOUT_S = 10.0
+# issue 28's isolation: another tenant's job firing every second through the spike, at the same
+# receiver (the same host: what protects it is the tenants' turns, not the per-host limit)
+VICTIM_TENANT = "bench-victim"
+VICTIM_CRON = "* * * * * *"
+VICTIM_PATH = "/victim"  # its path at the receiver, whose requests are counted apart
+VICTIM_LEAD_S = 5  # its first slot is this long before the spike: it is running when it comes
+SLOW_TIMEOUT_MARGIN_S = 5.0  # a slow job's timeout: the slow receiver's delay plus this
 
 
-def webhook_target(url: str) -> dict[str, Any]:
-    return {"type": "webhook", "url": url, "method": "POST", "timeout_s": 10.0}
+def webhook_target(url: str, timeout_s: float = WEBHOOK_TIMEOUT_S) -> dict[str, Any]:
+    return {"type": "webhook", "url": url, "method": "POST", "timeout_s": timeout_s}
 
 
 def job(job_id: str, cron: str, now: int, misfire_policy: str = "skip",
         max_lateness_s: int = 60, start_ms: int | None = None,
-        target: dict[str, Any] | None = None, end_ms: int | None = None) -> bytes:
+        target: dict[str, Any] | None = None, end_ms: int | None = None,
+        tenant: str = TENANT) -> bytes:
     """A benchmark job as the API would have written it, firing into a Kafka topic unless
     another ``target`` is given."""
     return codec().encode("Job", {
-        "job_id": job_id, "tenant": TENANT, "revision": 1,
+        "job_id": job_id, "tenant": tenant, "revision": 1,
         "schedule": {"cron": cron, "timezone": "UTC", "start_ms": start_ms, "end_ms": end_ms},
         "target": target or KAFKA_TARGET,
         "misfire_policy": misfire_policy, "max_lateness_s": max_lateness_s,
@@ -127,11 +153,23 @@ def job(job_id: str, cron: str, now: int, misfire_policy: str = "skip",
 def load(emitter: Emitter, prefix: str, count: int, cron: str, start_ms: int | None = None,
          misfire_policy: str = "skip", max_lateness_s: int = 60,
          target: dict[str, Any] | None = None, end_ms: int | None = None) -> list[str]:
-    ids = [f"{prefix}-{i:07d}" for i in range(count)]
+    ids = job_ids(prefix, count)
+    return produce(emitter, ids, cron, start_ms, misfire_policy, max_lateness_s, target, end_ms)
+
+
+def job_ids(prefix: str, count: int) -> list[str]:
+    return [f"{prefix}-{i:07d}" for i in range(count)]
+
+
+def produce(emitter: Emitter, ids: list[str], cron: str, start_ms: int | None = None,
+            misfire_policy: str = "skip", max_lateness_s: int = 60,
+            target: dict[str, Any] | None = None, end_ms: int | None = None,
+            tenant: str = TENANT) -> list[str]:
+    """Write the jobs ``ids`` to the jobs topic, all alike, and wait for the broker."""
     now = now_ms()
     for job_id in ids:
         emitter.produce(JOBS, job_id, job(job_id, cron, now, misfire_policy, max_lateness_s,
-                                          start_ms, target, end_ms))
+                                          start_ms, target, end_ms, tenant))
     emitter.flush(120)
     return ids
 
@@ -170,34 +208,63 @@ def main() -> None:
                         help="tasks of an unmeasured spike the peer's instances run first (their "
                              "JVMs compile the spike's code paths); 0: the measured spike is "
                              "their first")
+    parser.add_argument("--victim", action=argparse.BooleanOptionalAction, default=None,
+                        help=f"webhook: another tenant ({VICTIM_TENANT}) has one job firing every "
+                             "second through the spike, calling the same receiver; its run lag "
+                             "is reported per spike (default: on for --target webhook)")
+    parser.add_argument("--slow-share", type=share_of_jobs, default=0.0,
+                        help="webhook: this share of the spike jobs (0 to below 1) call a second "
+                             "receiver, another host, that answers after --slow-delay-s; fast "
+                             "and slow jobs are reported apart (default 0: none)")
+    parser.add_argument("--slow-delay-s", type=seconds_at_least(0.0), default=5.0,
+                        help="how long the slow receiver takes to answer each request")
+    parser.add_argument("--slow-timeout-s", type=seconds_at_least(0.001), default=None,
+                        help="the slow jobs' webhook timeout (default: --slow-delay-s + "
+                             f"{SLOW_TIMEOUT_MARGIN_S:.0f})")
     args = parser.parse_args()
     with_peer = args.target == "webhook" if args.peer is None else args.peer
     if with_peer and args.target != "webhook":
         parser.error("--peer compares webhook runs: it needs --target webhook")
+    args.victim = args.target == "webhook" if args.victim is None else args.victim
+    if args.target != "webhook" and (args.victim or args.slow_share):
+        parser.error("--victim and --slow-share are webhook scenarios: they need --target webhook")
+    if args.slow_timeout_s is None:
+        args.slow_timeout_s = args.slow_delay_s + SLOW_TIMEOUT_MARGIN_S
 
     conf, stack, workers = stack_with_workers(args.workers)
     if with_peer:  # built before anything is measured: a failed build costs no spike
         peer.ensure_built(conf)
     figures: dict[str, object] = {"target": args.target}
-    receiver = None
-    if args.target == "webhook":
-        if args.ceiling_requests:
-            figures["HTTP ceiling (receiver driven alone)"] = http_ceiling(args.ceiling_requests)
-        receiver = http_receiver.Receiver().start()
-        figures["target"] = f"webhook: {receiver.url}, a receiver in its own process " \
-                            f"({receiver.loop} loop)"
-        # the jobs are written straight to the jobs topic: their tenant must let them call loopback
-        tenants.create(conf.bootstrap, TENANT, allowed_targets=["127.0.0.1"])
+    receiver = slow_receiver = None
     try:
-        figures |= spike_run(args, conf, stack, workers, receiver)
+        if args.target == "webhook":
+            if args.ceiling_requests:
+                figures["HTTP ceiling (receiver driven alone)"] = \
+                    http_ceiling(args.ceiling_requests)
+            receiver = http_receiver.Receiver().start()
+            figures["target"] = f"webhook: {receiver.url}, a receiver in its own process " \
+                                f"({receiver.loop} loop)"
+            if args.slow_share:
+                slow_receiver = http_receiver.Receiver(delay_s=args.slow_delay_s).start()
+            # the jobs are written straight to the jobs topic: their tenants must let them call
+            # loopback
+            tenants.create(conf.bootstrap, TENANT, allowed_targets=["127.0.0.1"])
+            if args.victim:
+                tenants.create(conf.bootstrap, VICTIM_TENANT, allowed_targets=["127.0.0.1"])
+        figures |= spike_run(args, conf, stack, workers, receiver, slow_receiver)
     finally:
-        if receiver is not None:
-            receiver.stop()
+        for started in (receiver, slow_receiver):
+            if started is not None:
+                started.stop()
     params: dict[str, object] = {"workers": args.workers, "jobs": args.jobs, "idle": args.idle,
                                  "minutes": args.minutes, "target": args.target,
-                                 "ceiling_requests": args.ceiling_requests, "peer": with_peer}
+                                 "ceiling_requests": args.ceiling_requests, "peer": with_peer,
+                                 "victim": args.victim, "slow_share": args.slow_share}
+    if args.slow_share:
+        params |= {"slow_delay_s": args.slow_delay_s, "slow_timeout_s": args.slow_timeout_s}
     if not with_peer:
         report("spike", figures, params)
+        print_isolation(figures, args.minutes)
         return
     params |= {"peer_instances": args.peer_instances, "peer_threads": args.peer_threads,
                "peer_warmup": args.peer_warmup, "db-scheduler": peer.DB_SCHEDULER}
@@ -206,17 +273,56 @@ def main() -> None:
     except BaseException as exc:  # cronstream's figures are kept, with why there is no comparison
         figures["peer"] = f"failed: {exc!r}"
         report("spike", figures, params)
+        print_isolation(figures, args.minutes)
         raise
     figures["peer: db-scheduler"] = theirs
     compared = comparison.compare({name: figures[name] for name in spike_names(args.minutes)},
                                   theirs)
     figures["comparison (this run)"] = compared
     report("spike", figures, params)
+    print_isolation(figures, args.minutes)
     warmup = f", after an unmeasured {args.peer_warmup:,}-task warm-up" if args.peer_warmup else \
         ", its instances' first spike (no warm-up)"
     print("\n".join(comparison.lines(compared, f"{theirs['peer']}{warmup}; --peer-threads "
                                                 f"default {peer.TUNED_THREADS} (bench.peer's tuned "
                                                 "value)")), flush=True)
+
+
+def share_of_jobs(text: str) -> float:
+    """An argparse type for ``--slow-share``: a share of the spike jobs, from 0 to below 1 (some
+    jobs must stay fast: they are what is measured against the slow ones)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not from 0 to below 1")
+    return value
+
+
+def seconds_at_least(minimum: float) -> Callable[[str], float]:
+    """An argparse type for a duration in seconds of at least ``minimum``."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not value >= minimum:  # NaN too
+            raise argparse.ArgumentTypeError(f"{value} is less than {minimum}")
+        return value
+    return parse
+
+
+ABOUT_GROUPS = ("fast jobs", "slow jobs", "victim")  # the figures that say what each group was
+
+
+def print_isolation(figures: dict[str, Any], minutes: int) -> None:
+    """The isolation block (``bench.isolation.lines``), if the run had a victim or slow jobs."""
+    spikes = {name: figures[name] for name in spike_names(minutes)
+              if isinstance(figures.get(name), dict)}
+    about = [f"{name}: {figures[name]}" for name in ABOUT_GROUPS if name in figures]
+    if about:
+        print("\n".join(isolation.lines(spikes, about)), flush=True)
 
 
 def spike_names(minutes: int) -> list[str]:
@@ -276,8 +382,11 @@ def http_ceiling(requests: int) -> dict[str, object]:
 
 
 def spike_run(args: argparse.Namespace, conf: Any, stack: Any, workers: list[str],
-              receiver: http_receiver.Receiver | None) -> dict[str, object]:
-    """Load the jobs, let the spikes happen, read what they did; the figures."""
+              receiver: http_receiver.Receiver | None,
+              slow_receiver: http_receiver.Receiver | None = None) -> dict[str, object]:
+    """Load the jobs, let the spikes happen, read what they did; the figures. For webhooks,
+    ``slow_receiver`` (if any) is the slow jobs' host, and ``args.victim`` adds the victim's
+    job."""
     emitter = Emitter(conf.bootstrap, "bench-spike", **{"linger.ms": 50})
     run = uuid.uuid4().hex[:6]
     started = time.monotonic()
@@ -285,51 +394,95 @@ def spike_run(args: argparse.Namespace, conf: Any, stack: Any, workers: list[str
     wait_consumed(conf.bootstrap, JOBS, every_s=2)
     spike_ms = plan_spike(args.jobs)
     minutes = [spike_ms + i * 60_000 for i in range(args.minutes)]
+    spike = job_ids(f"spike-{run}", args.jobs)
+    fast, slow = isolation.split_slow(spike, args.slow_share if receiver else 0.0)
+    victim: list[str] = []
+    victim_start_ms = spike_ms - VICTIM_LEAD_S * 1000
+    figures: dict[str, object] = {}
     if receiver is None:
-        spike = load(emitter, f"spike-{run}", args.jobs, "0 * * * * *", start_ms=spike_ms)
+        produce(emitter, spike, "0 * * * * *", start_ms=spike_ms)
     else:
-        spike = load(emitter, f"spike-{run}", args.jobs, "0 * * * * *", start_ms=spike_ms,
-                     target=webhook_target(receiver.url), end_ms=minutes[-1])
+        produce(emitter, fast, "0 * * * * *", start_ms=spike_ms,
+                target=webhook_target(receiver.url), end_ms=minutes[-1])
+        if slow:
+            assert slow_receiver is not None
+            produce(emitter, slow, "0 * * * * *", start_ms=spike_ms,
+                    target=webhook_target(slow_receiver.url, args.slow_timeout_s),
+                    end_ms=minutes[-1])
+            figures["fast jobs"] = f"{len(fast):,} of the spike jobs, to {receiver.url}"
+            figures["slow jobs"] = (
+                f"{len(slow):,} of the spike jobs ({args.slow_share:.0%}), to "
+                f"{slow_receiver.url}, a receiver answering {args.slow_delay_s:g} s after each "
+                f"request; their timeout {args.slow_timeout_s:g} s")
+        if args.victim:
+            # it ends by itself if the benchmark dies before deleting it
+            victim = produce(emitter, job_ids(f"victim-{run}", 1), VICTIM_CRON,
+                             start_ms=victim_start_ms,
+                             target=webhook_target(receiver.url_at(VICTIM_PATH)),
+                             end_ms=minutes[-1] + int((RUNS_WAIT_S + QUIET_S) * 1000),
+                             tenant=VICTIM_TENANT)
+            figures["victim"] = (
+                f"tenant {VICTIM_TENANT}, 1 job ({VICTIM_CRON}: every second, from "
+                f"{VICTIM_LEAD_S} s before the spike) to {receiver.url_at(VICTIM_PATH)}, the "
+                f"spike's receiver; its slots from each spike's second to that spike's last "
+                f"arrival")
     produced_s = time.monotonic() - started
     wait_consumed(conf.bootstrap, JOBS, every_s=2)
     loaded_s = time.monotonic() - started
-    print(f"loaded {len(idle) + len(spike)} jobs: produced in {produced_s:.1f}s, indexed by the "
-          f"workers in {loaded_s:.1f}s; the spike is at {spike_ms} "
+    print(f"loaded {len(idle) + len(spike) + len(victim)} jobs: produced in {produced_s:.1f}s, "
+          f"indexed by the workers in {loaded_s:.1f}s; the spike is at {spike_ms} "
           f"({(spike_ms - now_ms()) / 1000:.0f} s from now)", flush=True)
-    if now_ms() > spike_ms - 2_000:
-        stop(emitter, spike, idle)
+    first_due_ms = victim_start_ms if victim else spike_ms
+    if now_ms() > first_due_ms - 2_000:
+        stop(emitter, spike, idle, victim)
         raise SystemExit(f"the workers indexed the spike jobs slower than {SPIKE_INDEX_RATE}/s "
                          "and the planned spike has passed; nothing measured (lower --jobs)")
 
     starts = [TopicPartition(topic, p, o) for topic in (FIRED.name, LEDGER.name)
               for p, o in topic_ends(conf.bootstrap, topic).items()]
     roots = component_pids(stack, workers)
+    receivers = [r for r in (receiver, slow_receiver) if r is not None]
     sampler = None
     if receiver is None:
         readings = read_cpu_around(minutes, roots)
     else:
-        sampler = CpuSampler(roots | {"receiver": receiver.pid},
+        sampler = CpuSampler(roots | {"receiver": receiver.pid}
+                             | ({"slow receiver": slow_receiver.pid} if slow_receiver else {}),
                              start_s=(minutes[0] / 1000 - CPU_WINDOW_S[0] - SAMPLE_S))
     time.sleep(max(0.0, (minutes[-1] - now_ms()) / 1000 + READ_AFTER_S))
     if receiver is not None and sampler is not None:
-        waited = wait_arrivals(receiver.count, args.jobs * args.minutes, minutes[-1],
+        hook = receiver
+
+        def spike_requests() -> tuple[int, int]:  # the victim's are counted apart
+            counts = [r.count(http_receiver.HOOK) for r in receivers]
+            return sum(n for n, _ in counts), max(last for _, last in counts)
+
+        waited = wait_arrivals(spike_requests, args.jobs * args.minutes, minutes[-1],
                                deadline_ms=minutes[-1] + RUNS_WAIT_S * 1000)
+        if victim:  # its slots up to the spike's last arrival, some seconds more at most
+            last_ns = spike_requests()[1]
+            last_ms = last_ns // 1_000_000 if last_ns else minutes[-1]
+            due = len(isolation.victim_slots(victim[0], victim_start_ms, last_ms))
+            came = wait_arrivals(lambda: hook.count(VICTIM_PATH), due, last_ms,
+                                 deadline_ms=now_ms() + int(QUIET_S * 1000))
+            print(f"victim: {came} requests ({due} slots due by the spike's last arrival)",
+                  flush=True)
         sampler.stop()
-        print(f"receiver: {waited} requests; reading the ledger", flush=True)
-    fired_at, ran_at, outcomes, ledger_slots = read_spikes(
+        print(f"receivers: {waited} spike requests; reading the ledger", flush=True)
+    fired_at, ran_at, outcomes, verdicts = read_spikes(
         conf.bootstrap, starts, f"spike-{run}", minutes, args.jobs,
         deadline_ms=minutes[-1] + RUNS_WAIT_S * 1000)
     pids = [processes.alive(stack.pidfile(name)) for name in workers]
     rss = [rss_peak_mib(pid) for pid in pids if pid]
-    stop(emitter, spike, idle)
+    stop(emitter, spike, idle, victim)
 
-    figures: dict[str, object] = {
+    figures = {
         "jobs due in the same second": args.jobs,
         "idle schedules loaded": args.idle,
         "load: produce s": round(produced_s, 1),
         "load: indexed by workers s": round(loaded_s, 1),
         "worker peak RSS MiB": rss,
-    }
+    } | figures
     names = spike_names(len(minutes))
     if receiver is None:
         for name, minute in zip(names, minutes, strict=True):
@@ -337,22 +490,68 @@ def spike_run(args: argparse.Namespace, conf: Any, stack: Any, workers: list[str
                                           minute, readings[minute])
         return figures
     assert sampler is not None
-    arrivals = receiver.stop()
-    assert arrivals is not None, "the receiver wrote no arrivals"
+    logs = [r.stop() for r in receivers]
+    assert all(logs), "a receiver wrote no arrivals"
+    pairs = [pair for log in logs if log is not None for pair in log.pairs]
+    spike_pairs, victim_pairs = apart(pairs, victim[0] if victim else None)
     expected = {fire_id(job_id, minute): minute for minute in minutes for job_id in spike}
-    received, others = account(arrivals.pairs, expected)
-    figures["requests without a fire id"] = arrivals.without_fire_id
-    figures["malformed requests"] = arrivals.malformed
+    received, others = account(spike_pairs, expected)
+    groups = {group: (ids, account(spike_pairs, {fire_id(job_id, minute): minute
+                                                 for minute in minutes for job_id in ids})[0])
+              for group, ids in ((isolation.FAST, fast), (isolation.SLOW, slow)) if slow}
+    figures["requests without a fire id"] = sum(log.without_fire_id for log in logs if log)
+    figures["malformed requests"] = sum(log.malformed for log in logs if log)
     figures["arrivals of slots not measured"] = others
+    if victim:
+        figures["victim arrivals (whole run)"] = len(victim_pairs)
     figures["receiver CPU s (whole run)"] = receiver.final_cpu_s
-    arrived_s = sorted(at / 1e9 for _, at in arrivals.pairs)
+    if slow_receiver is not None:
+        figures["slow receiver CPU s (whole run)"] = slow_receiver.final_cpu_s
+    arrived_s = sorted(at / 1e9 for _, at in pairs)  # the victim's runs cost CPU too
     for name, minute in zip(names, minutes, strict=True):
         got = received[minute]
         end_s = got.last_ns / 1e9 if got.last_ns is not None else minute / 1000 + CPU_WINDOW_S[1]
         used = window(sampler.readings, minute / 1000 - CPU_WINDOW_S[0], end_s)
         figures[name] = webhook_figures(got, fired_at[minute], outcomes[minute],
-                                        ledger_slots[minute], minute, used,
-                                        runs_between(arrived_s, used), sampler.roots)
+                                        len(verdicts[minute]), minute, used,
+                                        runs_between(arrived_s, used), sampler.roots) \
+            | isolation_figures(minute, got, groups, verdicts[minute],
+                                (victim[0], victim_pairs) if victim else None)
+    return figures
+
+
+def apart(pairs: list[tuple[str, int]], victim_id: str | None
+          ) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """The arrivals (fire id, ns) of the spike's jobs, and those of the victim's job."""
+    if victim_id is None:
+        return pairs, []
+    mine = f"{victim_id}@"
+    spike, victim = [], []
+    for pair in pairs:
+        (victim if pair[0].startswith(mine) else spike).append(pair)
+    return spike, victim
+
+
+def isolation_figures(minute: int, got: Received,
+                      groups: dict[str, tuple[list[str], dict[int, Received]]],
+                      verdicts: dict[str, str],
+                      victim: tuple[str, list[tuple[str, int]]] | None) -> dict[str, object]:
+    """One spike's isolation figures (``bench.isolation``), to add to its figures: each group of
+    its jobs (name -> its job ids and ``account`` of their slots; none without slow jobs) with
+    the ledger's word on each of its slots (``verdicts``: fire id -> word), and the victim's
+    slots (its job id and its arrivals) from the spike's second to the spike's last arrival
+    (``got``: the whole spike's; its nominal second if nothing arrived)."""
+    figures: dict[str, object] = {}
+    for group, (ids, by_minute) in groups.items():
+        of_group = by_minute[minute]
+        ledger = isolation.verdict_counts(verdicts, (fire_id(job_id, minute) for job_id in ids))
+        figures |= isolation.prefixed(group, isolation.group_figures(
+            of_group.slots, of_group.lags_ms, of_group.duplicates, ledger))
+    if victim is not None:
+        victim_id, arrivals = victim
+        end_ms = got.last_ns // 1_000_000 if got.last_ns is not None else minute
+        due = isolation.victim_slots(victim_id, minute, end_ms)
+        figures |= isolation.prefixed(isolation.VICTIM, isolation.victim_figures(arrivals, due))
     return figures
 
 
@@ -379,15 +578,16 @@ def read_cpu_around(minutes: list[int], roots: dict[str, int]) -> dict[int, Read
 def read_spikes(bootstrap: str, starts: list[TopicPartition], prefix: str, minutes: list[int],
                 jobs: int, deadline_ms: int
                 ) -> tuple[dict[int, list[int]], dict[int, list[int]], dict[int, dict[str, int]],
-                           dict[int, int]]:
+                           dict[int, dict[str, str]]]:
     """Per spike: when each of its fired records was produced (CreateTime), when each of its
-    ledger records was, the outcomes, and how many distinct slots have one; read from
-    ``starts`` until every spike's runs are in or ``deadline_ms``."""
+    ledger records was, the outcomes, and the word of each slot's newest ledger record (fire id
+    -> ``bench.isolation.verdict``: one entry per slot with a record); read from ``starts``
+    until every spike's runs are in or ``deadline_ms``."""
     by_suffix = {"@" + fire_id("", minute).split("@")[1]: minute for minute in minutes}
     fired_at: dict[int, list[int]] = {minute: [] for minute in minutes}
     ran_at: dict[int, list[int]] = {minute: [] for minute in minutes}
     outcomes: dict[int, dict[str, int]] = {minute: {} for minute in minutes}
-    slots: dict[int, set[str]] = {minute: set() for minute in minutes}
+    verdicts: dict[int, dict[str, str]] = {minute: {} for minute in minutes}
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{prefix}",
                          "enable.auto.commit": False})
     consumer.assign(starts)  # from where the topics ended before the spikes
@@ -402,11 +602,11 @@ def read_spikes(bootstrap: str, starts: list[TopicPartition], prefix: str, minut
                     fired_at[nominal].append(msg.timestamp()[1])  # CreateTime: when produced
             elif (minute := by_suffix.get(key[key.rfind("@"):])) is not None:
                 ran_at[minute].append(msg.timestamp()[1])
-                slots[minute].add(key)
-                outcome = codec().decode(msg.value())["outcome"]
-                outcomes[minute][outcome] = outcomes[minute].get(outcome, 0) + 1
+                entry = codec().decode(msg.value())
+                verdicts[minute][key] = isolation.verdict(entry)
+                outcomes[minute][entry["outcome"]] = outcomes[minute].get(entry["outcome"], 0) + 1
     consumer.close()
-    return fired_at, ran_at, outcomes, {minute: len(keys) for minute, keys in slots.items()}
+    return fired_at, ran_at, outcomes, verdicts
 
 
 def spike_figures(fired_at: list[int], ran_at: list[int], outcomes: dict[str, int],
@@ -567,9 +767,12 @@ def webhook_figures(got: Received, fired_at: list[int], outcomes: dict[str, int]
     return figures
 
 
+NOT_CRONSTREAM = ("receiver", "slow receiver", "benchmark")  # the processes that serve the spike
+
+
 def cpu_per_run(used: Readings, runs: int, roots: dict[str, int]) -> dict[str, float] | None:
     """CPU ms per run over a window: each component's, the whole box's, and cronstream's own
-    (the whole box less the receiver and the benchmark); the JIT compiler threads are part of
+    (the whole box less the receivers and the benchmark); the JIT compiler threads are part of
     their JVM's figure and not added again."""
     if len(used) != 2 or not runs:
         return None
@@ -578,7 +781,7 @@ def cpu_per_run(used: Readings, runs: int, roots: dict[str, int]) -> dict[str, f
     per_run = {name: round(cpu / runs * 1000, 3) for name, cpu in spent.items()}
     per_run["whole box"] = round(sum(spent.values()) / runs * 1000, 3)
     per_run["cronstream (no receiver, no benchmark)"] = round(sum(
-        cpu for name, cpu in spent.items() if name not in ("receiver", "benchmark")) / runs * 1000, 3)
+        cpu for name, cpu in spent.items() if name not in NOT_CRONSTREAM) / runs * 1000, 3)
     return per_run
 
 

@@ -1,3 +1,5 @@
+import pytest
+
 from bench import spike
 from streams.runtime.clock import now_ms
 
@@ -167,3 +169,93 @@ def test_webhook_jobs_call_the_receiver_and_end_after_the_last_measured_minute()
     assert record["schedule"]["end_ms"] == MINUTE + 60_000
     kafka = codec().decode(job("spike-x-0000001", "0 * * * * *", MINUTE))
     assert kafka["target"]["type"] == "kafka" and kafka["schedule"]["end_ms"] is None
+
+
+def test_the_victims_job_is_another_tenants_and_fires_every_second():
+    from bench.spike import VICTIM_CRON, VICTIM_TENANT, job, webhook_target
+    from streams.runtime.codec import codec
+    from streams.scheduling.cron import parse
+
+    record = codec().decode(job("victim-x-0000000", VICTIM_CRON, MINUTE, start_ms=MINUTE - 5_000,
+                                target=webhook_target("http://127.0.0.1:9/victim"),
+                                tenant=VICTIM_TENANT))
+    assert record["tenant"] == VICTIM_TENANT != spike.TENANT
+    assert record["target"]["url"] == "http://127.0.0.1:9/victim"
+    assert parse(VICTIM_CRON).seconds == tuple(range(60))
+    slow = codec().decode(job("s", "0 * * * * *", MINUTE, target=webhook_target("u", 10.0)))
+    assert slow["target"]["timeout_s"] == 10.0
+
+
+def test_the_slow_share_and_durations_are_checked_on_the_command_line():
+    import argparse
+
+    from bench.spike import seconds_at_least, share_of_jobs
+
+    assert share_of_jobs("0.1") == 0.1 and share_of_jobs("0") == 0.0
+    for bad in ("1", "-0.1", "half", "nan"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            share_of_jobs(bad)
+    assert seconds_at_least(0.0)("5") == 5.0
+    for bad in ("-1", "nan", "soon"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            seconds_at_least(0.0)(bad)
+
+
+def test_the_victims_arrivals_are_set_apart_from_the_spikes():
+    from bench.spike import apart
+
+    pairs = [("spike-a@m", 1), ("victim-a-0000000@s1", 2), ("spike-b@m", 3),
+             ("victim-a-00000001@s1", 4)]  # another job whose id starts like the victim's
+    assert apart(pairs, "victim-a-0000000") == (
+        [("spike-a@m", 1), ("spike-b@m", 3), ("victim-a-00000001@s1", 4)],
+        [("victim-a-0000000@s1", 2)])
+    assert apart(pairs, None) == (pairs, [])
+
+
+def test_a_spikes_isolation_figures_per_group_and_for_the_victim():
+    from bench import isolation
+    from bench.spike import account, isolation_figures
+    from streams.scheduling.schedule import fire_id
+
+    fast, slow = ["f0", "f1", "f2"], ["s0"]
+    pairs = [(fire_id("f0", MINUTE), (MINUTE + 100) * MS), (fire_id("f1", MINUTE), (MINUTE + 300) * MS),
+             (fire_id("s0", MINUTE), (MINUTE + 2_500) * MS),
+             (fire_id("s0", MINUTE), (MINUTE + 9_000) * MS)]  # a slow one again
+    groups = {group: (ids, account(pairs, {fire_id(j, MINUTE): MINUTE for j in ids})[0])
+              for group, ids in ((isolation.FAST, fast), (isolation.SLOW, slow))}
+    got, _ = account(pairs, {fire_id(j, MINUTE): MINUTE for j in fast + slow})
+    verdicts = {fire_id("f0", MINUTE): "succeeded", fire_id("f1", MINUTE): "succeeded",
+                fire_id("f2", MINUTE): "expired_stale", fire_id("s0", MINUTE): "failed"}
+    victim = [(fire_id("v", MINUTE + s * 1_000), (MINUTE + s * 1_000 + 400) * MS) for s in range(3)]
+    figures = isolation_figures(MINUTE, got[MINUTE], groups, verdicts, ("v", victim))
+    fast_figures = isolation.of_group(figures, isolation.FAST)
+    slow_figures = isolation.of_group(figures, isolation.SLOW)
+    victim_figures = isolation.of_group(figures, isolation.VICTIM)
+    assert fast_figures is not None and slow_figures is not None and victim_figures is not None
+    assert (fast_figures["slots"], fast_figures["missing"], fast_figures["run lag max ms"]) == (3, 1, 300)
+    assert fast_figures["ledger outcomes"] == {"succeeded": 2, "failed": 0, "expired_stale": 1}
+    assert (slow_figures["duplicates"], slow_figures["run lag p50 ms"]) == (1, 2_500)
+    assert slow_figures["ledger outcomes"] == {"succeeded": 0, "failed": 1, "expired_stale": 0}
+    # the victim's slots: from the spike's second to its last first arrival (2.5 s): 0, 1, 2 s
+    assert (victim_figures["slots"], victim_figures["missing"]) == (3, 0)
+    assert victim_figures["run lag p99 ms"] == 400 and victim_figures["run lag p99 target met"]
+
+    nothing, _ = account([], {fire_id("f0", MINUTE): MINUTE})
+    assert isolation_figures(MINUTE, nothing[MINUTE], {}, {}, None) == {}
+    alone = isolation_figures(MINUTE, nothing[MINUTE], {}, {}, ("v", []))
+    assert alone["victim: slots"] == 1 and alone["victim: missing"] == 1  # its spike's second
+
+
+def test_the_isolation_block_is_printed_only_when_the_run_had_a_victim_or_slow_jobs(capsys):
+    from bench.spike import print_isolation
+
+    print_isolation({"first spike": {"slots due": 3}}, 1)
+    assert capsys.readouterr().out == ""
+    print_isolation({"victim": "tenant bench-victim ...",
+                     "first spike": {"victim: slots": 2, "victim: missing": 0,
+                                     "victim: duplicates": 0, "victim: run lag p50 ms": 5,
+                                     "victim: run lag p99 ms": 9, "victim: run lag max ms": 9,
+                                     "victim: run lag p99 target ms": 2_000,
+                                     "victim: run lag p99 target met": True}}, 1)
+    printed = capsys.readouterr().out
+    assert "victim: tenant bench-victim ..." in printed and "met" in printed
