@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -131,3 +132,24 @@ def ses_faults(stack, **settings: float) -> Iterator[None]:
         yield
     finally:
         httpx.post(url, json={}, timeout=5).raise_for_status()
+
+
+class HeldCalls:
+    """A test receiver's behaviour (``cli.demo.Receiver``): answer ``status`` after ``hold_s``,
+    counting the calls held at once (``peak``)."""
+
+    def __init__(self, hold_s: float, status: int = 200) -> None:
+        self.hold_s, self.status = hold_s, status
+        self.now = self.peak = 0
+        self.lock = threading.Lock()
+
+    def behave(self, fire_id: str, n: int) -> tuple[int, float]:
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+        threading.Timer(self.hold_s, self._ended).start()
+        return self.status, self.hold_s
+
+    def _ended(self) -> None:
+        with self.lock:
+            self.now -= 1

@@ -11,7 +11,6 @@ session: tests/conftest.py); each test reads the value the workers actually use 
 from __future__ import annotations
 
 import re
-import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,6 +20,7 @@ import psycopg
 from cli.demo import Receiver
 from stack import processes
 from tests.conftest import free_port, make_client
+from tests.integration.helpers import HeldCalls
 from tests.waiting import wait_for
 
 LEAD_S = 10  # the slots are due this far ahead: every job is created (and indexed) before then
@@ -70,26 +70,6 @@ def one_off(api: httpx.Client, at: datetime, port: int, **extra: Any) -> str:
     return str(response.json()["id"])
 
 
-class Peak:
-    """A receiver's behaviour: answer after ``hold_s``, counting the calls held at once."""
-
-    def __init__(self, hold_s: float, status: int = 200) -> None:
-        self.hold_s, self.status = hold_s, status
-        self.now = self.peak = 0
-        self.lock = threading.Lock()
-
-    def behave(self, fire_id: str, n: int) -> tuple[int, float]:
-        with self.lock:
-            self.now += 1
-            self.peak = max(self.peak, self.now)
-        threading.Timer(self.hold_s, self._ended).start()
-        return self.status, self.hold_s
-
-    def _ended(self) -> None:
-        with self.lock:
-            self.now -= 1
-
-
 def test_a_slow_host_holds_only_its_own_slots_and_their_late_turns_expire(stack, api):
     """The slow host gets at most the per-host limit of calls at once, each cut off at the
     job's timeout; the slots that waited for room past their ``max_lateness_s`` are recorded
@@ -97,7 +77,7 @@ def test_a_slow_host_holds_only_its_own_slots_and_their_late_turns_expire(stack,
     second, all succeed; nothing is lost and nothing runs twice."""
     limit = sum(per_host_limits(stack))
     extra = 4
-    slow, fast = Peak(hold_s=6.0), Peak(hold_s=0.0)
+    slow, fast = HeldCalls(hold_s=6.0), HeldCalls(hold_s=0.0)
     slow_port, fast_port = free_port(), free_port()
     with Receiver(slow_port, behave=slow.behave, quiet=True) as slow_rx, \
             Receiver(fast_port, behave=fast.behave, quiet=True) as fast_rx:
@@ -133,7 +113,7 @@ def test_a_tenant_with_one_slot_waits_for_no_more_than_one_round_of_anothers(sta
     the fired topic's order. (The calls of one wave arrive in any order, hence ``2 * limit``;
     without the turns B's lands anywhere among A's ten waves.)"""
     limit = sum(per_host_limits(stack))
-    slow = Peak(hold_s=0.5)
+    slow = HeldCalls(hold_s=0.5)
     port = free_port()
     with Receiver(port, behave=slow.behave, quiet=True) as rx, make_client(stack) as other:
         at = datetime.now(UTC) + timedelta(seconds=LEAD_S)
