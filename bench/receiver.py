@@ -60,8 +60,8 @@ MAX_HEAD = 64 * 1024  # a request head longer than this is refused
 HOOK = "/hook"  # the path of ``Receiver.url``
 
 Call = Callable[[int], Awaitable[bool]]  # the i-th request of a ceiling run: True if it succeeded
-# requests in flight in a ceiling run: a worker's calls to one host at most (the per-host limit's
-# default, ``CRONSTREAM_RUNS_PER_HOST``)
+# requests in flight in a ceiling run: a worker's runs in flight at most (the executor's
+# MAX_IN_FLIGHT)
 CONCURRENCY = 256
 
 

@@ -71,19 +71,24 @@ class RunQueue(Generic[T]):
         hosts.setdefault(waiting.host, deque()).append(waiting)
         self._size += 1
 
-    def take(self, now_ms: int) -> tuple[Waiting[T] | None, list[Waiting[T]]]:
+    def take(self, now_ms: int, max_expired: int = 1_000
+             ) -> tuple[Waiting[T] | None, list[Waiting[T]]]:
         """The next slot to start (counted as running on its host until ``ended``), or None if
-        every waiting slot's host is at its limit; and the slots found expired on the way, which
-        the caller records as ``expired_stale`` (``expiry_reason``) and never runs."""
+        every waiting slot's host is at its limit (or ``max_expired`` slots were found expired
+        first: after a stall, tens of thousands may be, and each is a write to resolve); and the
+        slots found expired on the way, which the caller records as ``expired_stale``
+        (``expiry_reason``) and never runs."""
         expired: list[Waiting[T]] = []
         for tenant in list(self._tenants):
+            if len(expired) >= max_expired:
+                break
             hosts = self._tenants[tenant]
             for host in list(hosts):
                 if self._running.get(host, 0) >= self.per_host:
                     continue
                 slots = hosts[host]
                 chosen = None
-                while slots and chosen is None:
+                while slots and chosen is None and len(expired) < max_expired:
                     head = slots.popleft()
                     self._size -= 1
                     if head.run_by_ms is not None and now_ms > head.run_by_ms:

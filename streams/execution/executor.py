@@ -161,10 +161,10 @@ class Executor:
             await stream.ack(event)
             return
         # from here the slot is the executor's until resolved: waiting counts as in flight
-        self.in_flight[fid] = (part, event.message.offset)
         self.waiting.push(Waiting((stream, event, fired), fired["tenant"],
                                   targets.host_of(fired["target"]), fired["nominal_ms"],
                                   fired["run_by_ms"]))
+        self.in_flight[fid] = (part, event.message.offset)
         self.wake()
         if len(self.waiting) >= MAX_WAITING:
             self.room.clear()
@@ -197,7 +197,7 @@ class Executor:
         """Start waiting slots while fewer than ``MAX_IN_FLIGHT`` are being resolved: run them,
         or resolve them without a run (expired, or skipped/held by the job's overlap policy)."""
         while self.active < MAX_IN_FLIGHT:
-            chosen, expired = self.waiting.take(now_ms())
+            chosen, expired = self.waiting.take(now_ms(), MAX_IN_FLIGHT - self.active)
             for waiting in expired:
                 metrics.RUNS_EXPIRED.inc()
                 self.resolve(waiting, "expired_stale", expiry_reason(waiting, now_ms()))
@@ -264,6 +264,7 @@ class Executor:
             result, attempts = await self.attempts(fired)
             self.waiting.ended(chosen.host)
             host_held = False
+            self.wake()  # the host has room for its next call now, not after the ledger
             reason = f"re-driven by the reconciler ({fired['redrives']})" if fired["redrives"] \
                 else result.note
             outcome = "succeeded" if result.ok else "unknown" if result.unknown else "failed"

@@ -87,6 +87,8 @@ async def call_webhook(client: aiohttp.ClientSession, fired: dict[str, Any],
         return CallResult(False, None, f"timed out after {timeout.total} s")
     except aiohttp.ClientError as exc:
         return CallResult(False, None, f"{type(exc).__name__}: {exc}"[:500])
+    except ValueError as exc:  # a request aiohttp will not make (a header with a newline, ...)
+        return CallResult(False, None, f"request refused: {exc}"[:500], final=True)
     if 200 <= status < 300:
         return CallResult(True, status, None)
     return CallResult(False, status, f"HTTP {status}")

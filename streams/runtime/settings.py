@@ -68,7 +68,7 @@ class Settings:
     def runs_per_host(self) -> int:
         """Calls in flight to one webhook host per worker (``CRONSTREAM_RUNS_PER_HOST``): a
         slow target holds at most this many of a worker's runs (``streams.execution.dispatch``)."""
-        raw = os.environ.get("CRONSTREAM_RUNS_PER_HOST") or "256"
+        raw = os.environ.get("CRONSTREAM_RUNS_PER_HOST") or "128"  # half the executor's 256
         if not raw.isdigit() or int(raw) < 1:
             raise SystemExit(f"CRONSTREAM_RUNS_PER_HOST={raw!r} is not a whole number >= 1")
         return int(raw)

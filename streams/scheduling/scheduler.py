@@ -71,6 +71,8 @@ from streams.topology import (
 
 log = logging.getLogger(__name__)
 
+# slots a user asked to run now: their run is due by max_lateness_s after the asking, not the slot
+ASKED_FOR = frozenset({"triggered", "backfilled"})
 FIRE_TICK_S = 0.05  # the deciding punctuator's interval
 FIRE_ROUND = 500  # slots popped per partition per round
 FIRE_BUDGET_S = 0.1  # time one tick may spend deciding before yielding the event loop
@@ -350,7 +352,8 @@ class ScheduleState:
                    frozen: tuple[bytes, bytes] | None = None) -> None:
         """Produce the slot's fired record; ``frozen`` is its preparation's (same slot, job and
         redrives), else it is encoded now."""
-        value = fired_template().join(frozen or fired_frozen(job, fid, slot, redrives),
+        asked = now if decision in ASKED_FOR else None
+        value = fired_template().join(frozen or fired_frozen(job, fid, slot, redrives, asked),
                                     self._run_of(now, decision))
         self.emitter.produce(FIRED, job["job_id"], value, partition)
         self.reconciler.expect(Pending(fid, job["job_id"], partition, slot, now,

@@ -137,3 +137,17 @@ def test_removing_a_revoked_partitions_slots_keeps_the_rest_in_order() -> None:
 def test_per_host_must_be_positive() -> None:
     with pytest.raises(ValueError, match="per_host"):
         RunQueue(per_host=0)
+
+
+def test_expired_slots_are_handed_back_a_bounded_batch_at_a_time():
+    queue: RunQueue[str] = RunQueue(per_host=4)
+    for i in range(10):
+        queue.push(slot(f"old-{i}", tenant=f"t{i % 3}", nominal=0, run_by=1))
+    queue.push(slot("fresh", tenant="t9", run_by=NOW + 1))
+    batches = []
+    while True:
+        chosen, expired = queue.take(NOW, max_expired=4)
+        batches.append(len(expired))
+        if chosen is not None:
+            break
+    assert max(batches) <= 4 and sum(batches) == 10 and chosen.item == "fresh"

@@ -145,3 +145,15 @@ def test_an_emails_intent_mark_is_no_recorded_outcome():
     state = schedule_state(runs=Runs({"a@1": b"succeeded", "b@1": INTENT}))
     recorded = state.outcome_recorded
     assert recorded(1, "a@1") and not recorded(1, "b@1") and not recorded(1, "c@1")
+
+
+def test_a_slot_is_due_to_run_by_its_lateness_bound_and_an_asked_for_one_from_the_asking():
+    """``run_by_ms``: past it the executor expires the slot instead of running it. A backfill of
+    yesterday's slots or a trigger is run however old the slot, within the bound from now."""
+    state = schedule_state()
+    j = codec().decode(job("job-r", "0 * * * * *", 1_000, max_lateness_s=60))
+    day_ago, now = 60_000, 86_460_000
+    for decision in ("fired", "backfilled", "triggered"):
+        state.emit_fired(1, j, fire_id(j["job_id"], day_ago), day_ago, decision, now)
+    run_by = [codec().decode(value)["run_by_ms"] for value in state._emitter.values]
+    assert run_by == [day_ago + 60_000, now + 60_000, now + 60_000]

@@ -1,0 +1,45 @@
+"""One webhook attempt's refusals that need no server (streams.execution.targets)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from streams.execution import targets
+
+
+def fired(url: str, headers: dict[str, str] | None = None) -> dict:
+    return {"fire_id": "j@2026-01-01T00:00:00Z", "nominal_ms": 0, "tenant": "t",
+            "target": {"type": "webhook", "url": url, "method": "POST",
+                       "headers": headers or {}, "body": None, "timeout_s": 1.0}}
+
+
+def call(record: dict, allowed: list[str]) -> targets.CallResult:
+    """One attempt, with a listener on loopback (it accepts and never answers) where the record's
+    URL says ``PORT``: aiohttp checks a request's headers only once it has a connection."""
+    async def run() -> targets.CallResult:
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        record["target"]["url"] = record["target"]["url"].replace("PORT", str(port))
+        try:
+            async with targets.new_session(4) as session:
+                return await targets.call_webhook(session, record, allowed)
+        finally:
+            server.close()
+    return asyncio.run(run())
+
+
+def test_a_request_the_client_will_not_make_is_a_final_failure_not_an_exception():
+    result = call(fired("http://127.0.0.1:PORT/h", {"X-Bad": "a\nb"}), ["127.0.0.1"])
+    assert not result.ok and result.final and result.error.startswith("request refused")
+
+
+def test_a_refused_target_is_final():
+    result = call(fired("http://127.0.0.1:PORT/h"), [])
+    assert not result.ok and result.final and "target refused" in result.error
+
+
+def test_runs_are_limited_per_scheme_host_and_port_and_other_targets_share_a_lane():
+    assert targets.host_of({"type": "webhook", "url": "https://a.example:8443/x"}) \
+        == "https://a.example:8443"
+    assert targets.host_of({"type": "webhook", "url": "http://a.example/x"}) == "http://a.example:"
+    assert targets.host_of({"type": "kafka"}) == "kafka"
