@@ -146,6 +146,34 @@ def test_backfill_runs_missing_slots_once_and_never_repeats_done_ones(stack, api
     assert len(receiver.fires) == len(set(receiver.fires))
 
 
+def test_backfilled_slots_older_than_max_lateness_still_run(stack, api):
+    """A backfill asks for old slots on purpose: the executor runs them however old they are
+    (their run is due within ``max_lateness_s`` of the asking, not of the slot), rather than
+    expiring them as a run backlog's stale turns. By the time the last skipped row is there,
+    the first slot is two seconds old, twice the job's ``max_lateness_s``."""
+    port = free_port()
+    with Receiver(port, quiet=True) as receiver:
+        start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+        end = start + timedelta(seconds=2)
+        job = api.post("/v1/jobs", json={
+            "schedule": {"every_s": 1, "start": start.isoformat(), "end": end.isoformat()},
+            "misfire": {"policy": "skip", "max_lateness_s": 1}, "target": webhook(port)}).json()
+        assert api.post(f"/v1/jobs/{job['id']}/pause").json()["paused"] is True
+        skipped = wait_for(lambda: [r for r in ledger(stack, job_id=job["id"])
+                                    if r["decision"] == "skipped_paused"][2:] and
+                           ledger(stack, job_id=job["id"]), timeout_s=60)
+        assert receiver.fires == []
+        api.post(f"/v1/jobs/{job['id']}/resume")  # the schedule has ended: nothing more fires
+        response = api.post(f"/v1/jobs/{job['id']}/backfill",
+                            json={"from": start.isoformat(), "to": end.isoformat()})
+        assert response.status_code == 202 and response.json()["slots"] == len(skipped)
+        rows = wait_for(lambda: (r := ledger(stack, job_id=job["id"])) and all(
+            x["decision"] == "backfilled" and x["outcome"] != "pending" for x in r) and r,
+            timeout_s=60)
+    assert {r["outcome"] for r in rows} == {"succeeded"}, rows
+    assert sorted(receiver.fires) == sorted(r["fire_id"] for r in rows)
+
+
 def test_runs_endpoint_agrees_with_postgres(stack, api):
     port = free_port()
     with Receiver(port, quiet=True):
