@@ -9,7 +9,7 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.routes import campaigns, jobs, ops, suppressions
+from api.routes import campaigns, job_imports, jobs, ops, suppressions
 from api.state import ApiState
 from streams.runtime import admin, settings
 
@@ -74,6 +74,7 @@ def create_app(state: ApiState | None = None) -> FastAPI:
                     "`Authorization: Bearer <api key>` (`cronstream tenant create NAME`).",
     )
     app.include_router(jobs.router)
+    app.include_router(job_imports.router)
     app.include_router(campaigns.router)
     app.include_router(suppressions.router)
     app.include_router(ops.build_router(conf.bootstrap))

@@ -111,6 +111,25 @@ class JobIn(Strict):
     paused: bool = False
 
 
+MAX_IMPORT = 1_000  # jobs (or deletes) per import request: about 300 KiB of typical jobs
+
+
+class JobImport(Strict):
+    """A bulk import: jobs to create and job ids to delete, applied at the workers' pace
+    (``streams.scheduling.imports``), so other changes never queue behind them."""
+
+    jobs: list[JobIn] = Field(default_factory=list, max_length=MAX_IMPORT)
+    delete: list[str] = Field(default_factory=list, max_length=MAX_IMPORT)
+
+    @model_validator(mode="after")
+    def _something(self) -> JobImport:
+        if not self.jobs and not self.delete:
+            raise ValueError("an import needs at least one of jobs, delete")
+        if len(set(self.delete)) != len(self.delete):
+            raise ValueError("delete names a job id twice")
+        return self
+
+
 class Backfill(Strict):
     from_: datetime = Field(..., alias="from")
     to: datetime

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
+
+from starlette.requests import Request
 
 from api.rate_limit import TenantRates
 from streams.runtime.emit import DeliveryCallback, Emitter
@@ -37,6 +39,10 @@ class Emits(Protocol):
     async def send(self, topic: TopicSpec, key: str, value: bytes | None,
                    partition: int | None = None,
                    headers: dict[str, str | bytes] | None = None) -> None: ...
+
+    def acked(self, topic: TopicSpec, records: Sequence[tuple[str, bytes | None]],
+              partition: int | None = None,
+              headers: dict[str, str | bytes] | None = None) -> Awaitable[None]: ...
 
     def produce(self, topic: TopicSpec, key: str, value: bytes | None,
                 partition: int | None = None, on_delivery: DeliveryCallback | None = None,
@@ -106,3 +112,9 @@ class ApiState:
         if all(stopped):  # else a view's thread may still write: the process is exiting anyway
             self.jobs.close()
         self.emitter.close()
+
+
+def api_state(request: Request) -> ApiState:
+    """The API process's state, as a route reaches it (``api.app.create_app`` sets it)."""
+    state: ApiState = request.app.state.api
+    return state

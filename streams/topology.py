@@ -1,6 +1,7 @@
 """Every topic, table and key of cronstream, declared once.
 
-Read this module to draw the graph: the API produces ``TENANTS``, ``JOBS`` and ``JOB_COMMANDS``;
+Read this module to draw the graph: the API produces ``TENANTS``, ``JOBS`` and ``JOB_COMMANDS``
+(bulk imports go to ``JOB_IMPORTS``, copied into ``JOBS`` at the pace it is applied);
 the scheduler agent materialises jobs in the ``JOBS_TABLE`` (RocksDB, changelog-backed) and its
 punctuator emits due slots to ``FIRED`` plus decisions that need no execution to ``LEDGER``; the
 executor agent consumes ``FIRED``, calls the target and writes the outcome to ``LEDGER``
@@ -74,6 +75,11 @@ TENANTS = TopicSpec(
     name="cronstream.tenants", key="tenant", schema="Tenant", compacted=True,
     doc="Tenants, their hashed API keys, quotas and SSRF allow-lists.", partitions=1,
 )
+JOB_IMPORTS = TopicSpec(
+    name="cronstream.job-imports", key="job_id", schema="Job", compacted=False,
+    doc="Bulk job imports and deletes (a tombstone deletes), copied into the jobs topic at the pace "
+        "the workers apply it (streams.scheduling.imports).",
+)
 JOB_COMMANDS = TopicSpec(
     name="cronstream.job-commands", key="job_id", schema="JobCommand", compacted=False,
     doc="trigger / backfill commands for the job's scheduler.",
@@ -104,9 +110,9 @@ FANOUT = TopicSpec(
     doc="The campaign controller's per-recipient-partition send orders.",
 )
 
-TOPICS: tuple[TopicSpec, ...] = (TENANTS, JOBS, JOB_COMMANDS, FIRED, LEDGER, SCHEDULER_PROGRESS,
-                                 DLQ, CAMPAIGNS, RECIPIENTS, SUPPRESSIONS, FANOUT,
-                                 RECIPIENT_OUTCOMES)
+TOPICS: tuple[TopicSpec, ...] = (TENANTS, JOBS, JOB_IMPORTS, JOB_COMMANDS, FIRED, LEDGER,
+                                 SCHEDULER_PROGRESS, DLQ, CAMPAIGNS, RECIPIENTS, SUPPRESSIONS,
+                                 FANOUT, RECIPIENT_OUTCOMES)
 
 JOBS_TABLE = TableSpec(
     name="jobs", source=JOBS, key="job_id",
@@ -165,7 +171,7 @@ class ProcessorSpec:
 PROCESSORS: tuple[ProcessorSpec, ...] = (
     ProcessorSpec(
         "api", "api", "api",
-        produces=(JOBS, JOB_COMMANDS, CAMPAIGNS, RECIPIENTS, SUPPRESSIONS),
+        produces=(JOBS, JOB_IMPORTS, JOB_COMMANDS, CAMPAIGNS, RECIPIENTS, SUPPRESSIONS),
         reads=(TENANTS, JOBS, CAMPAIGNS),
         doc="HTTP API: validates and writes commands; reads state back from compacted topics.",
     ),
@@ -176,6 +182,12 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
     ProcessorSpec(
         "apply_jobs", "agent", "streams.scheduling.scheduler", consumes=(JOBS,), tables=(JOBS_TABLE,),
         doc="Materialises job definitions into the jobs table and the in-memory due index.",
+    ),
+    ProcessorSpec(
+        "import_jobs", "agent", "streams.scheduling.imports", consumes=(JOB_IMPORTS,),
+        produces=(JOBS,), tables=(JOBS_TABLE,),
+        doc="Copies bulk imports into the jobs topic while fewer than a window of its copies are "
+            "unapplied, so an API change never waits behind a million imported jobs.",
     ),
     ProcessorSpec(
         "apply_job_commands", "agent", "streams.scheduling.scheduler", consumes=(JOB_COMMANDS,),

@@ -8,6 +8,7 @@ Wiring, in the order the data flows::
 
     campaigns.fanout   <- execution.executor (a campaign's tick becomes its fan-out)
     execution.executor <- scheduling.scheduler (what is done, what runs: the reconciler's view)
+    scheduling.scheduler <-> scheduling.imports (the jobs table; the window of unapplied copies)
 
 so scheduling imports neither execution nor campaigns, and execution does not import campaigns
 (the layering contract in pyproject.toml checks it).
@@ -22,7 +23,7 @@ from streams.campaigns import fanout
 from streams.execution import executor
 from streams.runtime import admin, commit_watch, metrics, settings
 from streams.runtime.app import Runtime, build, worker_id_from_env
-from streams.scheduling import scheduler
+from streams.scheduling import imports, scheduler
 from streams.scheduling.priority import Gate
 
 # a worker's heap is mostly long-lived (faust, clients, tables' caches) and every full collection
@@ -36,7 +37,9 @@ def wire(rt: Runtime) -> None:
     deciding = Gate()  # the scheduler decides a burst before the executor runs it
     campaigns = fanout.register(rt)
     runs = executor.register(rt, fan_out=campaigns.fan_out, deciding=deciding)
-    scheduler.register(rt, runs, deciding)
+    window = imports.ImportWindow()  # the importer's copies that apply_jobs has not applied
+    schedule = scheduler.register(rt, runs, deciding, window)
+    imports.register(rt, schedule.jobs, window)
     commit_watch.register(rt.app)
 
 

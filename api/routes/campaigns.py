@@ -29,7 +29,7 @@ from api.auth import current_tenant
 from api.errors import problem
 from api.models import iso, ms, utc_ms
 from api.routes.jobs import IDEMPOTENCY_NAMESPACE
-from api.state import ApiState
+from api.state import api_state
 from streams.campaigns import recipients
 from streams.runtime import clock
 from streams.runtime.codec import codec
@@ -68,10 +68,6 @@ class CampaignIn(BaseModel):
         return self
 
 
-def _api(request: Request) -> ApiState:
-    state: ApiState = request.app.state.api
-    return state
-
 
 def campaign_view(c: dict[str, Any]) -> dict[str, Any]:
     return {
@@ -85,7 +81,7 @@ def campaign_view(c: dict[str, Any]) -> dict[str, Any]:
 
 
 def _own(request: Request, tenant: dict[str, Any], campaign_id: str) -> dict[str, Any]:
-    campaign = _api(request).campaigns.get(campaign_id)
+    campaign = api_state(request).campaigns.get(campaign_id)
     if campaign is None or campaign["tenant"] != tenant["tenant"]:
         raise problem(404, "", f"campaign {campaign_id} not found")
     return campaign
@@ -94,7 +90,7 @@ def _own(request: Request, tenant: dict[str, Any], campaign_id: str) -> dict[str
 async def _save(request: Request, campaign: dict[str, Any], **changes: Any) -> dict[str, Any]:
     record = {**campaign, **changes, "revision": campaign["revision"] + 1,
               "updated_ms": clock.now_ms()}
-    api = _api(request)
+    api = api_state(request)
     await api.emitter.send(CAMPAIGNS, record["campaign_id"], codec().encode("Campaign", record))
     api.campaigns.put(record["campaign_id"], record)
     return record
@@ -105,7 +101,7 @@ async def create_campaign(body: CampaignIn, request: Request, response: Response
                           tenant: Tenant,
                           idempotency_key: Annotated[str | None, Header(max_length=200)] = None
                           ) -> dict[str, Any]:
-    api = _api(request)
+    api = api_state(request)
     digest = hashlib.sha256(body.model_dump_json().encode()).hexdigest()
     if body.id:
         campaign_id = body.id
@@ -184,7 +180,7 @@ class _Offsets:
                     "application/x-ndjson); bad rows are reported and skipped")
 async def upload_recipients(campaign_id: str, request: Request, tenant: Tenant
                             ) -> dict[str, Any]:
-    api = _api(request)
+    api = api_state(request)
     campaign = _own(request, tenant, campaign_id)
     now = clock.now_ms()
     stale_upload = campaign["status"] == "uploading" and now - campaign["updated_ms"] > UPLOAD_STALE_MS
@@ -276,7 +272,7 @@ async def schedule_campaign(campaign_id: str, request: Request, tenant: Tenant
         "retry_max_backoff_s": 30.0, "jitter_s": 0, "request_hash": "",
         "created_ms": now, "updated_ms": now,
     }
-    api = _api(request)
+    api = api_state(request)
     await api.emitter.send(JOBS, job_id, codec().encode("Job", job))
     api.jobs.put(job_id, job)
     return campaign_view(await _save(request, campaign, status="scheduled", status_reason=None))
@@ -325,7 +321,7 @@ def _counts(dsn: str, tenant: str, campaign_id: str) -> tuple[dict[str, int], in
 @router.get("/{campaign_id}", summary="Status and counts, with rate and ETA")
 async def get_campaign(campaign_id: str, request: Request, tenant: Tenant) -> dict[str, Any]:
     campaign = _own(request, tenant, campaign_id)
-    counts, recent = await run_in_threadpool(_counts, _api(request).conf.pg_dsn,
+    counts, recent = await run_in_threadpool(_counts, api_state(request).conf.pg_dsn,
                                              tenant["tenant"], campaign_id)
     view = campaign_view(campaign)
     totals = {name: counts.get(name, 0) for name in CAMPAIGN_OUTCOMES}
@@ -347,7 +343,7 @@ async def recipient_outcome(campaign_id: str, email: str, request: Request, tena
         raise problem(422, "email", "not an email address")
 
     def lookup() -> tuple[Any, ...] | None:
-        with psycopg.connect(_api(request).conf.pg_dsn, connect_timeout=5) as conn:
+        with psycopg.connect(api_state(request).conf.pg_dsn, connect_timeout=5) as conn:
             try:
                 return conn.execute(
                     "SELECT outcome, reason, completed_at, message_id, attempts FROM ledger "

@@ -16,7 +16,7 @@ from fastapi.concurrency import run_in_threadpool
 from api.auth import current_tenant
 from api.errors import problem
 from api.models import Backfill, EmptyIsAbsent, JobIn, iso, job_record, job_view, ms, utc_ms
-from api.state import ApiState
+from api.state import api_state
 from streams.execution import ssrf, targets
 from streams.runtime import clock
 from streams.runtime.codec import codec
@@ -29,19 +29,15 @@ IDEMPOTENCY_NAMESPACE = uuid.UUID("6f1c9b52-5f0e-4f7a-9a53-3c0f7f1f6c11")
 PREVIEW_SLOTS = 5
 
 
-def _api(request: Request) -> ApiState:
-    state: ApiState = request.app.state.api
-    return state
-
 
 def _own_job(request: Request, tenant: dict[str, Any], job_id: str) -> dict[str, Any]:
-    job = _api(request).jobs.get(job_id)
+    job = api_state(request).jobs.get(job_id)
     if job is None or job["tenant"] != tenant["tenant"]:
         raise problem(404, "", f"job {job_id} not found")
     return job
 
 
-def _check(record: dict[str, Any], tenant: dict[str, Any], now: int) -> None:
+def check_job(record: dict[str, Any], tenant: dict[str, Any], now: int) -> None:
     """Everything about a job that a JSON schema cannot say, as 422s naming the field."""
     sched = record["schedule"]
     try:
@@ -71,7 +67,7 @@ def _check(record: dict[str, Any], tenant: dict[str, Any], now: int) -> None:
 
 
 async def _write(request: Request, record: dict[str, Any] | None, job_id: str) -> None:
-    api = _api(request)
+    api = api_state(request)
     value = codec().encode("Job", record) if record is not None else None
     await api.emitter.send(JOBS, job_id, value)
     api.jobs.put(job_id, record)
@@ -85,7 +81,7 @@ def _body_hash(body: JobIn) -> str:
 async def create_job(body: JobIn, request: Request, response: Response, tenant: Tenant,
                      idempotency_key: Annotated[str | None, Header(max_length=200)] = None
                      ) -> dict[str, Any]:
-    api = _api(request)
+    api = api_state(request)
     digest = _body_hash(body)
     if idempotency_key:
         job_id = str(uuid.uuid5(IDEMPOTENCY_NAMESPACE, f"{tenant['tenant']}:{idempotency_key}"))
@@ -105,7 +101,7 @@ async def create_job(body: JobIn, request: Request, response: Response, tenant: 
     now = clock.now_ms()
     record = job_record(body, job_id=job_id, tenant=tenant["tenant"], revision=1,
                         created_ms=now, updated_ms=now, request_hash=digest)
-    _check(record, tenant, now)
+    check_job(record, tenant, now)
     await _write(request, record, job_id)
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     return job_view(record)
@@ -116,7 +112,7 @@ async def list_jobs(request: Request, tenant: Tenant,
                     cursor: Annotated[str | None, EmptyIsAbsent,
                                       Query(description="from next_cursor")] = None,
                     limit: Annotated[int, Query(ge=1, le=500)] = 100) -> dict[str, Any]:
-    api = _api(request)
+    api = api_state(request)
     ids = api.job_ids(tenant["tenant"], cursor, limit)
     items = [job_view(job) for i in ids if (job := api.jobs.get(i)) is not None]
     return {"items": items, "next_cursor": ids[-1] if len(ids) == limit else None}
@@ -135,7 +131,7 @@ async def replace_job(job_id: str, body: JobIn, request: Request, tenant: Tenant
     record = job_record(body, job_id=job_id, tenant=tenant["tenant"],
                         revision=old["revision"] + 1, created_ms=old["created_ms"],
                         updated_ms=now, request_hash=old["request_hash"])
-    _check(record, tenant, now)
+    check_job(record, tenant, now)
     await _write(request, record, job_id)
     return job_view(record)
 
@@ -173,7 +169,7 @@ async def _command(request: Request, job: dict[str, Any], command: str,
     cmd = {"command": command, "job_id": job["job_id"], "tenant": job["tenant"],
            "request_id": str(uuid.uuid4()), "requested_ms": clock.now_ms(),
            "from_ms": from_ms, "to_ms": to_ms}
-    await _api(request).emitter.send(JOB_COMMANDS, job["job_id"],
+    await api_state(request).emitter.send(JOB_COMMANDS, job["job_id"],
                                      codec().encode("JobCommand", cmd))
     return cmd
 
@@ -239,7 +235,7 @@ async def job_runs(job_id: str, request: Request, tenant: Tenant,
                                      Query(description="from next_cursor")] = None,
                    limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
     _own_job(request, tenant, job_id)
-    runs = await run_in_threadpool(_runs, _api(request).conf.pg_dsn, tenant["tenant"], job_id,
+    runs = await run_in_threadpool(_runs, api_state(request).conf.pg_dsn, tenant["tenant"], job_id,
                                    cursor, limit)
     next_cursor = None
     if len(runs) == limit:

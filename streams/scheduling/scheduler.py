@@ -45,6 +45,7 @@ from streams.runtime.emit import Emitter
 from streams.scheduling import fired_tail, misfire, progress, schedule
 from streams.scheduling.catch_up import CatchUpLane
 from streams.scheduling.due_index import DueIndex
+from streams.scheduling.imports import ImportWindow, imported
 from streams.scheduling.ledger import job_entry
 from streams.scheduling.partitions import Partitions
 from streams.scheduling.priority import Gate, collections_deferred
@@ -455,10 +456,11 @@ class Burst:
                 f"{self.in_rounds:.3f} s")
 
 
-def register(rt: Runtime, runs: Runs, deciding: Gate) -> ScheduleState:
+def register(rt: Runtime, runs: Runs, deciding: Gate, window: ImportWindow) -> ScheduleState:
     """The schedule stream's sub-topology on ``rt``'s app: the jobs table and its agents, and the
-    punctuators that decide due slots and reconcile; ``runs`` is the executor's side of it, and
-    ``deciding`` the gate it holds while it decides a burst (``streams.scheduling.priority``)."""
+    punctuators that decide due slots and reconcile; ``runs`` is the executor's side of it,
+    ``deciding`` the gate it holds while it decides a burst (``streams.scheduling.priority``),
+    and ``window`` the bulk importer's, given back as its copies are applied."""
     app, health = rt.app, rt.health
     jobs_topic = rt.topic(JOBS)
     commands_topic = rt.topic(JOB_COMMANDS)
@@ -511,6 +513,8 @@ def register(rt: Runtime, runs: Runs, deciding: Gate) -> ScheduleState:
         async for event in stream.events():
             job_id = event.key.decode()
             part = event.message.partition
+            if imported(event.headers):
+                window.applied()
             if event.value is None:
                 jobs_table.pop(event.key, None)
                 index = state.partitions.indexes.get(part)

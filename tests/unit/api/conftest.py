@@ -34,8 +34,9 @@ class Clock:
 
 
 class RecordingEmitter:
-    """Keeps what the routes send instead of producing it. Only ``send`` (acknowledged writes):
-    the routes these tests call produce nothing else (recipient uploads are not called here)."""
+    """Keeps what the routes send instead of producing it. Only acknowledged writes (``send``,
+    ``acked``): the routes these tests call produce nothing else (recipient uploads are not
+    called here)."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, str, bytes | None]] = []
@@ -43,6 +44,10 @@ class RecordingEmitter:
     async def send(self, topic: TopicSpec, key: str, value: bytes | None,
                    partition: int | None = None, headers: dict | None = None) -> None:
         self.sent.append((topic.name, key, value))
+
+    async def acked(self, topic: TopicSpec, records: list[tuple[str, bytes | None]],
+                    partition: int | None = None, headers: dict | None = None) -> None:
+        self.sent.extend((topic.name, key, value) for key, value in records)
 
     def close(self) -> None:
         pass

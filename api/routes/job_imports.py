@@ -1,0 +1,59 @@
+"""``/v1/job-imports``: create or delete up to a thousand jobs per request.
+
+Validated exactly as ``/v1/jobs`` validates one job, all or nothing: one bad job is a 422 naming
+it (``jobs.3.schedule.cron``) and nothing is written. Accepted jobs are readable at once through
+``/v1/jobs``, and go live at the pace the workers apply them (``streams.scheduling.imports``):
+a million-job import never delays another tenant's change made through ``/v1/jobs``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+
+from api.auth import current_tenant
+from api.errors import problem
+from api.models import JobImport, job_record
+from api.routes.jobs import check_job
+from api.state import api_state
+from streams.runtime import clock
+from streams.runtime.codec import codec
+from streams.topology import JOB_IMPORTS
+
+router = APIRouter(prefix="/v1/job-imports", tags=["jobs"])
+Tenant = Annotated[dict[str, Any], Depends(current_tenant)]
+
+
+@router.post("", status_code=202, summary="Import (create or delete) jobs in bulk")
+async def import_jobs(body: JobImport, request: Request, tenant: Tenant) -> dict[str, Any]:
+    api = api_state(request)
+    name = tenant["tenant"]
+    for i, job_id in enumerate(body.delete):
+        job = api.jobs.get(job_id)
+        if job is None or job["tenant"] != name:
+            raise problem(422, f"delete.{i}", f"job {job_id} not found")
+    if api.job_count(name) + len(body.jobs) - len(body.delete) > tenant["max_jobs"]:
+        raise problem(403, "", f"tenant {name} would exceed its quota of {tenant['max_jobs']} "
+                      "jobs", "quota_exceeded")
+    now = clock.now_ms()
+    records = []
+    for i, job in enumerate(body.jobs):
+        record = job_record(job, job_id=str(uuid.uuid4()), tenant=name, revision=1,
+                            created_ms=now, updated_ms=now, request_hash="")
+        try:
+            check_job(record, tenant, now)
+        except HTTPException as exc:
+            for error in exc.detail:
+                error["loc"] = ["body", "jobs", i, *error["loc"][1:]]
+            raise
+        records.append(record)
+    encode = codec().encode
+    await api.emitter.acked(JOB_IMPORTS, [(r["job_id"], encode("Job", r)) for r in records]
+                            + [(job_id, None) for job_id in body.delete])
+    for record in records:
+        api.jobs.put(record["job_id"], record)
+    for job_id in body.delete:
+        api.jobs.put(job_id, None)
+    return {"created": [r["job_id"] for r in records], "deleted": body.delete}
