@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 # 2-4k records/s per worker, about a second of applying is ahead of a change made by the API
 WINDOW = 2_000
 BATCH = 500  # import records copied per produce (one broker acknowledgement awaited per batch)
+HELD = 5_000  # import records read and held before reading pauses
 # a header on the copies, so apply_jobs can give their room back
 IMPORTED = "cronstream-import"
 
@@ -88,12 +90,25 @@ def imported(headers: Any) -> bool:
 
 
 class Importer:
-    """Copies a batch of import records into the jobs topic, skipping stale ones."""
+    """Holds the import records read, and copies them into the jobs topic a batch at a time
+    while the window has room, skipping stale ones.
 
-    def __init__(self, jobs: Any, emitter: Callable[[], Emitter], window: ImportWindow) -> None:
+    Why the agent never waits for the window itself: faust hands a worker's records to its
+    agents one at a time, so an agent that blocks stops every other agent of the worker, and
+    ``apply_jobs``, whose progress would open the window, with them (a deadlock, seen on the
+    first try). The agent only appends; the copier waits; reading is paused (``pause``) while
+    ``HELD`` records wait, and resumed below half of that."""
+
+    def __init__(self, jobs: Any, emitter: Callable[[], Emitter], window: ImportWindow,
+                 pause: Callable[[bool], None] = lambda paused: None) -> None:
         self.jobs = jobs  # the jobs table (co-partitioned with the import topic)
         self._new_emitter, self._emitter = emitter, None
         self.window = window
+        self.pause = pause  # pause (True) or resume (False) reading the import topic
+        self.held: deque[tuple[Any, Any]] = deque()  # (stream, event) read, not copied yet
+        self.paused = False
+        self._arrived: asyncio.Event | None = None
+        self._copier: asyncio.Task[None] | None = None
 
     @property
     def emitter(self) -> Emitter:  # made when the first import arrives: registering connects nothing
@@ -101,10 +116,53 @@ class Importer:
             self._emitter = self._new_emitter()
         return self._emitter
 
+    @property
+    def arrived(self) -> asyncio.Event:
+        if self._arrived is None:
+            self._arrived = asyncio.Event()
+        return self._arrived
+
+    def hold(self, stream: Any, event: Any) -> None:
+        """An import record read: held for the copier; reading pauses while too many wait."""
+        self.held.append((stream, event))
+        self.arrived.set()
+        if len(self.held) >= HELD and not self.paused:
+            self.paused = True
+            self.pause(True)
+
+    def start_copier(self) -> None:
+        """The copier's task, started by the agent (again if an earlier one ended)."""
+        if self._copier is None or self._copier.done():
+            if self._copier is not None and not self._copier.cancelled() \
+                    and self._copier.exception() is not None:
+                log.error("the import copier had stopped; started again",
+                          exc_info=self._copier.exception())
+            self._copier = asyncio.get_running_loop().create_task(self.copying())
+
+    async def copying(self) -> None:
+        while True:
+            if not self.held:
+                self.arrived.clear()
+                await self.arrived.wait()
+            await self.window.room.wait()
+            batch = [self.held.popleft() for _ in range(min(BATCH, len(self.held)))]
+            try:
+                await self.copy([event for _, event in batch])
+            except Exception:
+                first = batch[0][1].message
+                log.exception("import batch of %d records (partition %d offset %d first) not "
+                              "copied; left unacknowledged for redelivery", len(batch),
+                              first.partition, first.offset)
+            else:
+                for stream, event in batch:
+                    await stream.ack(event)
+            if self.paused and len(self.held) < HELD // 2:
+                self.paused = False
+                self.pause(False)
+
     async def copy(self, events: list[Any]) -> int:
         """Copy ``events`` (import records) into the jobs topic and wait for the broker; returns
-        how many were copied. Waits for room in the window first."""
-        await self.window.room.wait()
+        how many were copied."""
         fresh: list[tuple[int, str, bytes | None]] = []
         for event in events:
             part = event.message.partition
@@ -121,31 +179,36 @@ class Importer:
                                for part, records in by_partition.items()))
         return len(fresh)
 
+    def revoked(self, partitions: set[int]) -> None:
+        """Partitions went to another worker: their held records are its to copy (left
+        unacknowledged), and the window's count of this worker's copies starts again."""
+        self.held = deque(item for item in self.held
+                          if item[1].message.partition not in partitions)
+        self.window.reset()
+
 
 def register(rt: Any, jobs: Any, window: ImportWindow) -> Importer:
     """The import sub-topology on ``rt``'s app: the import topic's agent, copying into the jobs
     table's topic (``jobs``: the scheduler's jobs table, to drop stale imports)."""
     app = rt.app
+
+    def pause(paused: bool) -> None:
+        tps = [tp for tp in app.consumer.assignment() if tp.topic == JOB_IMPORTS.name]
+        (app.consumer.pause_partitions if paused else app.consumer.resume_partitions)(tps)
+
     importer = Importer(jobs, lambda: Emitter(rt.settings.bootstrap, f"imports-{rt.worker_id}"),
-                        window)
+                        window, pause)
     imports_topic = rt.topic(JOB_IMPORTS)
 
     @app.agent(imports_topic, name=f"{__name__}.import_jobs")
     async def import_jobs(stream: Any) -> Any:
         acking = stream.noack()
-        async for events in acking.take_events(BATCH, within=0.05):
-            try:
-                await importer.copy(list(events))
-            except Exception:
-                log.exception("import batch of %d records (partition %d offset %d first) not "
-                              "copied; left unacknowledged for redelivery", len(events),
-                              events[0].message.partition, events[0].message.offset)
-                continue
-            for event in events:
-                await acking.ack(event)
+        importer.start_copier()
+        async for event in acking.events():
+            importer.hold(acking, event)  # never waits: see Importer
 
     @app.on_partitions_revoked.connect
     async def _on_revoked(app: Any, revoked: set[Any], **kwargs: Any) -> None:
-        window.reset()
+        importer.revoked({tp.partition for tp in revoked if tp.topic == JOB_IMPORTS.name})
 
     return importer

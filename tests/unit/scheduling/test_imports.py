@@ -81,7 +81,7 @@ def test_a_batch_is_copied_per_partition_with_its_header_and_stale_imports_dropp
     importer = Importer(table, lambda: producer, window)  # type: ignore[arg-type]
     events = [event(0, 1, "new", encoded(1, "new")), event(1, 7, "other", encoded(1, "other")),
               event(0, 2, "changed", encoded(1, "changed")), event(0, 3, "gone", None)]
-    copied = asyncio.run(importer.copy(events))
+    copied = asyncio.run(importer.copy(events))  # type: ignore[arg-type]
     assert copied == 2 and window.unapplied == 2
     assert sorted((p, [k for k, _ in records]) for _, records, p, _ in producer.batches) == \
         [(0, ["new"]), (1, ["other"])]
@@ -89,16 +89,59 @@ def test_a_batch_is_copied_per_partition_with_its_header_and_stale_imports_dropp
                for name, _, _, headers in producer.batches)
 
 
-def test_a_full_window_holds_the_next_batch_until_a_copy_is_applied():
-    async def scenario() -> list[str]:
-        producer, window = Producer(), ImportWindow(size=1)
-        importer = Importer(Table({}), lambda: producer, window)  # type: ignore[arg-type]
-        await importer.copy([event(0, 1, "a", encoded(1, "a"))])
-        held = asyncio.create_task(importer.copy([event(0, 2, "b", encoded(1, "b"))]))
-        await asyncio.sleep(0)
-        assert not held.done() and len(producer.batches) == 1
-        window.applied()
-        await held
-        return [records[0][0] for _, records, _, _ in producer.batches]
+class Stream:
+    def __init__(self) -> None:
+        self.acked: list[int] = []
 
-    assert asyncio.run(scenario()) == ["a", "b"]
+    async def ack(self, event: Any) -> None:
+        self.acked.append(event.message.offset)
+
+
+def test_held_records_wait_for_room_in_the_window_and_are_acked_once_copied():
+    async def scenario() -> tuple[list[str], list[int]]:
+        producer, window, stream = Producer(), ImportWindow(size=1), Stream()
+        importer = Importer(Table({}), lambda: producer, window)  # type: ignore[arg-type]
+        importer.start_copier()
+        importer.hold(stream, event(0, 1, "a", encoded(1, "a")))
+        await asyncio.sleep(0.01)
+        importer.hold(stream, event(0, 2, "b", encoded(1, "b")))  # the window is full now
+        await asyncio.sleep(0.01)
+        assert len(producer.batches) == 1 and stream.acked == [1]
+        window.applied()  # apply_jobs applied "a"
+        await asyncio.sleep(0.01)
+        return [records[0][0] for _, records, _, _ in producer.batches], stream.acked
+
+    assert asyncio.run(scenario()) == (["a", "b"], [1, 2])
+
+
+def test_reading_pauses_while_too_many_records_are_held_and_resumes_once_copied(monkeypatch):
+    monkeypatch.setattr("streams.scheduling.imports.HELD", 4)
+    calls: list[bool] = []
+
+    async def scenario() -> None:
+        producer, window, stream = Producer(), ImportWindow(size=100), Stream()
+        importer = Importer(Table({}), lambda: producer, window,  # type: ignore[arg-type]
+                            calls.append)
+        for offset in range(4):  # held before the copier runs: the fourth pauses reading
+            importer.hold(stream, event(0, offset, f"j{offset}", encoded(1, f"j{offset}")))
+        assert calls == [True]
+        importer.start_copier()
+        await asyncio.sleep(0.01)
+        assert stream.acked == [0, 1, 2, 3]
+
+    asyncio.run(scenario())
+    assert calls == [True, False]
+
+
+def test_a_revoked_partitions_held_records_are_left_to_its_new_owner():
+    producer, window, stream = Producer(), ImportWindow(size=10), Stream()
+    importer = Importer(Table({}), lambda: producer, window)  # type: ignore[arg-type]
+
+    async def hold() -> None:  # the arrival event lives in an event loop
+        importer.hold(stream, event(0, 1, "a", encoded(1, "a")))
+        importer.hold(stream, event(3, 1, "b", encoded(1, "b")))
+
+    asyncio.run(hold())
+    window.copied(5)
+    importer.revoked({3})
+    assert [e.key for _, e in importer.held] == [b"a"] and window.unapplied == 0
