@@ -7,10 +7,20 @@ doubling to at most 60 s; ``jitter_s`` 0; webhook method POST, timeout 10 s.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, EmailStr, Field, HttpUrl, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    EmailStr,
+    Field,
+    HttpUrl,
+    field_validator,
+    model_validator,
+)
 
 
 def _empty_is_absent(value: Any) -> Any:
@@ -53,6 +63,12 @@ class Schedule(Strict):
         return self
 
 
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}")  # RFC 9110's token
+BAD_HEADER_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # controls but tab
+RESERVED_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "upgrade",
+                    "te", "trailer", "keep-alive", "proxy-connection"}
+
+
 class WebhookTarget(Strict):
     type: Literal["webhook"]
     url: HttpUrl
@@ -60,6 +76,21 @@ class WebhookTarget(Strict):
     headers: dict[str, str] = Field(default_factory=dict, max_length=50)
     body: str | None = Field(None, max_length=32_768)
     timeout_s: float = Field(10.0, gt=0, le=60)
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        """Refused at creation, not at each call: a CR or LF would split the request (header
+        injection), and the HTTP client refuses other malformed headers only when it sends."""
+        for name, value in headers.items():
+            if not HEADER_NAME.fullmatch(name):
+                raise ValueError(f"header name {name!r} is not an HTTP token")
+            if name.lower() in RESERVED_HEADERS or name.lower().startswith("x-cronstream-"):
+                raise ValueError(f"header {name!r} is set by cronstream or the HTTP client")
+            if len(value) > 8_192 or BAD_HEADER_VALUE.search(value):
+                raise ValueError(f"header {name!r}: a value of at most 8,192 characters "
+                                 "without control characters (CR, LF, NUL)")
+        return headers
 
 
 class KafkaTarget(Strict):

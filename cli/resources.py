@@ -13,6 +13,8 @@ from typing import Any
 from cli import progress
 from cli.client import Client, CliError, client, emit, load_documents
 
+IMPORT_BATCH = 1_000
+
 
 def _client(args: argparse.Namespace) -> Client:
     return client(args.api_url, args.api_key)
@@ -33,6 +35,19 @@ def jobs(args: argparse.Namespace) -> int:
             headers = {"Idempotency-Key": doc.pop("idempotency_key")} if "idempotency_key" in doc else {}
             created.append(api.call("POST", "/v1/jobs", json=doc, headers=headers))
         emit(created, args.json, "\n".join(f"created {_job_line(j)}" for j in created))
+    elif args.action == "import":
+        docs = load_documents(args.file)
+        created = []
+        for start in range(0, len(docs), IMPORT_BATCH):  # the API takes up to 1,000 a request
+            try:
+                created += api.call("POST", "/v1/job-imports",
+                                    json={"jobs": docs[start:start + IMPORT_BATCH]})["created"]
+            except CliError as exc:  # name the job in the file, not in the request
+                raise CliError(f"jobs {start + 1}-{start + IMPORT_BATCH} of {args.file} (the "
+                               f"{len(created)} before them are imported): {exc}",
+                               exc.code) from exc
+        emit({"created": created}, args.json,
+             f"imported {len(created)} jobs (live as the workers apply them)")
     elif args.action == "list":
         items = list(api.pages("/v1/jobs"))
         emit(items, args.json, "\n".join(_job_line(j) for j in items) or "no jobs")
@@ -120,8 +135,9 @@ def add_parsers(sub: Any) -> None:
         p.add_argument("-f", "--file", default="-", help=file_help)
         return p
 
-    p = resource("jobs", ["create", "list", "get", "pause", "resume", "trigger", "runs", "delete"],
-                 "job id (all but create/list)", "create: YAML or JSON, one job or a list")
+    p = resource("jobs", ["create", "import", "list", "get", "pause", "resume", "trigger", "runs",
+                          "delete"], "job id (all but create/import/list)",
+                 "create, import: YAML or JSON, one job or a list")
     p.add_argument("--limit", type=int, default=20, help="runs: how many (newest first)")
     p.set_defaults(func=jobs)
 

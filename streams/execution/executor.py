@@ -83,7 +83,9 @@ class Executor:
         self.replays = 0
         self._woken: asyncio.Event | None = None
         self._dispatcher: asyncio.Task[None] | None = None
-        self._room: asyncio.Event | None = None
+        # pause (True) or resume (False) reading the fired topic: set by ``register``
+        self.pause: Callable[[bool], None] = lambda paused: None
+        self.paused = False
         self._emitter: Emitter | None = None
         self._client: aiohttp.ClientSession | None = None
         # the tenants' SSRF allow-lists, read from their compacted topic
@@ -96,13 +98,6 @@ class Executor:
         if self._woken is None:
             self._woken = asyncio.Event()
         return self._woken
-
-    @property
-    def room(self) -> asyncio.Event:
-        if self._room is None:
-            self._room = asyncio.Event()
-            self._room.set()
-        return self._room
 
     @property
     def emitter(self) -> Emitter:
@@ -166,9 +161,11 @@ class Executor:
                                   fired["run_by_ms"]))
         self.in_flight[fid] = (part, event.message.offset)
         self.wake()
-        if len(self.waiting) >= MAX_WAITING:
-            self.room.clear()
-            await self.room.wait()  # read ahead no further until the dispatcher takes some
+        if len(self.waiting) >= MAX_WAITING and not self.paused:
+            # read ahead no further until the dispatcher takes some (paused, not awaited: see
+            # ``Runtime.pauser``; the ledger's decisions and a campaign's fan-out read on)
+            self.paused = True
+            self.pause(True)
 
     def wake(self) -> None:
         self.woken.set()
@@ -217,8 +214,9 @@ class Executor:
                 self.buffered[job_id] = chosen
                 if held is not None:
                     self.resolve(held, "skipped_overlap", "buffer_one: replaced by a newer slot")
-        if len(self.waiting) < MAX_WAITING:
-            self.room.set()
+        if self.paused and len(self.waiting) < MAX_WAITING // 2:
+            self.paused = False
+            self.pause(False)
         oldest = self.waiting.oldest_nominal_ms()
         metrics.RUN_BACKLOG.set(len(self.waiting) + self.active + len(self.buffered))
         metrics.RUN_BACKLOG_AGE.set(0 if oldest is None else max(0, now_ms() - oldest) / 1000)
@@ -393,12 +391,14 @@ def register(rt: Runtime, fan_out: FanOut, deciding: Gate) -> Executor:
     executor = Executor(rt.table(DONE_TABLE), fan_out, bootstrap=rt.settings.bootstrap,
                         worker_id=rt.worker_id, per_host=rt.settings.runs_per_host)
     metrics.RUNS_PER_HOST.set(rt.settings.runs_per_host)
+    executor.pause = rt.pauser(FIRED)
 
     @app.agent(fired_topic, name=f"{__name__}.execute_fired")
     async def execute_fired(stream: Any) -> Any:
         acking = stream.noack()
         executor.start_dispatcher(deciding)
         async for event in acking.events():
+            executor.start_dispatcher(deciding)  # again, if it ever stopped (it logs why)
             await deciding.passed()  # a burst is decided first (streams.scheduling.priority)
             await executor.accept(acking, event)  # into the run queue: the dispatcher runs it
 

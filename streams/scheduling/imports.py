@@ -93,11 +93,10 @@ class Importer:
     """Holds the import records read, and copies them into the jobs topic a batch at a time
     while the window has room, skipping stale ones.
 
-    Why the agent never waits for the window itself: faust hands a worker's records to its
-    agents one at a time, so an agent that blocks stops every other agent of the worker, and
-    ``apply_jobs``, whose progress would open the window, with them (a deadlock, seen on the
-    first try). The agent only appends; the copier waits; reading is paused (``pause``) while
-    ``HELD`` records wait, and resumed below half of that."""
+    Why the agent never waits for the window itself: an agent that waits stops every other
+    agent of the worker (``Runtime.pauser``), ``apply_jobs`` with them, whose progress would
+    open the window: a deadlock, seen on the first try. The agent only holds; the copier waits;
+    reading is paused while ``HELD`` records wait, and resumed below half of that."""
 
     def __init__(self, jobs: Any, emitter: Callable[[], Emitter], window: ImportWindow,
                  pause: Callable[[bool], None] = lambda paused: None) -> None:
@@ -191,13 +190,8 @@ def register(rt: Any, jobs: Any, window: ImportWindow) -> Importer:
     """The import sub-topology on ``rt``'s app: the import topic's agent, copying into the jobs
     table's topic (``jobs``: the scheduler's jobs table, to drop stale imports)."""
     app = rt.app
-
-    def pause(paused: bool) -> None:
-        tps = [tp for tp in app.consumer.assignment() if tp.topic == JOB_IMPORTS.name]
-        (app.consumer.pause_partitions if paused else app.consumer.resume_partitions)(tps)
-
     importer = Importer(jobs, lambda: Emitter(rt.settings.bootstrap, f"imports-{rt.worker_id}"),
-                        window, pause)
+                        window, rt.pauser(JOB_IMPORTS))
     imports_topic = rt.topic(JOB_IMPORTS)
 
     @app.agent(imports_topic, name=f"{__name__}.import_jobs")

@@ -194,3 +194,22 @@ def test_a_changed_rate_holds_from_the_tenants_next_request(api: Api):
     assert api.client.get("/v1/jobs", headers=auth).status_code == 429
     api.clock.now += 0.01  # 10 tokens at the new rate
     assert sum(api.client.get("/v1/jobs", headers=auth).status_code == 200 for _ in range(20)) == 10
+
+
+@pytest.mark.parametrize(("headers", "fragment"), [
+    ({"X-Note": "a\r\nX-Injected: 1"}, "control characters"),
+    ({"X-Note": "a\nb"}, "control characters"),
+    ({"Bad Name": "x"}, "not an HTTP token"),
+    ({"Host": "internal.example"}, "set by cronstream"),
+    ({"X-Cronstream-Fire-Id": "forged"}, "set by cronstream"),
+])
+def test_a_webhook_header_that_would_split_or_spoof_the_request_is_refused(api: Api, headers,
+                                                                          fragment):
+    acme = api.tenant("acme")
+    job = {**JOB, "target": {**JOB["target"], "headers": headers}}
+    response = api.client.post("/v1/jobs", json=job, headers=acme)
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"][0]
+    assert detail["loc"][:4] == ["body", "target", "webhook", "headers"], detail
+    assert fragment in detail["msg"]
+    assert api.emitter.sent == []
