@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 router = APIRouter(tags=["feedback"])
 MAX_FETCH_BYTES = 64 * 1024  # a PEM certificate, or SNS's ConfirmSubscription answer
 CERTS_KEPT = 16  # SNS rotates its signing certificate rarely; one per region in use
+CERT_TTL_S = 86400.0  # fetched (and its validity checked) again after a day
 
 Fetch = Callable[[str], Awaitable[bytes]]
 
@@ -73,19 +74,21 @@ class Intake:
         self.policy, self.fetch, self.now_s = policy, fetch, now_s
         self.seen = sns.SeenMessages(policy.max_age_s)
         self._writing: dict[str, asyncio.Future[None]] = {}
-        self._keys: OrderedDict[str, rsa.RSAPublicKey] = OrderedDict()
+        self._keys: OrderedDict[str, tuple[rsa.RSAPublicKey, float]] = OrderedDict()
 
     async def key(self, url: str, now_s: float) -> rsa.RSAPublicKey:
-        if url in self._keys:
+        cached = self._keys.get(url)
+        if cached is not None and now_s - cached[1] < CERT_TTL_S:
             self._keys.move_to_end(url)
-            return self._keys[url]
+            return cached[0]
         try:
             pem = await self.fetch(url)
         except (httpx.HTTPError, OSError) as exc:  # SNS retries a 5xx
             raise HTTPException(502, detail=f"could not fetch the signing certificate: "
                                             f"{type(exc).__name__}") from exc
         key = sns.public_key(pem, now_s)
-        self._keys[url] = key
+        self._keys[url] = (key, now_s)
+        self._keys.move_to_end(url)
         while len(self._keys) > CERTS_KEPT:
             self._keys.popitem(last=False)
         return key
@@ -113,8 +116,9 @@ BODY_SCHEMA = {  # what SNS posts (as text/plain unless the subscription's polic
     "/v1/feedback/sns",
     summary="SES events through an SNS HTTP(S) subscription (no API key: the message's "
             "signature is the credential)",
+    # documented as JSON (SNS sends it as text/plain by default; the body is read either way)
     openapi_extra={"requestBody": {"required": True, "content": {
-        "application/json": {"schema": BODY_SCHEMA}, "text/plain": {"schema": BODY_SCHEMA}}}},
+        "application/json": {"schema": BODY_SCHEMA}}}},
 )
 async def sns_message(request: Request) -> dict[str, Any]:
     intake = intake_of(request)
