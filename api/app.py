@@ -9,7 +9,7 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.routes import campaigns, job_imports, jobs, ops, suppressions
+from api.routes import campaigns, feedback, job_imports, jobs, ops, suppressions
 from api.state import ApiState
 from streams.runtime import admin, settings
 
@@ -77,6 +77,7 @@ def create_app(state: ApiState | None = None) -> FastAPI:
     app.include_router(job_imports.router)
     app.include_router(campaigns.router)
     app.include_router(suppressions.router)
+    app.include_router(feedback.router)
     app.include_router(ops.build_router(conf.bootstrap))
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES, unlimited_suffix="/recipients")
 

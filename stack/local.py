@@ -13,6 +13,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -29,6 +30,7 @@ from typing import Any
 import httpx
 
 from stack import isolated, processes
+from stack.sns_publisher import LOCAL_TOPIC_ARN
 from streams.runtime.settings import API_START_S, REPO_ROOT, Settings
 
 JAVA_POMS = (REPO_ROOT / "stack" / "pom.xml", REPO_ROOT / "connectors" / "avro-converter" / "pom.xml")
@@ -422,7 +424,13 @@ class Stack:
                 "CRONSTREAM_OPERATOR_KEY": self.secret("CRONSTREAM_OPERATOR_KEY", "operator.key"),
                 "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "local"),
                 "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "local"),
-                "AWS_REGION": os.environ.get("AWS_REGION", "us-east-1")}
+                "AWS_REGION": os.environ.get("AWS_REGION", "us-east-1"),
+                # the feedback endpoint trusts the local SES server's SNS topic and certificate,
+                # served over plain http on loopback (stack.sns_publisher)
+                "CRONSTREAM_SNS_TOPICS": os.environ.get("CRONSTREAM_SNS_TOPICS", LOCAL_TOPIC_ARN),
+                "CRONSTREAM_SNS_CERT_HOSTS": os.environ.get(
+                    "CRONSTREAM_SNS_CERT_HOSTS", re.escape(f"127.0.0.1:{self.s.ses_port}")),
+                "CRONSTREAM_SNS_ALLOW_HTTP": os.environ.get("CRONSTREAM_SNS_ALLOW_HTTP", "1")}
 
     def secret(self, env: str, name: str) -> str:
         """``$env`` if set, else a random secret kept in ``.local/secrets/name`` (mode 0600)."""

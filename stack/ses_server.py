@@ -9,6 +9,10 @@ demo and benchmarks: boto3 reaches it through ``endpoint_url`` exactly as it wou
   (the mail is accepted and logged, then the answer is delayed past the client's timeout),
   ``max_rate_per_s`` (recipients per second before throttling), for ``seconds`` (0 = until reset).
 - ``GET /_local/stats`` counts calls, recipients and throttles.
+- ``POST /_local/events`` makes it publish SES events of what it accepts to an SNS-style HTTP(S)
+  subscriber (``stack.sns_publisher``): signed as SNS signs, with SES's mailbox simulator
+  semantics, bounce/complaint rates by address pattern, delays, duplicates and reordering.
+  Off until asked: with no subscriber a send does no event work at all.
 
 Signatures are not checked: this is a loopback test double of the wire protocol, not of IAM.
 """
@@ -23,13 +27,17 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from stack.sns_publisher import CERT_PATH, CONFIRM_PATH, Publisher
 
 MAX_BULK = 50
 
@@ -72,6 +80,9 @@ class SesServer:
         self.stats = {"calls": 0, "recipients": 0, "throttled": 0, "timeouts": 0}
         self._run = uuid.uuid4().hex[:12]  # ids stay unique across restarts of the server
         self._ids = itertools.count(1)
+        # SES events to an SNS subscriber (POST /_local/events); None: no event work per send
+        self.events: Publisher | None = None
+        self.events_log = log_path.with_name("events.jsonl")
 
     def _throttled(self, recipients: int) -> bool:
         f = self.faults
@@ -128,6 +139,10 @@ class SesServer:
         ids = self._accept(lines, body["FromEmailAddress"], [(a, headers) for a in to], subject,
                            body.get("ConfigurationSetName"))
         self._write(lines)
+        if self.events is not None:
+            # one mail with every To address: SES's events of it name them all
+            self.events.accepted(ids[-1], body["FromEmailAddress"], list(to),
+                                 body.get("ConfigurationSetName"), _tags(body.get("EmailTags")))
         await self._maybe_hang()
         return JSONResponse({"MessageId": ids[-1]})
 
@@ -162,6 +177,15 @@ class SesServer:
             if result["Status"] == "SUCCESS":
                 result["MessageId"] = next(ids)
         self._write(lines)
+        if self.events is not None:
+            common_tags = _tags(body.get("DefaultEmailTags"))
+            sent = [(entry, result) for entry, result in zip(entries, results, strict=True)
+                    if result["Status"] == "SUCCESS"]
+            for entry, result in sent:
+                tags = {**common_tags, **_tags(entry.get("ReplacementTags"))}
+                self.events.accepted(result["MessageId"], body.get("FromEmailAddress", ""),
+                                     entry["Destination"]["ToAddresses"],
+                                     body.get("ConfigurationSetName"), tags)
         await self._maybe_hang()
         return JSONResponse({"BulkEmailEntryResults": results})
 
@@ -178,6 +202,58 @@ class SesServer:
     async def get_stats(self, request: Request) -> JSONResponse:
         return JSONResponse(self.stats)
 
+    async def set_events(self, request: Request) -> JSONResponse:
+        """Subscribe an endpoint (``{"endpoint": null}`` stops): answers once the endpoint has
+        been sent its SubscriptionConfirmation, saying whether it confirmed."""
+        body = await request.json()
+        if self.events is not None:
+            await self.events.close()
+            self.events = None
+        if not body.get("endpoint"):
+            return JSONResponse({"subscribed": False})
+        self.events = Publisher(str(request.base_url).rstrip("/"), body, self.events_log)
+        answer = await self.events.subscribe()
+        return JSONResponse({**answer, **self.events.describe()})
+
+    async def get_events(self, request: Request) -> JSONResponse:
+        if self.events is None:
+            return JSONResponse({"subscribed": False})
+        return JSONResponse({**self.events.describe(), **self.events.counts,
+                             "pending": self.events.pending()})
+
+    async def signing_cert(self, request: Request) -> Response:
+        return Response(Publisher.identity()[1], media_type="application/x-pem-file")
+
+    async def confirm(self, request: Request) -> Response:
+        """The SubscribeURL: the subscriber's GET confirms, as SNS's ConfirmSubscription does."""
+        token = request.query_params.get("Token", "")
+        if self.events is None or not self.events.confirm(token):
+            return Response("<ErrorResponse><Error><Code>InvalidParameter</Code></Error>"
+                            "</ErrorResponse>", status_code=400, media_type="text/xml")
+        return Response("<ConfirmSubscriptionResponse><ConfirmSubscriptionResult>"
+                        f"<SubscriptionArn>{self.events.topic_arn}:local</SubscriptionArn>"
+                        "</ConfirmSubscriptionResult></ConfirmSubscriptionResponse>",
+                        media_type="text/xml")
+
+    async def sign(self, request: Request) -> JSONResponse:
+        """Sign any message with this server's SNS key: the tests make expired, replayed and
+        wrong-topic messages that are authentic apart from that (a loopback test double)."""
+        body = await request.json()
+        return JSONResponse(Publisher.sign(body.get("message", {}), str(body.get("version", "2"))))
+
+    @asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        yield
+        if self.events is not None:  # its publishing task ends with the server
+            await self.events.close()
+
+
+def _tags(raw: Any) -> dict[str, str]:
+    """SESv2 ``EmailTags`` ([{Name, Value}]) as a dict."""
+    if not isinstance(raw, list):
+        return {}
+    return {t["Name"]: t["Value"] for t in raw if isinstance(t, dict) and "Name" in t and "Value" in t}
+
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"message": message}, status_code=status,
@@ -192,4 +268,9 @@ def create_app(log_path: Path | None = None) -> Starlette:
         Route("/v2/email/outbound-bulk-emails", server.send_bulk, methods=["POST"]),
         Route("/_local/faults", server.set_faults, methods=["POST"]),
         Route("/_local/stats", server.get_stats, methods=["GET"]),
-    ])
+        Route("/_local/events", server.set_events, methods=["POST"]),
+        Route("/_local/events", server.get_events, methods=["GET"]),
+        Route(CERT_PATH, server.signing_cert, methods=["GET"]),
+        Route(CONFIRM_PATH, server.confirm, methods=["GET"]),
+        Route("/_local/sns/sign", server.sign, methods=["POST"]),
+    ], lifespan=server.lifespan)

@@ -110,9 +110,16 @@ FANOUT = TopicSpec(
     doc="The campaign controller's per-recipient-partition send orders.",
 )
 
+SES_FEEDBACK = TopicSpec(
+    name="cronstream.ses-feedback", key="tenant:email", schema="SesFeedback", compacted=False,
+    doc="SES events (bounce, complaint, delivery, ...) received through SNS and verified, one "
+        "record per recipient on the partition of its address (co-partitioned with recipients "
+        "and suppressions), the raw event kept for audit.",
+)
+
 TOPICS: tuple[TopicSpec, ...] = (TENANTS, JOBS, JOB_IMPORTS, JOB_COMMANDS, FIRED, LEDGER,
                                  SCHEDULER_PROGRESS, DLQ, CAMPAIGNS, RECIPIENTS, SUPPRESSIONS,
-                                 FANOUT, RECIPIENT_OUTCOMES)
+                                 FANOUT, RECIPIENT_OUTCOMES, SES_FEEDBACK)
 
 JOBS_TABLE = TableSpec(
     name="jobs", source=JOBS, key="job_id",
@@ -171,7 +178,8 @@ class ProcessorSpec:
 PROCESSORS: tuple[ProcessorSpec, ...] = (
     ProcessorSpec(
         "api", "api", "api",
-        produces=(JOBS, JOB_IMPORTS, JOB_COMMANDS, CAMPAIGNS, RECIPIENTS, SUPPRESSIONS),
+        produces=(JOBS, JOB_IMPORTS, JOB_COMMANDS, CAMPAIGNS, RECIPIENTS, SUPPRESSIONS,
+                  SES_FEEDBACK),
         reads=(TENANTS, JOBS, CAMPAIGNS),
         doc="HTTP API: validates and writes commands; reads state back from compacted topics.",
     ),

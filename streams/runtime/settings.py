@@ -74,6 +74,42 @@ class Settings:
         return int(raw)
 
     @property
+    def sns_topics(self) -> dict[str, str | None]:
+        """SNS topics whose messages the feedback endpoint accepts (``CRONSTREAM_SNS_TOPICS``,
+        separated by commas or spaces): ``ARN=TENANT`` pins a topic to a tenant, a bare ``ARN``
+        leaves the tenant to each event's configuration set (``streams.campaigns.feedback``)."""
+        topics: dict[str, str | None] = {}
+        for entry in (os.environ.get("CRONSTREAM_SNS_TOPICS") or "").replace(",", " ").split():
+            arn, _, tenant = entry.partition("=")
+            if not arn.startswith("arn:"):
+                raise SystemExit(f"CRONSTREAM_SNS_TOPICS: {arn!r} is not a topic ARN")
+            topics[arn] = tenant or None
+        return topics
+
+    @property
+    def sns_cert_hosts(self) -> tuple[str, ...]:
+        """Regexes (separated by spaces) a SigningCertURL's or SubscribeURL's ``host[:port]``
+        must match in full (``CRONSTREAM_SNS_CERT_HOSTS``); none set means AWS's SNS hosts
+        (``streams.adapters.sns.DEFAULT_CERT_HOSTS``)."""
+        return tuple((os.environ.get("CRONSTREAM_SNS_CERT_HOSTS") or "").split())
+
+    @property
+    def sns_allow_http(self) -> bool:
+        """Plain-http certificate and subscribe URLs (``CRONSTREAM_SNS_ALLOW_HTTP=1``): the local
+        stack's SES server only; AWS's are https."""
+        return os.environ.get("CRONSTREAM_SNS_ALLOW_HTTP", "") in ("1", "true", "yes")
+
+    @property
+    def sns_max_age_s(self) -> float:
+        """How old an SNS message may be (``CRONSTREAM_SNS_MAX_AGE_S``): SNS retries an HTTP(S)
+        delivery for at most an hour, so the default 3,900 s refuses only replays."""
+        raw = os.environ.get("CRONSTREAM_SNS_MAX_AGE_S") or "3900"
+        try:
+            return float(raw)
+        except ValueError as exc:
+            raise SystemExit(f"CRONSTREAM_SNS_MAX_AGE_S={raw!r} is not a number") from exc
+
+    @property
     def run_dir(self) -> Path:
         return self.home / "run"
 

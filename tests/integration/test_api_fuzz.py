@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, settings
 
 from api.app import create_app
 from streams.runtime.admin import end_offsets
-from streams.topology import CAMPAIGNS, JOB_COMMANDS, JOBS, RECIPIENTS, SUPPRESSIONS
+from streams.topology import CAMPAIGNS, JOB_COMMANDS, JOBS, RECIPIENTS, SES_FEEDBACK, SUPPRESSIONS
 from tests.conftest import make_client
 
 schema = schemathesis.openapi.from_dict(create_app().openapi())
@@ -25,7 +25,9 @@ def fuzz_auth(stack) -> dict[str, str]:
 
 
 # every topic the API (and only the API) produces to: a rejected request must leave them alone
-API_WRITTEN = [(t.name, p) for t in (JOBS, JOB_COMMANDS, CAMPAIGNS, RECIPIENTS, SUPPRESSIONS)
+# (the SES feedback topic too: a forged or unsigned SNS message is a 4xx that writes nothing)
+API_WRITTEN = [(t.name, p)
+               for t in (JOBS, JOB_COMMANDS, CAMPAIGNS, RECIPIENTS, SUPPRESSIONS, SES_FEEDBACK)
                for p in range(t.partitions)]
 
 
@@ -49,3 +51,4 @@ def test_fuzzing_covers_every_operation():
     operations = {(op.method.upper(), op.path) for op in
                   (result.ok() for result in schema.get_all_operations())}
     assert len(operations) >= 25 and ("PUT", "/v1/campaigns/{campaign_id}/recipients") in operations
+    assert ("POST", "/v1/feedback/sns") in operations

@@ -1,0 +1,210 @@
+"""``POST /v1/feedback/sns``: SES events arriving through an SNS topic's HTTP(S) subscription.
+
+No API key: SNS cannot send one. The credential is the message's signature, checked as AWS
+documents it (``streams.adapters.sns``) against a certificate fetched only from an allowed SNS
+host; the topic must be one the operator configured (``CRONSTREAM_SNS_TOPICS``). Every refusal
+is a 4xx naming the problem and writes nothing: unsigned, a bad signature, a certificate or
+subscribe URL off the allowed hosts, older than the window (a replay: SNS never retries past an
+hour), an unexpected topic.
+
+A second delivery of a MessageId already written (SNS delivers at least once, and retries a
+delivery whose answer it did not see) is answered 200 and writes nothing again; a delivery
+while the first is still being written waits for it. This memory is per process and bounded
+(``streams.adapters.sns.SeenMessages``), so the topic's consumer stays idempotent on the SES
+event's message id, type and recipient.
+
+An accepted Notification becomes one ``SesFeedback`` record per affected recipient
+(``streams.campaigns.feedback``), on that recipient's partition, acknowledged by the broker
+before the 200: a 5xx (the broker down) makes SNS retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+from cryptography.hazmat.primitives.asymmetric import rsa
+from fastapi import APIRouter, HTTPException, Request
+
+from api.errors import problem
+from api.state import ApiState
+from streams.adapters import sns
+from streams.campaigns import feedback
+from streams.runtime import clock
+from streams.runtime.codec import codec
+from streams.runtime.settings import Settings
+from streams.topology import SES_FEEDBACK, partition_for
+
+log = logging.getLogger(__name__)
+router = APIRouter(tags=["feedback"])
+MAX_FETCH_BYTES = 64 * 1024  # a PEM certificate, or SNS's ConfirmSubscription answer
+CERTS_KEPT = 16  # SNS rotates its signing certificate rarely; one per region in use
+CERT_TTL_S = 86400.0  # fetched (and its validity checked) again after a day
+
+Fetch = Callable[[str], Awaitable[bytes]]
+
+
+async def http_get(url: str) -> bytes:
+    """GET a certificate or a SubscribeURL: no redirects (the host was checked, not where it
+    might send us), a size limit, a short timeout."""
+    async with httpx.AsyncClient(timeout=10.0, follow_redirects=False) as client:
+        response = await client.get(url)
+        response.raise_for_status()
+        if len(response.content) > MAX_FETCH_BYTES:
+            raise httpx.HTTPError(f"answer larger than {MAX_FETCH_BYTES} bytes")
+        return response.content
+
+
+def policy_of(conf: Settings) -> sns.Policy:
+    return sns.Policy(topics=conf.sns_topics, cert_hosts=conf.sns_cert_hosts or sns.DEFAULT_CERT_HOSTS,
+                      allow_http=conf.sns_allow_http, max_age_s=conf.sns_max_age_s)
+
+
+class Intake:
+    """The endpoint's state in the API process: the policy, the certificates fetched so far, the
+    MessageIds accepted, the deliveries being written."""
+
+    def __init__(self, policy: sns.Policy, fetch: Fetch = http_get,
+                 now_s: Callable[[], float] = time.time) -> None:
+        self.policy, self.fetch, self.now_s = policy, fetch, now_s
+        self.seen = sns.SeenMessages(policy.max_age_s)
+        self._writing: dict[str, asyncio.Future[None]] = {}
+        self._keys: OrderedDict[str, tuple[rsa.RSAPublicKey, float]] = OrderedDict()
+
+    async def key(self, url: str, now_s: float) -> rsa.RSAPublicKey:
+        cached = self._keys.get(url)
+        if cached is not None and now_s - cached[1] < CERT_TTL_S:
+            self._keys.move_to_end(url)
+            return cached[0]
+        try:
+            pem = await self.fetch(url)
+        except (httpx.HTTPError, OSError) as exc:  # SNS retries a 5xx
+            raise HTTPException(502, detail=f"could not fetch the signing certificate: "
+                                            f"{type(exc).__name__}") from exc
+        key = sns.public_key(pem, now_s)
+        self._keys[url] = (key, now_s)
+        self._keys.move_to_end(url)
+        while len(self._keys) > CERTS_KEPT:
+            self._keys.popitem(last=False)
+        return key
+
+
+def intake_of(request: Request) -> Intake:
+    state = request.app.state
+    if getattr(state, "sns_intake", None) is None:
+        state.sns_intake = Intake(policy_of(state.api.conf))
+    intake: Intake = state.sns_intake
+    return intake
+
+
+BODY_SCHEMA = {  # what SNS posts (as text/plain unless the subscription's policy says otherwise)
+    "type": "object",
+    "required": ["Type", "MessageId", "TopicArn", "Message", "Timestamp", "SignatureVersion",
+                 "Signature", "SigningCertURL"],
+    "properties": {name: {"type": "string"} for name in (
+        "Type", "MessageId", "Token", "TopicArn", "Subject", "Message", "Timestamp",
+        "SignatureVersion", "Signature", "SigningCertURL", "SubscribeURL", "UnsubscribeURL")},
+}
+
+
+@router.post(
+    "/v1/feedback/sns",
+    summary="SES events through an SNS HTTP(S) subscription (no API key: the message's "
+            "signature is the credential)",
+    # documented as JSON (SNS sends it as text/plain by default; the body is read either way)
+    openapi_extra={"requestBody": {"required": True, "content": {
+        "application/json": {"schema": BODY_SCHEMA}}}},
+)
+async def sns_message(request: Request) -> dict[str, Any]:
+    intake = intake_of(request)
+    policy = intake.policy
+    try:
+        message = sns.parse(await request.body())
+        said = request.headers.get("x-amz-sns-message-type")
+        if said is not None and said != message["Type"]:
+            raise sns.Rejected(400, f"x-amz-sns-message-type {said[:50]!r} is not the body's "
+                                    f"Type {message['Type']!r}")
+        pinned = sns.check_topic(message, policy)
+        now = intake.now_s()
+        at = sns.check_age(message, now, policy)
+        cert_url = sns.check_url(message["SigningCertURL"], policy, "SigningCertURL")
+        if message["Type"] == sns.SUBSCRIBE:
+            sns.check_url(message["SubscribeURL"], policy, "SubscribeURL")
+        sns.verify(message, await intake.key(cert_url, now))
+    except sns.Rejected as exc:
+        log.warning("SNS message refused (%d): %s", exc.status, exc.problem)
+        raise problem(exc.status, "", exc.problem) from exc
+    topic = message["TopicArn"]
+    if message["Type"] == sns.SUBSCRIBE:
+        try:
+            await intake.fetch(message["SubscribeURL"])
+        except (httpx.HTTPError, OSError) as exc:
+            raise HTTPException(502, detail=f"could not confirm the subscription: "
+                                            f"{type(exc).__name__}") from exc
+        log.info("confirmed the SNS subscription to %s", topic)
+        return {"confirmed": topic}
+    if message["Type"] == sns.UNSUBSCRIBE:
+        log.warning("SNS says the subscription to %s was removed (not re-subscribed)", topic)
+        return {"unsubscribed": topic}
+    return await _notification(request.app.state.api, intake, message, pinned, at, now)
+
+
+async def _notification(api: ApiState, intake: Intake, message: dict[str, str],
+                        pinned: str | None, at: float, now: float) -> dict[str, Any]:
+    message_id = message["MessageId"]
+    if message_id in intake.seen:
+        return {"written": 0, "duplicate": True}
+    first = intake._writing.get(message_id)
+    if first is not None:
+        try:
+            await asyncio.shield(first)
+        except Exception as exc:
+            raise HTTPException(503, detail="the first delivery of this message failed; "
+                                            "retry") from exc
+        return {"written": 0, "duplicate": True}
+    writing: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    intake._writing[message_id] = writing
+    try:
+        answer = await _write(api, message, pinned)
+    except Exception as exc:
+        writing.set_exception(exc)
+        writing.exception()  # retrieved: a failure no duplicate waited for is not "never retrieved"
+        log.error("SNS message %s not written: %s", message_id, exc)
+        raise HTTPException(503, detail="could not write the events; retry") from exc
+    except BaseException:  # cancelled: a duplicate waiting on it is told to retry
+        writing.set_exception(RuntimeError("cancelled"))
+        writing.exception()
+        raise
+    else:
+        intake.seen.add(message_id, at, now)
+        writing.set_result(None)
+        return answer
+    finally:
+        del intake._writing[message_id]
+
+
+async def _write(api: ApiState, message: dict[str, str], pinned: str | None) -> dict[str, Any]:
+    raw = message["Message"]
+    try:
+        event = feedback.parse_event(raw)
+        tenant = feedback.tenant_of(event, pinned, lambda name: api.tenants.get(name) is not None)
+        if tenant is None:
+            raise feedback.BadEvent("no tenant: the topic is not pinned to one and the event's "
+                                    "configuration set names no single known tenant")
+        records = feedback.records(event, raw, tenant=tenant, sns_message_id=message["MessageId"],
+                                   topic_arn=message["TopicArn"], received_ms=clock.now_ms())
+    except feedback.BadEvent as exc:
+        # authentic, but nothing cronstream can attribute or read: answered 200, or SNS would
+        # retry for an hour what will never be readable
+        log.warning("SNS message %s on %s ignored: %s", message["MessageId"], message["TopicArn"], exc)
+        return {"written": 0, "ignored": str(exc)}
+    encode = codec().encode
+    await asyncio.gather(*(
+        api.emitter.send(SES_FEEDBACK, feedback.key(r), encode("SesFeedback", r),
+                         partition_for(r["email"])) for r in records))
+    return {"written": len(records), "event_type": feedback.event_type(event)}

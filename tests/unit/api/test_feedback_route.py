@@ -1,0 +1,135 @@
+"""``POST /v1/feedback/sns`` in-process: what it writes for an authentic message, and that every
+refusal (unsigned, forged, wrong topic, expired, a certificate off the allowed hosts) is a 4xx
+naming the problem that writes nothing; a redelivery writes nothing again. The certificate is
+"fetched" from the test, the signing key made here."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+
+import pytest
+
+from api.routes.feedback import Intake
+from streams.adapters import sns
+from streams.runtime.codec import codec
+from streams.topology import SES_FEEDBACK
+from tests.unit.adapters.test_sns import CERT_URL, TOPIC, identity, stamp
+from tests.unit.api.conftest import Api
+from tests.unit.campaigns.test_feedback import EVENTS
+
+PATH = "/v1/feedback/sns"
+
+
+class Fetcher:
+    def __init__(self) -> None:
+        self.urls: list[str] = []
+
+    async def __call__(self, url: str) -> bytes:
+        self.urls.append(url)
+        return identity()[1] if url == CERT_URL else b"<ConfirmSubscriptionResponse/>"
+
+
+@cache
+def other_key():
+    return sns.new_identity("forger")[0]
+
+
+@pytest.fixture
+def intake(api: Api) -> Fetcher:
+    fetch = Fetcher()
+    policy = sns.Policy(topics={TOPIC: None})
+    api.client.app.state.sns_intake = Intake(policy, fetch=fetch)
+    return fetch
+
+
+def message(event: str = "Bounce", message_id: str = "sns-m-1", **changes) -> dict[str, str]:
+    base = {"Type": "Notification", "MessageId": message_id, "TopicArn": TOPIC,
+            "Message": json.dumps(EVENTS[event]), "Timestamp": stamp(),
+            "SigningCertURL": CERT_URL}
+    return sns.sign({**base, **changes}, identity()[0])
+
+
+def post(api: Api, body: dict, **headers: str):
+    # SNS's own content type: JSON sent as text/plain
+    return api.client.post(PATH, content=json.dumps(body).encode(),
+                           headers={"content-type": "text/plain; charset=UTF-8", **headers})
+
+
+def test_an_authentic_notification_writes_one_record_per_recipient(api: Api, intake):
+    api.tenant("acme")
+    answer = post(api, message("Delivery"), **{"x-amz-sns-message-type": "Notification"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"written": 2, "event_type": "Delivery"}
+    assert [(t, k) for t, k, _ in api.emitter.sent] == [
+        (SES_FEEDBACK.name, "acme:a@example.org"), (SES_FEEDBACK.name, "acme:b@example.org")]
+    record = codec().decode(api.emitter.sent[0][2])
+    assert (record["tenant"], record["sns_message_id"], record["sns_topic_arn"]) == (
+        "acme", "sns-m-1", TOPIC)
+    assert intake.urls == [CERT_URL]
+    post(api, message("Delivery", message_id="sns-m-2"))
+    assert intake.urls == [CERT_URL], "the certificate is cached"
+
+
+def test_a_redelivery_writes_nothing_again(api: Api, intake):
+    api.tenant("acme")
+    first = message("Bounce")
+    assert post(api, first).json()["written"] == 1
+    again = post(api, first)
+    assert again.status_code == 200 and again.json() == {"written": 0, "duplicate": True}
+    assert len(api.emitter.sent) == 1
+
+
+@pytest.mark.parametrize(("body", "status", "says"), [
+    ({**message(), "Signature": ""}, 400, "unsigned message: Signature is missing"),
+    ({k: v for k, v in message().items() if k != "Signature"}, 400, "Signature is missing"),
+    (sns.sign({k: v for k, v in message().items() if k != "Signature"}, other_key()), 403,
+     "bad signature"),
+    ({**message(), "Message": json.dumps(EVENTS["Complaint"])}, 403, "bad signature"),
+    (message(TopicArn="arn:aws:sns:us-east-1:123456789012:elsewhere"), 403,
+     "is not a configured SNS topic"),
+    (message(Timestamp="2020-01-01T00:00:00.000Z"), 403, "expired"),
+    (message(SigningCertURL="https://evil.example/cert.pem"), 403, "not an allowed SNS host"),
+    ({**message(), "Type": "Surprise"}, 400, "unknown SNS message Type"),
+])
+def test_a_refused_message_is_a_4xx_naming_the_problem_and_writes_nothing(
+        api: Api, intake, body, status, says):
+    api.tenant("acme")
+    answer = post(api, body)
+    assert answer.status_code == status, answer.text
+    assert says in answer.json()["detail"][0]["msg"]
+    assert api.emitter.sent == []
+    assert intake.urls in ([], [CERT_URL]), "nothing fetched but the allowed certificate"
+
+
+def test_a_mismatched_message_type_header_and_a_non_json_body_are_refused(api: Api, intake):
+    assert post(api, message(), **{"x-amz-sns-message-type": "SubscriptionConfirmation"}
+                ).status_code == 400
+    assert api.client.post(PATH, content=b"\xff not json").status_code == 400
+    assert api.emitter.sent == []
+
+
+def test_a_subscription_is_confirmed_by_fetching_its_url_and_writes_nothing(api: Api, intake):
+    subscribe = "https://sns.us-east-1.amazonaws.com/?Action=ConfirmSubscription&Token=t"
+    confirmation = sns.sign({"Type": "SubscriptionConfirmation", "MessageId": "c-1", "Token": "t",
+                             "TopicArn": TOPIC, "Message": "subscribe?", "Timestamp": stamp(),
+                             "SubscribeURL": subscribe, "SigningCertURL": CERT_URL},
+                            identity()[0], "1")
+    answer = post(api, confirmation)
+    assert answer.status_code == 200 and answer.json() == {"confirmed": TOPIC}
+    assert intake.urls == [CERT_URL, subscribe]
+    elsewhere = sns.sign({**confirmation, "SubscribeURL": "https://evil.example/confirm"},
+                         identity()[0])
+    refused = post(api, elsewhere)
+    assert refused.status_code == 403 and "SubscribeURL host" in refused.text
+    assert intake.urls == [CERT_URL, subscribe] and api.emitter.sent == []
+
+
+def test_an_authentic_message_that_is_no_ses_event_or_no_tenants_is_answered_and_ignored(
+        api: Api, intake):
+    note = message(Message=json.dumps({"notificationType": "AmazonSnsSubscriptionSucceeded"}))
+    answer = post(api, note)
+    assert answer.status_code == 200 and answer.json()["written"] == 0, answer.text
+    unknown_tenant = post(api, message(message_id="sns-m-9"))  # no tenant "acme" known
+    assert unknown_tenant.status_code == 200 and "no tenant" in unknown_tenant.json()["ignored"]
+    assert api.emitter.sent == []
