@@ -13,7 +13,8 @@ from pathlib import Path
 
 from streams.topology import APP_ID, PROCESSORS, TABLES, TOPICS, ProcessorSpec, TableSpec, TopicSpec
 
-SHAPES = {"agent": "processor", "punctuator": "punctuator", "api": "source", "sink": "sink"}
+SHAPES = {"agent": "processor", "punctuator": "punctuator", "client": "client", "api": "source",
+          "sink": "sink"}
 
 
 def _topic_label(t: TopicSpec) -> str:
@@ -66,8 +67,8 @@ def mermaid() -> str:
     for t in TABLES:
         lines.append(f'  {_id("table " + t.name)}[("table {t.name}<br/>key {t.key}")]')
     for p in PROCESSORS:
-        open_, close = {"agent": ("(", ")"), "punctuator": ("{{", "}}"), "api": (">", "]"),
-                        "sink": ("[/", "/]")}[p.kind]
+        open_, close = {"agent": ("(", ")"), "punctuator": ("{{", "}}"), "client": ("[\\", "\\]"),
+                        "api": (">", "]"), "sink": ("[/", "/]")}[p.kind]
         lines.append(f'  {_id(p.name)}{open_}"{SHAPES[p.kind]}: {p.name}"{close}')
     arrows = {"solid": "-->", "dotted": "-.->", "table": "---"}
     for p in PROCESSORS:
@@ -83,7 +84,8 @@ def dot() -> str:
     for t in TABLES:
         lines.append(f'  {_id("table " + t.name)} [shape=cylinder, label="table {t.name}\\n'
                      f'{t.changelog(APP_ID)}"];')
-    shapes = {"agent": "ellipse", "punctuator": "hexagon", "api": "cds", "sink": "parallelogram"}
+    shapes = {"agent": "ellipse", "punctuator": "hexagon", "client": "component", "api": "cds",
+              "sink": "parallelogram"}
     for p in PROCESSORS:
         lines.append(f'  {_id(p.name)} [shape={shapes[p.kind]}, label="{p.name}\\n({p.kind})"];')
     styles = {"solid": "", "dotted": " [style=dotted]", "table": " [dir=both, arrowhead=none]"}

@@ -158,15 +158,16 @@ OUTCOMES_SINK_TABLE = "recipient_outcomes"
 
 @dataclass(frozen=True)
 class ProcessorSpec:
-    """One node of the graph: a faust agent (stream processor), a punctuator (timer), or a process
-    outside the workers that reads or writes topics (the API, the Connect sink).
+    """One node of the graph: a faust agent (stream processor), a punctuator (timer), a client (a
+    worker's thread with Kafka clients of its own), or a process outside the workers that reads
+    or writes topics (the API, the Connect sink).
 
     ``tests/unit/test_topology.py`` reads the code and fails when an agent, timer, table or a
     ``produce``/``send`` to a topic is not declared here, so the drawn graph cannot drift.
     """
 
     name: str
-    kind: str  # "agent" | "punctuator" | "api" | "sink"
+    kind: str  # "agent" | "punctuator" | "client" (a thread with its own Kafka clients) | "api" | "sink"
     module: str
     consumes: tuple[TopicSpec, ...] = ()
     produces: tuple[TopicSpec, ...] = ()
@@ -192,9 +193,10 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
         doc="Materialises job definitions into the jobs table and the in-memory due index.",
     ),
     ProcessorSpec(
-        "import_jobs", "agent", "streams.scheduling.imports", consumes=(JOB_IMPORTS,),
-        produces=(JOBS,), tables=(JOBS_TABLE,),
-        doc="Copies bulk imports into the jobs topic while fewer than a window of its copies are "
+        "import_jobs", "client", "streams.scheduling.imports", consumes=(JOB_IMPORTS,),
+        produces=(JOBS,),
+        doc="A thread of each worker, with its own consumer: copies the imports of the worker's "
+            "partitions into the jobs topic while fewer than a window of its copies are "
             "unapplied, so an API change never waits behind a million imported jobs.",
     ),
     ProcessorSpec(

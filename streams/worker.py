@@ -8,7 +8,7 @@ Wiring, in the order the data flows::
 
     campaigns.fanout   <- execution.executor (a campaign's tick becomes its fan-out)
     execution.executor <- scheduling.scheduler (what is done, what runs: the reconciler's view)
-    scheduling.scheduler <-> scheduling.imports (the jobs table; the window of unapplied copies)
+    scheduling.scheduler <-> scheduling.imports (the window of copies not applied yet)
 
 so scheduling imports neither execution nor campaigns, and execution does not import campaigns
 (the layering contract in pyproject.toml checks it).
@@ -37,9 +37,9 @@ def wire(rt: Runtime) -> None:
     deciding = Gate()  # the scheduler decides a burst before the executor runs it
     campaigns = fanout.register(rt)
     runs = executor.register(rt, fan_out=campaigns.fan_out, deciding=deciding)
-    window = imports.ImportWindow()  # the importer's copies that apply_jobs has not applied
-    schedule = scheduler.register(rt, runs, deciding, window)
-    imports.register(rt, schedule.jobs, window)
+    window = imports.ImportWindow()  # the import copier's copies apply_jobs has not applied
+    scheduler.register(rt, runs, deciding, window)
+    imports.register(rt, window)
     commit_watch.register(rt.app)
 
 

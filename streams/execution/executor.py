@@ -83,9 +83,7 @@ class Executor:
         self.replays = 0
         self._woken: asyncio.Event | None = None
         self._dispatcher: asyncio.Task[None] | None = None
-        # pause (True) or resume (False) reading the fired topic: set by ``register``
-        self.pause: Callable[[bool], None] = lambda paused: None
-        self.paused = False
+        self._room: asyncio.Event | None = None
         self._emitter: Emitter | None = None
         self._client: aiohttp.ClientSession | None = None
         # the tenants' SSRF allow-lists, read from their compacted topic
@@ -161,11 +159,20 @@ class Executor:
                                   fired["run_by_ms"]))
         self.in_flight[fid] = (part, event.message.offset)
         self.wake()
-        if len(self.waiting) >= MAX_WAITING and not self.paused:
-            # read ahead no further until the dispatcher takes some (paused, not awaited: see
-            # ``Runtime.pauser``; the ledger's decisions and a campaign's fan-out read on)
-            self.paused = True
-            self.pause(True)
+        if len(self.waiting) >= MAX_WAITING:
+            # read ahead no further until the dispatcher takes some. This stalls the worker's
+            # other agents too (faust hands records to them one at a time); pausing the fired
+            # partitions instead would lose records: faust drops what it fetched for a
+            # partition paused before delivery, and commits past the gap
+            self.room.clear()
+            await self.room.wait()
+
+    @property
+    def room(self) -> asyncio.Event:
+        if self._room is None:
+            self._room = asyncio.Event()
+            self._room.set()
+        return self._room
 
     def wake(self) -> None:
         self.woken.set()
@@ -214,9 +221,8 @@ class Executor:
                 self.buffered[job_id] = chosen
                 if held is not None:
                     self.resolve(held, "skipped_overlap", "buffer_one: replaced by a newer slot")
-        if self.paused and len(self.waiting) < MAX_WAITING // 2:
-            self.paused = False
-            self.pause(False)
+        if len(self.waiting) < MAX_WAITING:
+            self.room.set()
         oldest = self.waiting.oldest_nominal_ms()
         metrics.RUN_BACKLOG.set(len(self.waiting) + self.active + len(self.buffered))
         metrics.RUN_BACKLOG_AGE.set(0 if oldest is None else max(0, now_ms() - oldest) / 1000)
@@ -391,7 +397,6 @@ def register(rt: Runtime, fan_out: FanOut, deciding: Gate) -> Executor:
     executor = Executor(rt.table(DONE_TABLE), fan_out, bootstrap=rt.settings.bootstrap,
                         worker_id=rt.worker_id, per_host=rt.settings.runs_per_host)
     metrics.RUNS_PER_HOST.set(rt.settings.runs_per_host)
-    executor.pause = rt.pauser(FIRED)
 
     @app.agent(fired_topic, name=f"{__name__}.execute_fired")
     async def execute_fired(stream: Any) -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,19 +47,6 @@ class Runtime:
         decodes)."""
         return self.app.topic(spec.name, key_serializer="raw", value_serializer="raw",
                               partitions=spec.partitions)
-
-    def pauser(self, spec: TopicSpec) -> Callable[[bool], None]:
-        """Pause (True) or resume (False) the delivery of ``spec``'s records to this worker.
-
-        How an agent reads ahead no further: faust hands a worker's records to its agents one
-        at a time, so an agent that awaits room stops every other agent of the worker with it
-        (a bulk import's copier once stalled ``apply_jobs``, whose progress it waited for)."""
-        def pause(paused: bool) -> None:
-            consumer = self.app.consumer
-            tps = [tp for tp in consumer.assignment() if tp.topic == spec.name]
-            (consumer.pause_partitions if paused else consumer.resume_partitions)(tps)
-
-        return pause
 
     def table(self, spec: TableSpec, rank: Mapping[bytes, int] | None = None) -> Any:
         """A RocksDB table of ``streams.topology``, partitioned like its source topic, whose

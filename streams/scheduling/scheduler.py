@@ -45,7 +45,7 @@ from streams.runtime.emit import Emitter
 from streams.scheduling import fired_tail, misfire, progress, schedule
 from streams.scheduling.catch_up import CatchUpLane
 from streams.scheduling.due_index import DueIndex
-from streams.scheduling.imports import ImportWindow, imported
+from streams.scheduling.imports import ImportWindow, imported, stale
 from streams.scheduling.ledger import job_entry
 from streams.scheduling.partitions import Partitions
 from streams.scheduling.priority import Gate, collections_deferred
@@ -515,6 +515,11 @@ def register(rt: Runtime, runs: Runs, deciding: Gate, window: ImportWindow) -> S
             part = event.message.partition
             if imported(event.headers):
                 window.applied()
+                if stale(jobs_table.get_in(part, event.key), event.value):
+                    log.info("import of job %s (partition %d offset %d) is older than its "
+                             "current definition; not applied", job_id, part,
+                             event.message.offset)
+                    continue
             if event.value is None:
                 jobs_table.pop(event.key, None)
                 index = state.partitions.indexes.get(part)

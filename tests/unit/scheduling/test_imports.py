@@ -1,15 +1,14 @@
-"""The bulk importer's pure parts: the window of unapplied copies, which imports are stale, and
-a batch's copy (a fake jobs table and producer: no broker)."""
+"""The bulk import copier's logic: the window of unapplied copies, which copies are stale, and
+a round of copying (a fake consumer and producer: no broker)."""
 
 from __future__ import annotations
 
-import asyncio
-from types import SimpleNamespace
+import threading
 from typing import Any
 
 from api.models import JobIn, job_record
 from streams.runtime.codec import codec
-from streams.scheduling.imports import IMPORTED, Importer, ImportWindow, imported, stale
+from streams.scheduling.imports import IMPORTED, Copier, ImportWindow, imported, stale
 
 JOB = JobIn.model_validate({"schedule": {"cron": "0 0 1 1 *"},
                             "target": {"type": "webhook", "url": "http://127.0.0.1:9/hook"}})
@@ -20,26 +19,34 @@ def encoded(revision: int, job_id: str = "j1") -> bytes:
                                             created_ms=0, updated_ms=0, request_hash=""))
 
 
-def test_the_window_closes_when_full_and_opens_as_copies_are_applied():
+def test_the_window_has_room_until_full_and_again_as_copies_are_applied():
     window = ImportWindow(size=3)
-    window.copied(2)
-    assert window.room.is_set()
-    window.copied(1)
-    assert not window.room.is_set() and window.unapplied == 3
+    assert window.room(0) == 3
+    window.copied(3)
+    assert window.room(0) == 0
     window.applied()
-    assert window.room.is_set() and window.unapplied == 2
+    assert window.room(0) == 1
+
+
+def test_a_full_window_waits_for_the_applying_thread():
+    window = ImportWindow(size=1)
+    window.copied(1)
+    applier = threading.Timer(0.05, window.applied)  # apply_jobs, on the event loop's thread
+    applier.start()
+    assert window.room(timeout_s=10) == 1  # woken by applied, long before the timeout
+    applier.join()
 
 
 def test_a_rebalance_gives_the_whole_window_back():
     window = ImportWindow(size=2)
     window.copied(5)  # copies of a partition that then went to another worker
     window.reset()
-    assert window.room.is_set() and window.unapplied == 0
+    assert window.room(0) == 2
     window.applied()  # a late applied copy never makes the count negative
     assert window.unapplied == 0
 
 
-def test_an_import_older_than_the_current_definition_is_stale():
+def test_a_copy_older_than_the_current_definition_is_stale():
     assert not stale(None, encoded(1))  # a new job
     assert not stale(encoded(1), encoded(2))  # a newer revision
     assert stale(encoded(2), encoded(1))  # changed through the API after it was imported
@@ -53,95 +60,87 @@ def test_only_copies_carry_the_import_header():
     assert not imported({}) and not imported(None)
 
 
-class Table:
-    def __init__(self, rows: dict[tuple[int, bytes], bytes]) -> None:
-        self.rows = rows
+class Message:
+    def __init__(self, partition: int, offset: int, key: str, value: bytes | None) -> None:
+        self._p, self._o, self._k, self._v = partition, offset, key, value
 
-    def get_in(self, partition: int, key: bytes) -> bytes | None:
-        return self.rows.get((partition, key))
+    def error(self) -> None:
+        return None
 
+    def partition(self) -> int:
+        return self._p
 
-class Producer:
-    def __init__(self) -> None:
-        self.batches: list[tuple[str, list[tuple[str, bytes | None]], int | None, Any]] = []
+    def offset(self) -> int:
+        return self._o
 
-    async def acked(self, topic: Any, records: list[tuple[str, bytes | None]],
-                    partition: int | None = None, headers: Any = None) -> None:
-        self.batches.append((topic.name, list(records), partition, headers))
+    def key(self) -> bytes:
+        return self._k.encode()
 
-
-def event(partition: int, offset: int, key: str, value: bytes | None) -> Any:
-    return SimpleNamespace(key=key.encode(), value=value,
-                           message=SimpleNamespace(partition=partition, offset=offset))
+    def value(self) -> bytes | None:
+        return self._v
 
 
-def test_a_batch_is_copied_per_partition_with_its_header_and_stale_imports_dropped():
-    table = Table({(0, b"changed"): encoded(2, "changed")})
-    producer, window = Producer(), ImportWindow(size=10)
-    importer = Importer(table, lambda: producer, window)  # type: ignore[arg-type]
-    events = [event(0, 1, "new", encoded(1, "new")), event(1, 7, "other", encoded(1, "other")),
-              event(0, 2, "changed", encoded(1, "changed")), event(0, 3, "gone", None)]
-    copied = asyncio.run(importer.copy(events))  # type: ignore[arg-type]
-    assert copied == 2 and window.unapplied == 2
-    assert sorted((p, [k for k, _ in records]) for _, records, p, _ in producer.batches) == \
-        [(0, ["new"]), (1, ["other"])]
-    assert all(name == "cronstream.jobs" and headers == {IMPORTED: b"1"}
-               for name, _, _, headers in producer.batches)
+class Consumer:
+    """Hands out its messages in order; remembers assignments, commits and seeks."""
+
+    def __init__(self, messages: list[Message]) -> None:
+        self.messages = messages
+        self.assigned: list[Any] = []
+        self.commits: list[list[tuple[int, int]]] = []
+        self.seeks: list[tuple[int, int]] = []
+        self.asked: list[int] = []
+
+    def assign(self, tps: list[Any]) -> None:
+        self.assigned = tps
+
+    def assignment(self) -> list[Any]:
+        return self.assigned
+
+    def consume(self, count: int, timeout: float) -> list[Message]:
+        self.asked.append(count)
+        taken, self.messages = self.messages[:count], self.messages[count:]
+        return taken
+
+    def commit(self, offsets: list[Any], asynchronous: bool) -> None:
+        self.commits.append(sorted((tp.partition, tp.offset) for tp in offsets))
+
+    def seek(self, tp: Any) -> None:
+        self.seeks.append((tp.partition, tp.offset))
 
 
-class Stream:
-    def __init__(self) -> None:
-        self.acked: list[int] = []
-
-    async def ack(self, event: Any) -> None:
-        self.acked.append(event.message.offset)
-
-
-def test_held_records_wait_for_room_in_the_window_and_are_acked_once_copied():
-    async def scenario() -> tuple[list[str], list[int]]:
-        producer, window, stream = Producer(), ImportWindow(size=1), Stream()
-        importer = Importer(Table({}), lambda: producer, window)  # type: ignore[arg-type]
-        importer.start_copier()
-        importer.hold(stream, event(0, 1, "a", encoded(1, "a")))
-        await asyncio.sleep(0.01)
-        importer.hold(stream, event(0, 2, "b", encoded(1, "b")))  # the window is full now
-        await asyncio.sleep(0.01)
-        assert len(producer.batches) == 1 and stream.acked == [1]
-        window.applied()  # apply_jobs applied "a"
-        await asyncio.sleep(0.01)
-        return [records[0][0] for _, records, _, _ in producer.batches], stream.acked
-
-    assert asyncio.run(scenario()) == (["a", "b"], [1, 2])
+def test_a_round_copies_what_the_window_has_room_for_per_partition_then_commits():
+    consumer = Consumer([Message(0, 5, "a", encoded(1, "a")), Message(3, 9, "b", None),
+                         Message(0, 6, "c", encoded(1, "c"))])
+    produced: list[tuple[int, list[str]]] = []
+    window = ImportWindow(size=2)
+    copier = Copier(consumer, lambda part, records: produced.append(
+        (part, [key for key, _ in records])), window)
+    copier.assign({0, 3})
+    assert copier.step(wait_s=0) == 2  # the window's room: two records
+    assert sorted(tp.partition for tp in consumer.assigned) == [0, 3]
+    assert sorted(produced) == [(0, ["a"]), (3, ["b"])]
+    assert consumer.commits == [[(0, 6), (3, 10)]] and window.unapplied == 2
+    assert copier.step(wait_s=0) == 0  # full: nothing read
+    window.applied()
+    assert copier.step(wait_s=0) == 1 and consumer.commits[-1] == [(0, 7)]
+    assert consumer.asked == [2, 1]
 
 
-def test_reading_pauses_while_too_many_records_are_held_and_resumes_once_copied(monkeypatch):
-    monkeypatch.setattr("streams.scheduling.imports.HELD", 4)
-    calls: list[bool] = []
+def test_a_failed_produce_commits_nothing_and_reads_the_batch_again():
+    consumer = Consumer([Message(1, 40, "a", encoded(1, "a")), Message(1, 41, "b", None)])
 
-    async def scenario() -> None:
-        producer, window, stream = Producer(), ImportWindow(size=100), Stream()
-        importer = Importer(Table({}), lambda: producer, window,  # type: ignore[arg-type]
-                            calls.append)
-        for offset in range(4):  # held before the copier runs: the fourth pauses reading
-            importer.hold(stream, event(0, offset, f"j{offset}", encoded(1, f"j{offset}")))
-        assert calls == [True]
-        importer.start_copier()
-        await asyncio.sleep(0.01)
-        assert stream.acked == [0, 1, 2, 3]
+    def refuse(part: int, records: list[Any]) -> None:
+        raise RuntimeError("broker away")
 
-    asyncio.run(scenario())
-    assert calls == [True, False]
+    window = ImportWindow(size=10)
+    copier = Copier(consumer, refuse, window)
+    copier.assign({1})
+    assert copier.step(wait_s=0) == 0
+    assert consumer.commits == [] and consumer.seeks == [(1, 40)] and window.unapplied == 0
 
 
-def test_a_revoked_partitions_held_records_are_left_to_its_new_owner():
-    producer, window, stream = Producer(), ImportWindow(size=10), Stream()
-    importer = Importer(Table({}), lambda: producer, window)  # type: ignore[arg-type]
-
-    async def hold() -> None:  # the arrival event lives in an event loop
-        importer.hold(stream, event(0, 1, "a", encoded(1, "a")))
-        importer.hold(stream, event(3, 1, "b", encoded(1, "b")))
-
-    asyncio.run(hold())
-    window.copied(5)
-    importer.revoked({3})
-    assert [e.key for _, e in importer.held] == [b"a"] and window.unapplied == 0
+def test_with_no_partitions_nothing_is_read():
+    consumer = Consumer([Message(0, 1, "a", encoded(1, "a"))])
+    copier = Copier(consumer, lambda part, records: None, ImportWindow(size=10))
+    copier.assign(set())
+    assert copier.step(wait_s=0) == 0 and consumer.asked == []
