@@ -32,6 +32,7 @@ from bench.common import count_at_least, percentile, report, stack_with_workers,
 from streams.adapters import tenants
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
+from streams.scheduling import imports
 from streams.topology import FIRED, JOB_IMPORTS, JOBS
 
 BULK, PROBE = "bench-bulk", "bench-probe"
@@ -193,7 +194,7 @@ def main() -> None:
             made = bulk(clients[BULK], bodies, args.clients)
             ids = made if phase == "import" else ids
         accepted_s = time.monotonic() - started
-        wait_consumed(conf.bootstrap, JOB_IMPORTS)
+        wait_consumed(conf.bootstrap, JOB_IMPORTS, group=imports.GROUP)
         wait_consumed(conf.bootstrap, JOBS)
         live_s = time.monotonic() - started
         figures[f"{phase}: jobs"] = args.jobs

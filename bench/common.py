@@ -124,10 +124,12 @@ def stack_with_workers(count: int, ready_timeout_s: float = 900) -> tuple[Settin
     return conf, stack, workers
 
 
-def wait_consumed(bootstrap: str, topic: TopicSpec, every_s: float = 1.0) -> float:
-    """Seconds until the workers' group has consumed everything written to ``topic`` so far."""
+def wait_consumed(bootstrap: str, topic: TopicSpec, every_s: float = 1.0,
+                  group: str = APP_ID) -> float:
+    """Seconds until the workers' group (or ``group``) has consumed everything written to
+    ``topic`` so far."""
     started = time.monotonic()
-    while group_lag(bootstrap, APP_ID, topic.name) > 0:
+    while group_lag(bootstrap, group, topic.name) > 0:
         time.sleep(every_s)
     return time.monotonic() - started
 
