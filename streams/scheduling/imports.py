@@ -37,8 +37,8 @@ from streams.topology import JOB_IMPORTS, JOBS
 log = logging.getLogger(__name__)
 
 # import records copied to the jobs topic and not yet applied, per worker: with apply_jobs at
-# 2-4k records/s per worker, about a second of applying is ahead of a change made by the API
-WINDOW = 2_000
+# 1-4k records/s per worker (bench.churn), at most a second of applying is ahead of an API change
+WINDOW = 1_000
 BATCH = 500  # import records read and copied at a time
 GROUP = "cronstream-imports"  # where the copiers commit how far they have copied
 IMPORTED = "cronstream-import"  # a header on the copies, so apply_jobs gives their room back
