@@ -86,7 +86,7 @@ def parse(body: bytes) -> dict[str, str]:
     if not isinstance(message, dict):
         raise Rejected(400, "body is not a JSON SNS message")
     kind = message.get("Type")
-    if kind not in SIGNED_FIELDS:
+    if not isinstance(kind, str) or kind not in SIGNED_FIELDS:  # {} is unhashable: not a 500
         raise Rejected(400, f"unknown SNS message Type {str(kind)[:50]!r}")
     for name in ("Signature", "SignatureVersion", "SigningCertURL"):
         if not isinstance(message.get(name), str) or not message[name]:

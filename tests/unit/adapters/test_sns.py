@@ -113,6 +113,7 @@ def test_an_unsigned_or_unknown_message_is_refused_naming_what_is_missing():
             "unsigned message: Signature is missing")
     refused({**signed, "SignatureVersion": "3"}, 400, "unknown SignatureVersion '3'")
     refused({**signed, "Type": "Surprise"}, 400, "unknown SNS message Type 'Surprise'")
+    refused({**signed, "Type": {}}, 400, "unknown SNS message Type")  # unhashable: was a 500
     refused({**signed, "Signature": "%%%"}, 403, "not base64")
     with pytest.raises(sns.Rejected, match="not a JSON SNS message"):
         sns.parse(b"[1]")
