@@ -339,38 +339,34 @@ def _first_at_or_after(values: tuple[int, ...], value: int) -> int | None:
 def next_wall(spec: CronSpec, after: datetime) -> datetime | None:
     """The first wall-clock time strictly after ``after`` (naive) that matches, or None: none
     within ``SEARCH_DAYS``, or none before the end of year 9999 (``datetime.max``)."""
-    try:
-        return _next_wall(spec, after)
-    except (OverflowError, ValueError):  # stepped past datetime.max
-        return None
-
-
-def _next_wall(spec: CronSpec, after: datetime) -> datetime | None:
     t = after.replace(microsecond=0) + timedelta(seconds=1)
     limit = after + timedelta(days=SEARCH_DAYS) if after.year < 9900 else datetime.max
-    while t <= limit:
-        if t.month not in spec.months:
-            year, month = (t.year + 1, 1) if t.month == 12 else (t.year, t.month + 1)
-            t = datetime(year, month, 1)
-            continue
-        if not spec.day_matches(t):
-            t = datetime(t.year, t.month, t.day) + timedelta(days=1)
-            continue
-        hour = _first_at_or_after(spec.hours, t.hour)
-        if hour is None:
-            t = datetime(t.year, t.month, t.day) + timedelta(days=1)
-            continue
-        if hour != t.hour:
-            t = t.replace(hour=hour, minute=0, second=0)
-        minute = _first_at_or_after(spec.minutes, t.minute)
-        if minute is None:
-            t = t.replace(minute=0, second=0) + timedelta(hours=1)
-            continue
-        if minute != t.minute:
-            t = t.replace(minute=minute, second=0)
-        second = _first_at_or_after(spec.seconds, t.second)
-        if second is None:
-            t = t.replace(second=0) + timedelta(minutes=1)
-            continue
-        return t.replace(second=second)
+    try:  # zero-cost until it raises
+        while t <= limit:
+            if t.month not in spec.months:
+                year, month = (t.year + 1, 1) if t.month == 12 else (t.year, t.month + 1)
+                t = datetime(year, month, 1)
+                continue
+            if not spec.day_matches(t):
+                t = datetime(t.year, t.month, t.day) + timedelta(days=1)
+                continue
+            hour = _first_at_or_after(spec.hours, t.hour)
+            if hour is None:
+                t = datetime(t.year, t.month, t.day) + timedelta(days=1)
+                continue
+            if hour != t.hour:
+                t = t.replace(hour=hour, minute=0, second=0)
+            minute = _first_at_or_after(spec.minutes, t.minute)
+            if minute is None:
+                t = t.replace(minute=0, second=0) + timedelta(hours=1)
+                continue
+            if minute != t.minute:
+                t = t.replace(minute=minute, second=0)
+            second = _first_at_or_after(spec.seconds, t.second)
+            if second is None:
+                t = t.replace(second=0) + timedelta(minutes=1)
+                continue
+            return t.replace(second=second)
+    except (OverflowError, ValueError):  # stepped past datetime.max
+        return None
     return None

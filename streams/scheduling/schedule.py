@@ -154,9 +154,9 @@ def _next_cron_from(expr: str, drawn: tuple[int, ...], tz_name: str, gap: str, r
     # A wall time the DST policy drops (``skip`` in a gap) sends the search on to the next one;
     # past ``cron.SEARCH_DAYS`` it gives up, as the engine does: ``30 2 * 3 0#2`` in New York
     # with ``skip`` is always in the spring-forward gap and never runs.
-    give_up = _wall(after_ms, tz) + timedelta(days=cron.SEARCH_DAYS)
     if not _near_transition(tz_name, after_ms // _HOUR_MS):
         wall = _wall(after_ms, tz)
+        give_up = wall + timedelta(days=cron.SEARCH_DAYS)
         while (wall := cron.next_wall(spec, wall)) is not None and wall <= give_up:
             later = [i for i in instants(wall, tz, gap, repeat) if i > after_ms]
             if later:
@@ -165,6 +165,7 @@ def _next_cron_from(expr: str, drawn: tuple[int, ...], tz_name: str, gap: str, r
     # Near a transition, wall order and instant order disagree: search the walls around it and
     # keep the earliest instant; past the window they agree again, so the first hit there wins.
     horizon = _wall(after_ms, tz) + timedelta(milliseconds=2 * _NEAR_MS)
+    give_up = horizon + timedelta(days=cron.SEARCH_DAYS)
     wall = _wall(after_ms - _NEAR_MS, tz)
     best: int | None = None
     while (wall := cron.next_wall(spec, wall)) is not None:
