@@ -43,7 +43,9 @@ class Dst(Strict):
 
 class Schedule(Strict):
     cron: str | None = Field(None, max_length=200,
-                             description="5 fields, or 6 with seconds first; H = hashed per job")
+                             description="5 fields, or 6 with seconds first; H = hashed per job; "
+                                         "L, L-n, nW, LW in day-of-month, d#n and dL in "
+                                         "day-of-week (docs/api.md, the cron dialect)")
     timezone: str = Field("UTC", max_length=64, description="IANA zone the cron is read in")
     at: datetime | None = Field(None, description="one-off RFC 3339 time")
     every_s: int | None = Field(None, ge=1, le=366 * 86400, description="fixed interval")

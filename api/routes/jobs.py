@@ -47,10 +47,11 @@ def check_job(record: dict[str, Any], tenant: dict[str, Any], now: int) -> None:
     lateness_ms = record["max_lateness_s"] * 1000
     if sched["at_ms"] is not None and sched["at_ms"] < now - lateness_ms:
         raise problem(422, "schedule.at", "is further in the past than misfire.max_lateness_s")
-    slots = schedule.slots_between(sched, record["job_id"], now - 1, now + 400 * 86_400_000,
-                                   PREVIEW_SLOTS)
+    # no horizon: a leap-day job waits up to 8 years, ``0 0 * 2 1#5`` (Feb 29 on a Monday) 40;
+    # the engine knows how far a slot can be (``cron.SEARCH_DAYS``) and says None past it
+    slots = schedule.slots_between(sched, record["job_id"], now - 1, None, PREVIEW_SLOTS)
     if not slots and sched["at_ms"] is None:
-        raise problem(422, "schedule", "has no slot in the next 400 days")
+        raise problem(422, "schedule", "has no slot after now")
     gaps = [b - a for a, b in zip(slots, slots[1:], strict=False)]
     if gaps and min(gaps) < tenant["min_interval_s"] * 1000:
         raise problem(422, "schedule", f"fires every {min(gaps) / 1000:g}s; this tenant's "
@@ -202,7 +203,8 @@ async def next_slots(job_id: str, request: Request, tenant: Tenant,
                      count: Annotated[int, Query(ge=1, le=100)] = 5) -> dict[str, Any]:
     job = _own_job(request, tenant, job_id)
     now = clock.now_ms()
-    slots = schedule.slots_between(job["schedule"], job_id, now, now + 4000 * 86_400_000, count)
+    # no horizon: ``count`` slots whenever they exist (4,000 days gave a yearly job 11 of 20)
+    slots = schedule.slots_between(job["schedule"], job_id, now, None, count)
     return {"job_id": job_id, "next": [iso(s) for s in slots]}
 
 

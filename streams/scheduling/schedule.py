@@ -151,9 +151,13 @@ def _next_cron_from(expr: str, drawn: tuple[int, ...], tz_name: str, gap: str, r
     a million jobs costs besides decoding them (``bench/scale.py``)."""
     spec = _spec(expr, drawn)
     tz = zone(tz_name)
+    # A wall time the DST policy drops (``skip`` in a gap) sends the search on to the next one;
+    # past ``cron.SEARCH_DAYS`` it gives up, as the engine does: ``30 2 * 3 0#2`` in New York
+    # with ``skip`` is always in the spring-forward gap and never runs.
     if not _near_transition(tz_name, after_ms // _HOUR_MS):
         wall = _wall(after_ms, tz)
-        while (wall := cron.next_wall(spec, wall)) is not None:
+        give_up = wall + timedelta(days=cron.SEARCH_DAYS)
+        while (wall := cron.next_wall(spec, wall)) is not None and wall <= give_up:
             later = [i for i in instants(wall, tz, gap, repeat) if i > after_ms]
             if later:
                 return later[0]
@@ -161,13 +165,14 @@ def _next_cron_from(expr: str, drawn: tuple[int, ...], tz_name: str, gap: str, r
     # Near a transition, wall order and instant order disagree: search the walls around it and
     # keep the earliest instant; past the window they agree again, so the first hit there wins.
     horizon = _wall(after_ms, tz) + timedelta(milliseconds=2 * _NEAR_MS)
+    give_up = horizon + timedelta(days=cron.SEARCH_DAYS)
     wall = _wall(after_ms - _NEAR_MS, tz)
     best: int | None = None
     while (wall := cron.next_wall(spec, wall)) is not None:
         later = [i for i in instants(wall, tz, gap, repeat) if i > after_ms]
         if later and (best is None or later[0] < best):
             best = later[0]
-        if wall > horizon and best is not None:
+        if (wall > horizon and best is not None) or wall > give_up:
             return best
     return best
 
@@ -192,14 +197,16 @@ def next_after(schedule: dict[str, Any], job_id: str, after_ms: int) -> int | No
     return slot
 
 
-def slots_between(schedule: dict[str, Any], job_id: str, after_ms: int, until_ms: int,
+def slots_between(schedule: dict[str, Any], job_id: str, after_ms: int, until_ms: int | None,
                   limit: int) -> list[int]:
-    """Nominal slots in (after_ms, until_ms], at most ``limit`` of them (the earliest)."""
+    """Nominal slots in (after_ms, until_ms], at most ``limit`` of them (the earliest);
+    ``until_ms`` None is no bound: the next ``limit`` slots, however far apart (a preview of a
+    leap-day job's 20 slots spans 80 years)."""
     out: list[int] = []
     cursor = after_ms
     while len(out) < limit:
         slot = next_after(schedule, job_id, cursor)
-        if slot is None or slot > until_ms:
+        if slot is None or (until_ms is not None and slot > until_ms):
             break
         out.append(slot)
         cursor = slot

@@ -115,6 +115,14 @@ BAD_JOBS = [  # a body, where its problem is, what the answer must say about it
     (job(schedule={"cron": "* * * * *", "every_s": 60}), ["body", "schedule"],
      "exactly one of cron, at, every_s is required"),
     (job(schedule={"cron": "61 * * * *"}), ["body", "schedule", "cron"], "invalid cron expression"),
+    (job(schedule={"cron": "0 9 * * 2#6"}), ["body", "schedule", "cron"],
+     "day of week: '2#6': the week in d#n must be 1-5"),
+    (job(schedule={"cron": "0 9 32W * *"}), ["body", "schedule", "cron"],
+     "day of month: 32 is outside 1-31"),
+    (job(schedule={"cron": "0 9 30W 2 *"}), ["body", "schedule", "cron"],
+     "never matches a calendar date"),
+    (job(schedule={"cron": "30 2 * 3 0#2", "timezone": "America/New_York", "dst": {"gap": "skip"}}),
+     ["body", "schedule"], "has no slot after now"),  # always in the spring-forward gap
     (job(schedule={"cron": "* * * * *", "timezone": "Mars/Olympus"}),
      ["body", "schedule", "timezone"], "unknown time zone 'Mars/Olympus'"),
     (job(schedule={"at": past()}), ["body", "schedule", "at"], "further in the past"),
@@ -138,6 +146,28 @@ def test_a_bad_job_is_refused_naming_the_field_and_the_problem(api: Api, body, l
     assert response.status_code == 422, response.text
     detail_naming(response, loc, says)
     assert api.emitter.sent == []
+
+
+@pytest.mark.parametrize("cron", ["0 0 29 2 *", "0 0 * 2 1#5", "0 12 L * *", "0 9 15W * *",
+                                  "0 9 * * 2#2", "0 17 * * 5L"])
+def test_a_job_whose_slots_are_years_apart_is_accepted_and_previews_as_many_as_asked(api: Api,
+                                                                                      cron):
+    """A leap-day job waits up to 8 years, Feb 29 on a Monday 40: no horizon of days refuses
+    them, and ``/next?count=20`` gives 20 slots (4,000 days gave a yearly job 11)."""
+    auth = api.tenant("acme")
+    created = api.client.post("/v1/jobs", json=job(schedule={"cron": cron}), headers=auth)
+    assert created.status_code == 201, created.text
+    preview = api.client.get(f"/v1/jobs/{created.json()['id']}/next?count=20", headers=auth)
+    assert preview.status_code == 200, preview.text
+    slots = preview.json()["next"]
+    assert len(slots) == 20 and slots == sorted(slots)
+
+
+def test_a_yearly_job_previews_every_slot_asked_for(api: Api):
+    auth = api.tenant("acme")
+    created = api.client.post("/v1/jobs", json=JOB, headers=auth).json()["id"]  # 0 0 1 1 *
+    slots = api.client.get(f"/v1/jobs/{created}/next?count=100", headers=auth).json()["next"]
+    assert len(slots) == 100 and all(s.endswith("-01-01T00:00:00Z") for s in slots), slots[:2]
 
 
 def test_other_bad_requests_name_the_field_and_the_problem(api: Api):

@@ -1,9 +1,20 @@
+import calendar
+import itertools
+import re
 import zlib
-from datetime import datetime
+from datetime import date, datetime
 
 import pytest
 
-from streams.scheduling.cron import CronSyntaxError, draws, hashed, next_wall, parse, parse_drawn
+from streams.scheduling.cron import (
+    SEARCH_DAYS,
+    CronSyntaxError,
+    draws,
+    hashed,
+    next_wall,
+    parse,
+    parse_drawn,
+)
 
 
 def nxt(expr, after, job="j"):
@@ -100,3 +111,77 @@ def test_a_day_field_is_restricted_unless_it_is_a_bare_star(expr, after, expecte
     such as ``*/2`` turns the OR into an AND. Pinned: changing the rule would move the slots of
     every existing job with such an expression."""
     assert nxt(expr, after) == datetime.fromisoformat(expected)
+
+
+@pytest.mark.parametrize("expr, after, expected", [
+    ("0 12 L * *", "2026-02-01T00:00:00", "2026-02-28T12:00:00"),  # the last day
+    ("0 12 L 2 *", "2028-01-01T00:00:00", "2028-02-29T12:00:00"),  # of a leap February
+    ("0 0 L-2 * *", "2026-03-01T00:00:00", "2026-03-29T00:00:00"),  # 2 days before the last
+    ("0 0 1,L * *", "2026-01-02T00:00:00", "2026-01-31T00:00:00"),
+    ("0 0 15W * *", "2026-02-01T00:00:00", "2026-02-16T00:00:00"),  # Sun 15th → Mon 16th
+    ("0 0 15W * *", "2026-08-01T00:00:00", "2026-08-14T00:00:00"),  # Sat 15th → Fri 14th
+    ("0 0 15W * *", "2026-04-01T00:00:00", "2026-04-15T00:00:00"),  # a Wednesday stays
+    ("0 0 1W * *", "2026-07-31T00:00:00", "2026-08-03T00:00:00"),  # Sat 1st → Mon 3rd, not Jul 31
+    ("0 0 31W * *", "2026-05-01T00:00:00", "2026-05-29T00:00:00"),  # Sun 31st → Fri 29th
+    ("0 0 31W * *", "2026-04-01T00:00:00", "2026-05-29T00:00:00"),  # April has no 31st
+    ("0 0 LW * *", "2026-05-01T00:00:00", "2026-05-29T00:00:00"),  # Sun 31st → Fri 29th
+    ("0 0 LW * *", "2026-03-01T00:00:00", "2026-03-31T00:00:00"),
+    ("0 9 * * 2#2", "2026-01-01T00:00:00", "2026-01-13T09:00:00"),  # the second Tuesday
+    ("0 9 * * TUE#2", "2026-01-13T09:00:00", "2026-02-10T09:00:00"),
+    ("0 0 * * 5#5", "2026-02-01T00:00:00", "2026-05-29T00:00:00"),  # no 5th Friday Feb-Apr
+    ("0 0 * * 7#1", "2026-01-01T00:00:00", "2026-01-04T00:00:00"),  # 7 is Sunday here too
+    ("0 0 * * 1#2,3#4", "2026-01-13T00:00:00", "2026-01-28T00:00:00"),
+    ("0 0 * * 5L", "2026-01-01T00:00:00", "2026-01-30T00:00:00"),  # the last Friday
+    ("0 0 * * L5", "2026-01-30T00:00:00", "2026-02-27T00:00:00"),  # croniter's spelling
+    ("0 0 * * fril", "2026-01-30T00:00:00", "2026-02-27T00:00:00"),
+    ("0 0 * * 1,5L", "2026-01-27T00:00:00", "2026-01-30T00:00:00"),  # Mondays or the last Friday
+    # both day fields restricted: either matches, as for plain values (croniter differs, see
+    # test_cron_vs_croniter.py)
+    ("0 0 L * 5#5", "2026-01-30T00:00:00", "2026-01-31T00:00:00"),
+    ("0 0 * 2 1#5", "2026-01-01T00:00:00", "2044-02-29T00:00:00"),  # Feb 29 on a Monday
+    ("0 0 * 2 1#5", "2072-02-29T00:00:00", "2112-02-29T00:00:00"),  # 40 years: 2100 is no leap year
+    ("0 0 29 2 *", "2096-02-29T00:00:00", "2104-02-29T00:00:00"),  # 8 years, for the same reason
+])
+def test_by_month_rules(expr, after, expected):
+    assert nxt(expr, after) == datetime.fromisoformat(expected)
+
+
+@pytest.mark.parametrize("expr, says", [
+    ("0 0 * * 2#6", "day of week: '2#6': the week in d#n must be 1-5"),
+    ("0 0 * * 2#0", "day of week: '2#0': the week in d#n must be 1-5"),
+    ("0 0 * * 8#1", "day of week: 8 is outside 0-7"),
+    ("0 0 * * L", "day of week: 'L': L needs a day"),
+    ("0 0 * * 1-5#2", "day of week: '1-5#2': # and L take no range or step"),
+    ("0 0 32W * *", "day of month: 32 is outside 1-31"),
+    ("0 0 0W * *", "day of month: 0 is outside 1-31"),
+    ("0 0 L-31 * *", "day of month: 'L-31': L-n needs n from 0 to 30"),
+    ("0 0 L/2 * *", "day of month: 'L/2': L and W take no range or step"),
+    ("0 0 10-L * *", "day of month: '10-L': L and W take no range or step"),
+    ("0 0 W * *", "day of month: 'W' is not L, L-n, nW or LW"),
+    ("0 0 30W 2 *", "never matches a calendar date"),
+    ("0 0 * 2 1#6", "the week in d#n must be 1-5"),
+])
+def test_a_bad_rule_is_refused_naming_the_field_and_the_problem(expr, says):
+    with pytest.raises(CronSyntaxError, match=re.escape(says)):
+        parse(expr, "j")
+
+
+def test_the_search_horizon_covers_the_longest_wait_of_any_expression():
+    """``SEARCH_DAYS``: whether a day matches depends only on its month's layout (month, length,
+    weekday of the 1st); over the 400-year Gregorian cycle (which then repeats) every layout
+    recurs, at most 14,609 days apart (a leap February on a given weekday, across a century
+    that is not a leap year). A match can be up to a month into its layout's month."""
+    seen: dict[tuple[int, int, int], list[date]] = {}
+    for year in range(2000, 2800):  # two cycles: the gaps across the cycle's end count too
+        for month in range(1, 13):
+            first, length = calendar.monthrange(year, month)
+            seen.setdefault((month, length, first), []).append(date(year, month, 1))
+    assert len(seen) == 11 * 7 + 2 * 7  # every layout occurs: parse's check may try them all
+    longest = max((b - a).days for starts in seen.values() for a, b in itertools.pairwise(starts))
+    assert longest == 14_609
+    assert longest + 31 <= SEARCH_DAYS
+
+
+def test_a_search_past_the_last_representable_day_finds_nothing():
+    assert next_wall(parse("0 0 * 2 1#5"), datetime(9990, 1, 1)) is None
+    assert next_wall(parse("59 23 31 12 *"), datetime(9999, 12, 31, 23, 59)) is None

@@ -122,3 +122,28 @@ def test_hashed_jobs_that_draw_the_same_values_share_one_search():
             after)
         wall = datetime.fromtimestamp(slot / 1000, schedule.zone("Europe/Paris"))
         assert (wall.month, wall.day) == (1, 1) and wall > datetime.fromtimestamp(after / 1000, UTC)
+
+
+def test_without_a_bound_slots_between_gives_every_slot_asked_for():
+    """The preview of a yearly job's 20 slots spans 20 years, a leap-day job's 80."""
+    after = ms("2026-06-01T00:00:00+00:00")
+    yearly = slots_between({"cron": "0 0 1 1 *", "timezone": "UTC"}, "j", after, None, 20)
+    assert len(yearly) == 20 and yearly[-1] == ms("2046-01-01T00:00:00+00:00")
+    leap = slots_between({"cron": "0 0 29 2 *", "timezone": "UTC"}, "j", after, None, 20)
+    assert len(leap) == 20 and leap[-1] == ms("2108-02-29T00:00:00+00:00")  # 2100 is not a leap year
+
+
+def test_a_schedule_whose_every_slot_falls_in_a_skipped_gap_has_none():
+    """The second Sunday of March at 02:30 is always in New York's spring-forward gap (since
+    2007): ``skip`` drops every one, and the search stops at the engine's horizon instead of
+    walking to the year 9999; ``shift`` runs them at 03:30."""
+    after = ms("2026-01-01T00:00:00+00:00")
+    sched = {"cron": "30 2 * 3 0#2", "timezone": "America/New_York", "dst_gap": "skip"}
+    assert next_after(sched, "j", after) is None
+    shifted = next_after({**sched, "dst_gap": "shift"}, "j", after)
+    assert shifted == ms("2026-03-08T03:30:00-04:00")
+
+
+def test_by_month_rules_are_read_in_the_job_time_zone():
+    s = {"cron": "0 9 L * *", "timezone": "Asia/Tokyo"}
+    assert next_after(s, "j", ms("2026-01-31T00:00:00+00:00")) == ms("2026-02-28T00:00:00+00:00")
