@@ -22,6 +22,8 @@ from pydantic import (
     model_validator,
 )
 
+from streams.scheduling.slots import job_state
+
 
 def _empty_is_absent(value: Any) -> Any:
     return None if value == "" else value
@@ -134,6 +136,30 @@ class Retry(Strict):
     max_backoff_s: float = Field(60.0, gt=0, le=86400)
 
 
+# A client-chosen job id: EventBridge Scheduler's schedule-name charset and length. No ``/``
+# (the stored key is ``<tenant>/<id>``), ``@`` (fire ids are ``job_id@time``) or ``:``.
+CLIENT_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")
+MAX_LABELS = 50
+MAX_LABEL_VALUE = 256
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_labels(labels: dict[str, str]) -> dict[str, str]:
+    """Label keys are what a ``label=key:value`` filter can name (no ``:``, no spaces); values
+    are any printable text, so a filter splits at the first ``:`` only."""
+    if len(labels) > MAX_LABELS:
+        raise ValueError(f"at most {MAX_LABELS} labels")
+    for key, value in labels.items():
+        if not LABEL_KEY.match(key):
+            raise ValueError(f"label key {key[:70]!r} must be 1-63 characters of "
+                             "[A-Za-z0-9._/-] starting with a letter or digit")
+        if len(value) > MAX_LABEL_VALUE or _CONTROL.search(value):
+            raise ValueError(f"label {key!r}: a value is at most {MAX_LABEL_VALUE} characters, "
+                             "none of them control characters")
+    return labels
+
+
 class JobIn(Strict):
     schedule: Schedule
     target: Target
@@ -142,6 +168,34 @@ class JobIn(Strict):
     retry: Retry = Field(default_factory=Retry)
     jitter_s: int = Field(0, ge=0, le=3600)
     paused: bool = False
+    name: str | None = Field(None, min_length=1, max_length=200)
+    description: str | None = Field(None, max_length=2000)
+    labels: dict[str, str] = Field(default_factory=dict)
+    delete_after_completion: bool = Field(
+        False, description="delete the job once its last slot is decided")
+
+    _labels = field_validator("labels")(check_labels)
+
+
+class JobCreate(JobIn):
+    """A new job; ``id`` is the client's (unique within its tenant), else one is generated."""
+
+    id: str | None = Field(None, pattern=CLIENT_ID,
+                           description="1-64 of [A-Za-z0-9._-], starting with a letter or digit")
+
+
+def stored_job_id(tenant: str, client_id: str) -> str:
+    """The key a client-chosen id is stored under: tenant-qualified, so two tenants can both
+    have a ``nightly-report`` and neither learns of the other's (a 409 only ever names the
+    caller's own job). Generated ids are UUIDs, stored as they are."""
+    return f"{tenant}/{client_id}"
+
+
+def public_job_id(job: dict[str, Any]) -> str:
+    """The id a tenant sees and names in paths: its own id without the tenant prefix."""
+    prefix = job["tenant"] + "/"
+    job_id: str = job["job_id"]
+    return job_id[len(prefix):] if job_id.startswith(prefix) else job_id
 
 
 MAX_IMPORT = 1_000  # jobs (or deletes) per import request: about 300 KiB of typical jobs
@@ -218,11 +272,14 @@ def job_record(body: JobIn, *, job_id: str, tenant: str, revision: int, created_
         "retry_initial_backoff_s": body.retry.initial_backoff_s,
         "retry_max_backoff_s": body.retry.max_backoff_s, "jitter_s": body.jitter_s,
         "request_hash": request_hash, "created_ms": created_ms, "updated_ms": updated_ms,
+        "name": body.name, "description": body.description, "labels": body.labels,
+        "delete_after_completion": body.delete_after_completion,
     }
 
 
-def job_view(job: dict[str, Any]) -> dict[str, Any]:
-    """The public JSON shape of a job record (the inverse of ``job_record``)."""
+def job_view(job: dict[str, Any], now_ms: int) -> dict[str, Any]:
+    """The public JSON shape of a job record (the inverse of ``job_record``), with its state
+    at ``now_ms`` (``streams.scheduling.slots.job_state``)."""
     s, t = job["schedule"], job["target"]
     schedule: dict[str, Any] = {"timezone": s["timezone"],
                                 "dst": {"gap": s["dst_gap"], "repeat": s["dst_repeat"]}}
@@ -238,8 +295,11 @@ def job_view(job: dict[str, Any]) -> dict[str, Any]:
     else:
         target = {k: t[k] for k in ("type", "topic", "key", "value")}
     return {
-        "id": job["job_id"], "tenant": job["tenant"], "revision": job["revision"],
-        "paused": job["paused"], "schedule": schedule, "target": target,
+        "id": public_job_id(job), "tenant": job["tenant"], "revision": job["revision"],
+        "name": job["name"], "description": job["description"], "labels": job["labels"],
+        "state": job_state(job, now_ms), "paused": job["paused"],
+        "delete_after_completion": job["delete_after_completion"],
+        "schedule": schedule, "target": target,
         "misfire": {"policy": job["misfire_policy"], "max_lateness_s": job["max_lateness_s"]},
         "overlap": job["overlap"],
         "retry": {"max_attempts": job["retry_max_attempts"],

@@ -7,6 +7,7 @@ exactly as the API names it. ``--json`` prints the API's JSON for scripts.
 from __future__ import annotations
 
 import argparse
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from cli import progress
 from cli.client import Client, CliError, client, emit, load_documents
 
 IMPORT_BATCH = 1_000
+RUNS_LIMIT = 20  # jobs runs: the newest 20 unless --limit says otherwise
 
 
 def _client(args: argparse.Namespace) -> Client:
@@ -23,8 +25,12 @@ def _client(args: argparse.Namespace) -> Client:
 def _job_line(job: dict[str, Any]) -> str:
     sched = job["schedule"]
     when = sched.get("cron") or sched.get("at") or f"every {sched.get('every_s')}s"
-    state = "paused" if job.get("paused") else "active"
-    return f"{job['id']}  {state:<6}  {when} ({sched.get('timezone')})  → {job['target']['type']}"
+    state = job.get("state") or ("paused" if job.get("paused") else "active")
+    name = f"  {job['name']!r}" if job.get("name") else ""
+    labels = job.get("labels") or {}
+    tags = "  [" + ", ".join(f"{k}:{v}" for k, v in sorted(labels.items())) + "]" if labels else ""
+    return (f"{job['id']}  {state:<9}{name}  {when} ({sched.get('timezone')})  "
+            f"→ {job['target']['type']}{tags}")
 
 
 def jobs(args: argparse.Namespace) -> int:
@@ -49,10 +55,15 @@ def jobs(args: argparse.Namespace) -> int:
         emit({"created": created}, args.json,
              f"imported {len(created)} jobs (live as the workers apply them)")
     elif args.action == "list":
-        items = list(api.pages("/v1/jobs"))
+        # --limit: that many jobs (pages of at most 500), not every page of a 20,000-job tenant
+        params: dict[str, Any] = {"label": args.label} if args.label else {}
+        if args.limit is not None:
+            params["limit"] = max(1, min(args.limit, 500))
+        items = list(islice(api.pages("/v1/jobs", **params), args.limit))
         emit(items, args.json, "\n".join(_job_line(j) for j in items) or "no jobs")
     elif args.action == "runs":
-        runs = api.call("GET", f"/v1/jobs/{_id(args)}/runs", params={"limit": args.limit})["items"]
+        limit = RUNS_LIMIT if args.limit is None else args.limit
+        runs = api.call("GET", f"/v1/jobs/{_id(args)}/runs", params={"limit": limit})["items"]
         emit(runs, args.json, "\n".join(
             f"{r['nominal_time']}  {r['decision']:<14} {r.get('outcome') or '-':<10} "
             f"{r.get('fire_id')}" for r in runs) or "no runs yet")
@@ -138,7 +149,11 @@ def add_parsers(sub: Any) -> None:
     p = resource("jobs", ["create", "import", "list", "get", "pause", "resume", "trigger", "runs",
                           "delete"], "job id (all but create/import/list)",
                  "create, import: YAML or JSON, one job or a list")
-    p.add_argument("--limit", type=int, default=20, help="runs: how many (newest first)")
+    p.add_argument("--limit", type=int, default=None,
+                   help=f"list: at most this many jobs (default all); runs: how many, newest "
+                        f"first (default {RUNS_LIMIT})")
+    p.add_argument("--label", action="append", default=[], metavar="KEY[:VALUE]",
+                   help="list: only jobs with this label (repeat: all of them)")
     p.set_defaults(func=jobs)
 
     p = resource("campaigns", ["create", "upload", "schedule", "watch", "get", "pause", "resume",

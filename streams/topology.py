@@ -205,7 +205,9 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
     ),
     ProcessorSpec(
         "observe_decisions", "agent", "streams.scheduling.scheduler", consumes=(LEDGER,),
-        doc="Every decision resolves its slot for the reconciler.",
+        produces=(JOBS,),
+        doc="Every decision resolves its slot for the reconciler; the decision of a job's last "
+            "slot deletes the job (a tombstone) if it asked for delete_after_completion.",
     ),
     ProcessorSpec(
         "fire_due", "punctuator", "streams.scheduling.scheduler",

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from api.auth import current_tenant
 from api.errors import problem
 from api.models import JobImport, job_record
-from api.routes.jobs import check_job
+from api.routes.jobs import check_job, find_job
 from api.state import api_state
 from streams.runtime import clock
 from streams.runtime.codec import codec
@@ -30,10 +30,12 @@ Tenant = Annotated[dict[str, Any], Depends(current_tenant)]
 async def import_jobs(body: JobImport, request: Request, tenant: Tenant) -> dict[str, Any]:
     api = api_state(request)
     name = tenant["tenant"]
+    gone = []  # the stored ids (a client-chosen id is stored as <tenant>/<id>)
     for i, job_id in enumerate(body.delete):
-        job = api.jobs.get(job_id)
-        if job is None or job["tenant"] != name:
+        job = find_job(api, name, job_id)
+        if job is None:
             raise problem(422, f"delete.{i}", f"job {job_id} not found")
+        gone.append(job["job_id"])
     if api.job_count(name) + len(body.jobs) - len(body.delete) > tenant["max_jobs"]:
         raise problem(403, "", f"tenant {name} would exceed its quota of {tenant['max_jobs']} "
                       "jobs", "quota_exceeded")
@@ -51,9 +53,9 @@ async def import_jobs(body: JobImport, request: Request, tenant: Tenant) -> dict
         records.append(record)
     encode = codec().encode
     await api.emitter.acked(JOB_IMPORTS, [(r["job_id"], encode("Job", r)) for r in records]
-                            + [(job_id, None) for job_id in body.delete])
+                            + [(job_id, None) for job_id in gone])
     for record in records:
         api.jobs.put(record["job_id"], record)
-    for job_id in body.delete:
+    for job_id in gone:
         api.jobs.put(job_id, None)
     return {"created": [r["job_id"] for r in records], "deleted": body.delete}

@@ -10,13 +10,26 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import psycopg
-from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from api.auth import current_tenant
 from api.errors import problem
-from api.models import Backfill, EmptyIsAbsent, JobIn, iso, job_record, job_view, ms, utc_ms
-from api.state import api_state
+from api.models import (
+    LABEL_KEY,
+    Backfill,
+    EmptyIsAbsent,
+    JobCreate,
+    JobIn,
+    iso,
+    job_record,
+    job_view,
+    ms,
+    public_job_id,
+    stored_job_id,
+    utc_ms,
+)
+from api.state import ApiState, api_state
 from streams.execution import ssrf, targets
 from streams.runtime import clock
 from streams.runtime.codec import codec
@@ -27,12 +40,27 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 Tenant = Annotated[dict[str, Any], Depends(current_tenant)]
 IDEMPOTENCY_NAMESPACE = uuid.UUID("6f1c9b52-5f0e-4f7a-9a53-3c0f7f1f6c11")
 PREVIEW_SLOTS = 5
+# A filtered list reads at most this many of the tenant's jobs per page: a rare label among
+# 20,000 jobs answers in a few short pages (next_cursor set, items possibly fewer than limit)
+# instead of one request that reads them all.
+FILTER_SCAN = 5000
+MAX_LABEL_FILTERS = 10
 
+
+
+def find_job(api: ApiState, tenant: str, job_id: str) -> dict[str, Any] | None:
+    """The tenant's job that ``job_id`` names: its client-chosen id (stored as
+    ``<tenant>/<id>``) or a generated one. Another tenant's job is never found."""
+    for key in (stored_job_id(tenant, job_id), job_id):
+        job = api.jobs.get(key)
+        if job is not None and job["tenant"] == tenant:
+            return job
+    return None
 
 
 def _own_job(request: Request, tenant: dict[str, Any], job_id: str) -> dict[str, Any]:
-    job = api_state(request).jobs.get(job_id)
-    if job is None or job["tenant"] != tenant["tenant"]:
+    job = find_job(api_state(request), tenant["tenant"], job_id)
+    if job is None:
         raise problem(404, "", f"job {job_id} not found")
     return job
 
@@ -74,17 +102,38 @@ async def _write(request: Request, record: dict[str, Any] | None, job_id: str) -
     api.jobs.put(job_id, record)
 
 
+# Fields added to the job after its first version: left at their defaults they stay out of the
+# hash, so a body hashed before they existed hashes the same (an Idempotency-Key retried across
+# the upgrade is still a replay, not a 409).
+LATER_FIELDS = {"id": None, "name": None, "description": None, "labels": {},
+                "delete_after_completion": False}
+
+
 def _body_hash(body: JobIn) -> str:
-    return hashlib.sha256(body.model_dump_json().encode()).hexdigest()
+    unset = {name for name, default in LATER_FIELDS.items()
+             if getattr(body, name, default) == default}
+    return hashlib.sha256(body.model_dump_json(exclude=unset).encode()).hexdigest()
 
 
 @router.post("", status_code=201, summary="Create a job (honours Idempotency-Key)")
-async def create_job(body: JobIn, request: Request, response: Response, tenant: Tenant,
+async def create_job(body: JobCreate, request: Request, response: Response, tenant: Tenant,
                      idempotency_key: Annotated[str | None, Header(max_length=200)] = None
                      ) -> dict[str, Any]:
     api = api_state(request)
     digest = _body_hash(body)
-    if idempotency_key:
+    if body.id is not None:
+        # the id is the idempotency: a retried create (same body) answers with the job, any
+        # other body finds the id taken. Looked up as the tenant's own (a generated id it
+        # holds counts too, so a path never names two of its jobs): never another tenant's.
+        job_id = stored_job_id(tenant["tenant"], body.id)
+        existing = find_job(api, tenant["tenant"], body.id)
+        if existing is not None:
+            if existing["request_hash"] != digest:
+                raise problem(409, "id", f"job id {body.id} is taken", "id_conflict")
+            response.status_code = 200
+            response.headers["Idempotent-Replayed"] = "true"
+            return job_view(existing, clock.now_ms())
+    elif idempotency_key:
         job_id = str(uuid.uuid5(IDEMPOTENCY_NAMESPACE, f"{tenant['tenant']}:{idempotency_key}"))
         existing = api.jobs.get(job_id)
         if existing is not None:
@@ -93,7 +142,7 @@ async def create_job(body: JobIn, request: Request, response: Response, tenant: 
                               "idempotency_conflict")
             response.status_code = 200
             response.headers["Idempotent-Replayed"] = "true"
-            return job_view(existing)
+            return job_view(existing, clock.now_ms())
     else:
         job_id = str(uuid.uuid4())
     if api.job_count(tenant["tenant"]) >= tenant["max_jobs"]:
@@ -104,24 +153,66 @@ async def create_job(body: JobIn, request: Request, response: Response, tenant: 
                         created_ms=now, updated_ms=now, request_hash=digest)
     check_job(record, tenant, now)
     await _write(request, record, job_id)
-    response.headers["Location"] = f"/v1/jobs/{job_id}"
-    return job_view(record)
+    response.headers["Location"] = f"/v1/jobs/{public_job_id(record)}"
+    return job_view(record, now)
 
 
-@router.get("", summary="List jobs, paged by job id")
+def _label_filters(labels: list[str]) -> list[tuple[str, str | None]]:
+    """``key:value`` (that value) or ``key`` (any value) filters, as a 422 naming ``label``."""
+    out = []
+    for text in labels:
+        key, sep, value = text.partition(":")
+        if not LABEL_KEY.match(key):
+            raise HTTPException(422, detail=[{
+                "loc": ["query", "label"], "type": "value_error",
+                "msg": f"{text[:80]!r}: expected key:value or key, the key 1-63 characters of "
+                       "[A-Za-z0-9._/-]"}])
+        out.append((key, value if sep else None))
+    return out
+
+
+def _matches(job: dict[str, Any], filters: list[tuple[str, str | None]]) -> bool:
+    labels = job["labels"]
+    return all(key in labels and (value is None or labels[key] == value)
+               for key, value in filters)
+
+
+@router.get("", summary="List jobs, paged by job id; label=key:value filters (repeat: all)")
 async def list_jobs(request: Request, tenant: Tenant,
                     cursor: Annotated[str | None, EmptyIsAbsent,
                                       Query(description="from next_cursor")] = None,
-                    limit: Annotated[int, Query(ge=1, le=500)] = 100) -> dict[str, Any]:
-    api = api_state(request)
-    ids = api.job_ids(tenant["tenant"], cursor, limit)
-    items = [job_view(job) for i in ids if (job := api.jobs.get(i)) is not None]
-    return {"items": items, "next_cursor": ids[-1] if len(ids) == limit else None}
+                    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+                    label: Annotated[list[str] | None, Query(
+                        max_length=MAX_LABEL_FILTERS,
+                        description="key:value or key; repeated, a job must match all")] = None,
+                    ) -> dict[str, Any]:
+    api, now = api_state(request), clock.now_ms()
+    if not label:
+        ids = api.job_ids(tenant["tenant"], cursor, limit)
+        items = [job_view(job, now) for i in ids if (job := api.jobs.get(i)) is not None]
+        return {"items": items, "next_cursor": ids[-1] if len(ids) == limit else None}
+    filters = _label_filters(label)
+    items: list[dict[str, Any]] = []
+    after, scanned = cursor, 0
+    while True:
+        asked = min(500, FILTER_SCAN - scanned)
+        ids = api.job_ids(tenant["tenant"], after, asked)
+        for job_id in ids:
+            scanned, after = scanned + 1, job_id
+            job = api.jobs.get(job_id)
+            if job is not None and _matches(job, filters):
+                items.append(job_view(job, now))
+                if len(items) == limit:
+                    return {"items": items, "next_cursor": after}
+        if len(ids) < asked:  # the tenant's last job was read: no next page
+            return {"items": items, "next_cursor": None}
+        if scanned >= FILTER_SCAN:  # a short (even empty) page: the rest is after the cursor
+            return {"items": items, "next_cursor": after}
 
 
 @router.get("/{job_id}")
 async def get_job(job_id: str, request: Request, tenant: Tenant) -> dict[str, Any]:
-    return job_view(_own_job(request, tenant, job_id))
+    return job_view(_own_job(request, tenant, job_id), clock.now_ms())
 
 
 @router.put("/{job_id}", summary="Replace a job's definition; takes effect at its next slot")
@@ -129,30 +220,30 @@ async def replace_job(job_id: str, body: JobIn, request: Request, tenant: Tenant
                       ) -> dict[str, Any]:
     old = _own_job(request, tenant, job_id)
     now = clock.now_ms()
-    record = job_record(body, job_id=job_id, tenant=tenant["tenant"],
+    record = job_record(body, job_id=old["job_id"], tenant=tenant["tenant"],
                         revision=old["revision"] + 1, created_ms=old["created_ms"],
                         updated_ms=now, request_hash=old["request_hash"])
     check_job(record, tenant, now)
-    await _write(request, record, job_id)
-    return job_view(record)
+    await _write(request, record, old["job_id"])
+    return job_view(record, now)
 
 
 @router.delete("/{job_id}", status_code=204)
 async def delete_job(job_id: str, request: Request, tenant: Tenant) -> Response:
-    _own_job(request, tenant, job_id)
-    await _write(request, None, job_id)
+    job = _own_job(request, tenant, job_id)
+    await _write(request, None, job["job_id"])
     return Response(status_code=204)
 
 
 async def _set_paused(job_id: str, request: Request, tenant: dict[str, Any],
                       paused: bool) -> dict[str, Any]:
     old = _own_job(request, tenant, job_id)
+    now = clock.now_ms()
     if old["paused"] == paused:
-        return job_view(old)
-    record = {**old, "paused": paused, "revision": old["revision"] + 1,
-              "updated_ms": clock.now_ms()}
-    await _write(request, record, job_id)
-    return job_view(record)
+        return job_view(old, now)
+    record = {**old, "paused": paused, "revision": old["revision"] + 1, "updated_ms": now}
+    await _write(request, record, old["job_id"])
+    return job_view(record, now)
 
 
 @router.post("/{job_id}/pause", summary="Pause: slots are recorded as skipped_paused")
@@ -179,7 +270,7 @@ async def _command(request: Request, job: dict[str, Any], command: str,
 async def trigger_job(job_id: str, request: Request, tenant: Tenant) -> dict[str, Any]:
     job = _own_job(request, tenant, job_id)
     cmd = await _command(request, job, "trigger")
-    return {"fire_id": schedule.fire_id(job_id, cmd["requested_ms"]),
+    return {"fire_id": schedule.fire_id(job["job_id"], cmd["requested_ms"]),
             "request_id": cmd["request_id"]}
 
 
@@ -190,12 +281,13 @@ async def backfill_job(job_id: str, body: Backfill, request: Request, tenant: Te
     job = _own_job(request, tenant, job_id)
     start, end = ms(body.from_), ms(body.to)
     assert start is not None and end is not None
-    slots = schedule.slots_between(job["schedule"], job_id, start - 1, end, schedule.BACKFILL_LIMIT + 1)
+    slots = schedule.slots_between(job["schedule"], job["job_id"], start - 1, end,
+                                   schedule.BACKFILL_LIMIT + 1)
     if len(slots) > schedule.BACKFILL_LIMIT:
         raise problem(422, "to", f"the range holds more than {schedule.BACKFILL_LIMIT} slots")
     cmd = await _command(request, job, "backfill", start, end)
     return {"request_id": cmd["request_id"], "slots": len(slots),
-            "fire_ids": [schedule.fire_id(job_id, s) for s in slots[:100]]}
+            "fire_ids": [schedule.fire_id(job["job_id"], s) for s in slots[:100]]}
 
 
 @router.get("/{job_id}/next", summary="Preview the next nominal slots")
@@ -204,8 +296,8 @@ async def next_slots(job_id: str, request: Request, tenant: Tenant,
     job = _own_job(request, tenant, job_id)
     now = clock.now_ms()
     # no horizon: ``count`` slots whenever they exist (4,000 days gave a yearly job 11 of 20)
-    slots = schedule.slots_between(job["schedule"], job_id, now, None, count)
-    return {"job_id": job_id, "next": [iso(s) for s in slots]}
+    slots = schedule.slots_between(job["schedule"], job["job_id"], now, None, count)
+    return {"job_id": public_job_id(job), "next": [iso(s) for s in slots]}
 
 
 RUN_COLUMNS = ("fire_id", "nominal_time", "decision", "reason", "attempts", "outcome",
@@ -236,8 +328,9 @@ async def job_runs(job_id: str, request: Request, tenant: Tenant,
                    cursor: Annotated[int | None, EmptyIsAbsent,
                                      Query(description="from next_cursor")] = None,
                    limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
-    _own_job(request, tenant, job_id)
-    runs = await run_in_threadpool(_runs, api_state(request).conf.pg_dsn, tenant["tenant"], job_id,
+    job = _own_job(request, tenant, job_id)
+    runs = await run_in_threadpool(_runs, api_state(request).conf.pg_dsn, tenant["tenant"],
+                                   job["job_id"],
                                    cursor, limit)
     next_cursor = None
     if len(runs) == limit:

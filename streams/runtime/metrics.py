@@ -48,6 +48,9 @@ SKIPPED_RECORDS_REDELIVERED = Counter(
     "(streams.runtime.commit_watch)", ["topic"])
 RECONCILER_CATCHES = Counter("cronstream_reconciler_catches_total",
                              "Slots the reconciler found undecided, by action", ["action"])
+JOBS_DELETED_COMPLETED = Counter(
+    "cronstream_jobs_deleted_completed_total",
+    "Jobs deleted by the scheduler once completed (delete_after_completion)")
 FANOUT_FENCED = Counter("cronstream_fanout_fenced_total",
                         "Chunks a walker did not send: the coordinator gave its partition away")
 REBALANCES = Counter("cronstream_rebalances_total", "Partition assignments this worker received")

@@ -40,6 +40,8 @@ class Partitions:
         self.warm: dict[int, WarmIndex] = {}  # standby partitions
         self.fired_through: dict[int, int] = {}
         self.takeover = Takeover()  # slots a previous owner fired past its mark
+        # jobs found with no slot owed that asked to be deleted once completed (``take_completed``)
+        self.completed: list[tuple[int, str]] = []
 
     def track(self, partition: int, job: dict[str, Any], live: bool = False) -> None:
         """(Re)index a job from the point its slots are still owed a decision.
@@ -51,6 +53,14 @@ class Partitions:
         index = self.indexes.get(partition)
         if index is not None:
             index_job(index, job, None if live else self.fired_through.get(partition, 0))
+            if not live and job["delete_after_completion"] and job["job_id"] not in index:
+                # its last slot was decided before this worker took the partition
+                self.completed.append((partition, job["job_id"]))
+
+    def take_completed(self) -> list[tuple[int, str]]:
+        """The completed jobs to delete found since the last call (``track`` at a takeover)."""
+        found, self.completed = self.completed, []
+        return found
 
     def revoked(self, assigned: set[int]) -> list[int]:
         """The partitions this worker owns that ``assigned`` no longer gives it."""

@@ -5,7 +5,8 @@ Graph (names from ``streams.topology``)::
     cronstream.jobs ─────────▶ [apply_jobs] ──▶ table jobs (RocksDB + changelog)
                                      │             └─▶ per-partition DueIndex (rebuilt on recovery)
     cronstream.job-commands ─▶ [apply_job_commands]  (trigger, backfill)
-    cronstream.ledger ───────▶ [observe_decisions]   (resolves the reconciler's pending slots)
+    cronstream.ledger ───────▶ [observe_decisions]   (resolves the reconciler's pending slots;
+                                                      deletes a completed job that asked to be)
 
     punctuator fire_due (50 ms)  ─┬─▶ cronstream.fired   slots to run (+ reconciler pending)
                                   ├─▶ cronstream.ledger  slots decided without running
@@ -138,6 +139,9 @@ class ScheduleState:
         self._emitter: Emitter | None = None
         self._last_mark = 0.0
         self.next_due_ms: int | None = None  # the earliest due time left after fire_due
+        # the last slots of jobs with delete_after_completion, fire id -> (partition, job id):
+        # the job is deleted once the slot's decision is on the ledger (``decision_recorded``)
+        self.completing: dict[str, tuple[int, str]] = {}
 
     @property
     def emitter(self) -> Emitter:
@@ -152,11 +156,15 @@ class ScheduleState:
         for part in self.partitions.revoked(assigned):
             self.drop(part)
         self.partitions.adopt(assigned, standbys, self.epoch)
+        for part, job_id in self.partitions.take_completed():
+            self.delete_completed(part, job_id)
 
     def drop(self, partition: int) -> None:
         """Revoked: its pending slots leave the reconciler, its catch-up turns end and its
         waiting slots go back to its index, which stays warm."""
         self.reconciler.drop_partition(partition)
+        for fid in [f for f, (part, _) in self.completing.items() if part == partition]:
+            del self.completing[fid]  # its next owner finds the job completed when it adopts it
         lane = self.catch_up.pop(partition, None)
         self.partitions.release(partition, lane.waiting() if lane is not None else {})
 
@@ -262,6 +270,8 @@ class ScheduleState:
             expect(Pending(ready.fid, job_id, part, slot, at, ready.max_lateness_ms))
             if ready.following is None:
                 index.remove(job_id)
+                if ready.job["delete_after_completion"]:
+                    self.completing[ready.fid] = (part, job_id)
             else:
                 index.set(job_id, ready.following, ready.following_due)
         if records:
@@ -293,6 +303,43 @@ class ScheduleState:
                 return
         self.decide(part, job, slot, verdict, self.clock(), ready=ready)
         schedule_next(index, job, ready.following)
+        if ready.following is None and job["delete_after_completion"]:
+            self.last_slot_decided(part, job_id, ready.fid)
+
+    # -- completed jobs ------------------------------------------------------------------------
+    def last_slot_decided(self, part: int, job_id: str, fid: str) -> None:
+        """A job that asked to be deleted once completed had its last slot decided here: it is
+        deleted when the decision is on the ledger, not now, so the reconciler can still re-drive
+        or expire a lost run of it (it reads the job). A slot already recorded (decided before a
+        takeover, or the same one-off again after an update) deletes it at once."""
+        if self.outcome_recorded(part, fid):
+            self.delete_completed(part, job_id)
+        else:
+            self.completing[fid] = (part, job_id)
+
+    def decision_recorded(self, fid: str) -> None:
+        """A decision on the ledger (``observe_decisions``): the last slot of a job to delete?"""
+        if self.completing:
+            found = self.completing.pop(fid, None)
+            if found is not None:
+                self.delete_completed(*found)
+
+    def delete_completed(self, part: int, job_id: str) -> None:
+        """Delete a completed job as the API's DELETE does: a tombstone on ``cronstream.jobs``,
+        which this worker's ``apply_jobs``, the API's view and the table's changelog all read.
+        Not if the job changed since so that a slot is owed again (an update is indexed), or no
+        longer asks for it, or the partition moved (its new owner decides)."""
+        index = self.partitions.indexes.get(part)
+        raw = self.jobs.get_in(part, job_id.encode())
+        if index is None or raw is None or job_id in index:
+            return
+        job = codec().decode(raw)
+        if not job["delete_after_completion"]:
+            return
+        self.emitter.produce(JOBS, job_id, None, part)
+        metrics.JOBS_DELETED_COMPLETED.inc()
+        log.info("job %s tenant %s completed: deleted (delete_after_completion)", job_id,
+                 job["tenant"])
 
     def decide(self, partition: int, job: dict[str, Any], slot: int,
                verdict: misfire.SlotDecision, now: int, redrives: int = 0,
@@ -537,9 +584,12 @@ def register(rt: Runtime, runs: Runs, deciding: Gate, window: ImportWindow) -> S
 
     @app.agent(ledger_topic, name=f"{__name__}.observe_decisions")
     async def observe_decisions(stream: Any) -> Any:
-        """Every decision on the ledger resolves the slot for the reconciler (keys only: cheap)."""
+        """Every decision on the ledger resolves the slot for the reconciler, and deletes a job
+        whose last slot it is if the job asked for that (keys only: cheap)."""
         async for event in stream.events():
-            state.reconciler.resolve(event.key.decode())
+            fid = event.key.decode()
+            state.reconciler.resolve(fid)
+            state.decision_recorded(fid)
 
     @app.timer(interval=FIRE_TICK_S, name=f"{__name__}.fire_due")
     async def fire_due() -> None:

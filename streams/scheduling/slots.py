@@ -86,6 +86,35 @@ def due_ms(job: dict[str, Any], slot: int) -> int:
     return slot + schedule.jitter_ms(schedule.fire_id(job["job_id"], slot), job["jitter_s"])
 
 
+def last_due_after(job: dict[str, Any], now: int) -> bool:
+    """Whether a slot of ``job`` still falls due at or after ``now``. A one-off written after its
+    time falls due when written (``index_job`` owes it from then)."""
+    sched, job_id = job["schedule"], job["job_id"]
+    at = sched["at_ms"]
+    if at is not None:
+        return max(due_ms(job, at), job["updated_ms"]) >= now
+    # jitter only delays (by less than jitter_s): a slot nominally before now - jitter_s is
+    # due before now, and one nominally at or after now is due at or after it, so the loop
+    # looks at the slots in the last jitter_s at most
+    slot = schedule.next_after(sched, job_id, now - job["jitter_s"] * 1000 - 1)
+    while slot is not None:
+        if due_ms(job, slot) >= now:
+            return True
+        slot = schedule.next_after(sched, job_id, slot)
+    return False
+
+
+def job_state(job: dict[str, Any], now: int) -> str:
+    """``completed`` once no slot of the job is left to fall due (a one-off past its time, a
+    schedule past its ``end``), else ``paused`` or ``active``. Derived from the schedule and the
+    clock, not the ledger: the decision of the last slot is recorded moments after its due time
+    (its run, for a slot that runs, later still), and a paused job's remaining slots are
+    recorded ``skipped_paused``, so a paused job also completes."""
+    if not last_due_after(job, now):
+        return "completed"
+    return "paused" if job["paused"] else "active"
+
+
 def prepare(job: dict[str, Any], slot: int, done: bool, prepared_ms: int | None = None
             ) -> Prepared:
     """A slot's preparation: everything firing it needs that does not depend on the moment it

@@ -14,14 +14,16 @@ class Recorder:
     def __init__(self) -> None:
         self.values: list[bytes] = []
         self.topics: list[str] = []
+        self.keys: list[str] = []
 
     def produce(self, topic, key, value, partition=None, **_) -> None:
         self.produce_all(topic, [(key, value)], partition)
 
     def produce_all(self, topic, records, partition=None, **_) -> None:
-        for _key, value in records:
+        for key, value in records:
             self.values.append(value)
             self.topics.append(topic.name)
+            self.keys.append(key)
 
 
 class Jobs:
@@ -33,8 +35,10 @@ class Jobs:
     def get_in(self, partition: int, key: bytes) -> bytes | None:
         return self.jobs.get(key.decode())
 
-    def items_in(self, partition: int) -> list[tuple[bytes, bytes]]:
-        return sorted((k.encode(), v) for k, v in self.jobs.items())
+    def items_in(self, partition: int, from_key: bytes | None = None
+                 ) -> list[tuple[bytes, bytes]]:
+        rows = sorted((k.encode(), v) for k, v in self.jobs.items())
+        return [(k, v) for k, v in rows if from_key is None or k >= from_key]
 
 
 class Runs:

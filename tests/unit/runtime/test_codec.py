@@ -71,9 +71,12 @@ def encode_with_history(file_name: str, record: dict) -> bytes:
     import fastavro
     from fastavro.schema import to_parsing_canonical_form
 
-    from streams.runtime.codec import MAGIC, SCHEMAS_DIR
+    from streams.runtime.codec import MAGIC, SCHEMAS_DIR, _expand, _full_name
 
-    old = fastavro.parse_schema(json.loads((SCHEMAS_DIR / "history" / file_name).read_text()))
+    types = {_full_name(doc): doc for doc in (json.loads(p.read_text())
+                                              for p in (SCHEMAS_DIR / "types").glob("*.avsc"))}
+    old = fastavro.parse_schema(_expand(json.loads((SCHEMAS_DIR / "history" / file_name)
+                                               .read_text()), types, set()))
     buf = io.BytesIO()
     buf.write(MAGIC + struct.pack("<Q", fingerprint64(to_parsing_canonical_form(old))))
     fastavro.schemaless_writer(buf, old, record)
