@@ -148,8 +148,14 @@ POOL_SENDS_TABLE = TableSpec(
         "share of the pool's daily cap (streams.campaigns.warmup).",
 )
 
+ADDRESS_FEEDBACK_TABLE = TableSpec(
+    name="address-feedback", source=SES_FEEDBACK, key="tenant:email",
+    doc="Per address that bounced or complained: the SES events that had an effect (so a "
+        "redelivered one has none) and its recent soft bounces (streams.campaigns.bounces).",
+)
+
 TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, DONE_TABLE, SEND_CHUNKS_TABLE, SUPPRESSED_TABLE,
-                                 POOL_SENDS_TABLE)
+                                 POOL_SENDS_TABLE, ADDRESS_FEEDBACK_TABLE)
 
 APP_ID = "cronstream"
 LEDGER_SINK_TABLE = "ledger"
@@ -241,6 +247,12 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
         tables=(SEND_CHUNKS_TABLE, SUPPRESSED_TABLE, POOL_SENDS_TABLE),
         reads=(RECIPIENTS, CAMPAIGNS, TENANTS),
         doc="Walks one recipient partition per order: suppress, pace, send via SES, record.",
+    ),
+    ProcessorSpec(
+        "apply_ses_feedback", "agent", "streams.campaigns.feedback_agent",
+        consumes=(SES_FEEDBACK,), produces=(SUPPRESSIONS,), tables=(ADDRESS_FEEDBACK_TABLE,),
+        doc="Hard bounces, complaints and repeated soft bounces suppress their address through "
+            "the opt-out path, once per SES event however often SNS delivers it.",
     ),
     ProcessorSpec(
         "ledger_sink", "sink", "connectors/ledger-sink.json", consumes=(LEDGER,),

@@ -15,10 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.auth import current_tenant
 from api.errors import problem
 from api.state import ApiState
-from streams.campaigns import recipients, unsubscribe
-from streams.runtime import clock
-from streams.runtime.codec import codec
-from streams.topology import SUPPRESSIONS, partition_for
+from streams.campaigns import recipients, suppressions, unsubscribe
 
 router = APIRouter(tags=["suppressions"])
 Tenant = Annotated[dict[str, Any], Depends(current_tenant)]
@@ -32,10 +29,8 @@ class SuppressionIn(BaseModel):
 
 
 async def suppress(api: ApiState, tenant: str, email: str, reason: str, source: str) -> None:
-    record = {"tenant": tenant, "email": email, "reason": reason, "source": source,
-              "created_ms": clock.now_ms()}
-    await api.emitter.send(SUPPRESSIONS, f"{tenant}:{email}", codec().encode("Suppression", record),
-                           partition_for(email))
+    """The shared path (``streams.campaigns.suppressions``), as the SES feedback agent takes it."""
+    await suppressions.suppress(api.emitter, suppressions.record(tenant, email, reason, source))
 
 
 def _address(email: str) -> str:
@@ -57,8 +52,7 @@ async def create_suppression(body: SuppressionIn, request: Request, tenant: Tena
 @router.delete("/v1/suppressions/{email}", status_code=204)
 async def delete_suppression(email: str, request: Request, tenant: Tenant) -> Response:
     address = _address(email)
-    await request.app.state.api.emitter.send(SUPPRESSIONS, f"{tenant['tenant']}:{address}", None,
-                                             partition_for(address))
+    await suppressions.lift(request.app.state.api.emitter, tenant["tenant"], address)
     return Response(status_code=204)
 
 
