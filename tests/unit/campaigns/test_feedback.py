@@ -155,3 +155,36 @@ def test_the_email_target_and_the_walker_tag_their_sends():
     assert client.request["EmailTags"] == [
         {"Name": "cronstream-tenant", "Value": "acme"},
         {"Name": "cronstream-fire", "Value": "j1_2026-11-26T00_00_00Z"}]
+
+
+def test_a_reminder_to_a_suppressed_address_fails_before_ses_with_the_reason():
+    from streams.execution import suppressed, targets
+
+    class Lookup:
+        def __init__(self, answer):
+            self.answer, self.asked = answer, []
+
+        def of(self, tenant, to):
+            self.asked.append((tenant, suppressed.address(to)))
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+    class Client:
+        def send_email(self, **request):
+            raise AssertionError("sent to a suppressed address")
+
+    fired = {"tenant": "acme", "fire_id": "j1@x", "nominal_ms": 0, "job_id": "j1",
+             "target": {"email_from": "a@example.org", "email_to": "Bo <B@Example.org>",
+                        "subject": "s", "text": "t", "html": None}}
+    lookup = Lookup({"reason": "bounce"})
+    targets.consult_suppressions(lookup)
+    try:
+        result = targets.send_email(Client(), fired)
+        assert not result.ok and result.final and "(bounce)" in (result.error or "")
+        assert lookup.asked == [("acme", "b@example.org")]
+        targets.consult_suppressions(Lookup(suppressed.ViewBehind("behind")))
+        result = targets.send_email(Client(), fired)
+        assert not result.ok and not result.final and not result.unknown, "retried: nothing left"
+    finally:
+        targets.consult_suppressions(None)
