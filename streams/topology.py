@@ -160,6 +160,7 @@ TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, DONE_TABLE, SEND_CHUNKS_TABLE, SUPP
 APP_ID = "cronstream"
 LEDGER_SINK_TABLE = "ledger"
 OUTCOMES_SINK_TABLE = "recipient_outcomes"
+FEEDBACK_SINK_TABLE = "ses_feedback"
 
 
 @dataclass(frozen=True)
@@ -265,6 +266,12 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
         doc=f"Kafka Connect (Debezium JDBC) upserts chunk outcomes into Postgres table "
             f"`{OUTCOMES_SINK_TABLE}`; its trigger (connectors/ledger.sql) upserts one "
             f"`{LEDGER_SINK_TABLE}` row per recipient.",
+    ),
+    ProcessorSpec(
+        "ses_feedback_sink", "sink", "connectors/ses-feedback-sink.json", consumes=(SES_FEEDBACK,),
+        doc=f"Kafka Connect (Debezium JDBC) upserts SES events into Postgres table "
+            f"`{FEEDBACK_SINK_TABLE}` (one row per message, recipient and event type): the "
+            f"delivery status beside the ledger and the campaigns' delivery counts.",
     ),
 )
 

@@ -8,9 +8,11 @@ even after the suppression was lifted; and the third soft bounce in the window s
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -109,6 +111,27 @@ def settle(stack, api, tenant: str, email: str) -> None:
     wait_for(lambda: suppression(api, marker), timeout_s=60)
 
 
+SQL_QUERIES = re.findall(r"```sql\n(.*?)```", (Path(__file__).resolve().parents[2] / "docs"
+                                                / "sql.md").read_text(), re.S)
+DELIVERY_SQL, FEEDBACK_SQL = SQL_QUERIES[-2:]  # docs/sql.md's last two: the delivery queries
+
+
+def sql(stack, query: str, **values: str) -> list[tuple]:
+    from tests.integration.test_sql_docs import run
+
+    return run(stack, query, **values)
+
+
+def original(stack, ses_message_id: str, email: str) -> dict[str, Any]:
+    """The SES Bounce event as SNS first delivered it (kept whole in Postgres, for audit)."""
+    query = ("SELECT raw FROM ses_feedback WHERE ses_message_id = %s AND email = %s "
+             "AND event_type = 'Bounce'")
+    rows = wait_for(lambda: sql(stack, query.replace("%s", ":'m'", 1).replace("%s", ":'e'"),
+                                m=ses_message_id, e=email), timeout_s=60)
+    event: dict[str, Any] = json.loads(rows[0][0])
+    return event
+
+
 def suppression(api, email: str) -> dict[str, Any] | None:
     answer = api.get(f"/v1/suppressions/{email}")
     return answer.json() if answer.status_code == 200 else None
@@ -152,18 +175,33 @@ def test_bounces_and_complaints_suppress_once_and_the_next_campaign_skips_them(
     # the same SES bounce again, as a new SNS message: written to the feedback topic, no effect
     bounced = suppression(api, hard[0])
     assert bounced is not None
-    again = bounce(tenant, hard[0], bounced["ses_message_id"], feedback_id=bounced["feedback_id"])
-    assert post_event(stack, again)["written"] == 1
+    assert post_event(stack, original(stack, bounced["ses_message_id"], hard[0]))["written"] == 1
     # and after the operator lifted the suppression, still none: the event was spent
     assert api.delete(f"/v1/suppressions/{hard[1]}").status_code == 204
     lifted = suppression_records(stack, tenant, [hard[1]])[0]["value"]
-    assert post_event(stack, bounce(tenant, hard[1], lifted["ses_message_id"],
-                                    feedback_id=lifted["feedback_id"]))["written"] == 1
+    assert post_event(stack, original(stack, lifted["ses_message_id"], hard[1]))["written"] == 1
     settle(stack, api, tenant, hard[0])
     settle(stack, api, tenant, hard[1])
     assert len(suppression_records(stack, tenant, [hard[0]])) == 1
     assert [r["value"] is None for r in suppression_records(stack, tenant, [hard[1]])] == [
         False, True], "a redelivered event suppressed a lifted address again"
+
+    # counts and SQL agree with the events: 2 hard bounces, 1 complaint, the rest delivered
+    delivered = len(fine) + 1  # the complaint was delivered first
+    counts = wait_for(lambda: (c := api.get(f"/v1/campaigns/{first}").json()["counts"])
+                      and c["delivered"] == delivered and c["bounced"] == 2 and c, timeout_s=60)
+    assert (counts["sent"], counts["complained"]) == (len(everyone), 1), counts
+    one = api.get(f"/v1/campaigns/{first}/recipients/{complained}").json()
+    assert (one["outcome"], one["delivery_status"]) == ("sent", "complained"), one
+    one = api.get(f"/v1/campaigns/{first}/recipients/{hard[0]}").json()
+    assert (one["outcome"], one["delivery_status"]) == ("sent", "bounced"), one
+    assert "5.1.1" in one["delivery_diagnostic"]
+    [rates] = sql(stack, DELIVERY_SQL, tenant=tenant, campaign_id=first)
+    assert rates[:4] == (len(everyone), delivered, 2, 1), rates
+    assert float(rates[4]) == round(100 * 2 / len(everyone), 2)
+    by_feedback = {r[0] for r in sql(stack, FEEDBACK_SQL, tenant=tenant)}
+    assert {*hard, complained} <= by_feedback  # and the markers settle() bounced
+    assert all(e.startswith("marker") for e in by_feedback - {*hard, complained})
 
     start = ses_log_end(stack)
     second = run_to_the_end(stack, api, everyone)
