@@ -122,13 +122,14 @@ def sql(stack, query: str, **values: str) -> list[tuple]:
     return run(stack, query, **values)
 
 
-def original(stack, ses_message_id: str, email: str) -> dict[str, Any]:
-    """The SES Bounce event as SNS first delivered it (kept whole in Postgres, for audit)."""
-    query = ("SELECT raw FROM ses_feedback WHERE ses_message_id = %s AND email = %s "
-             "AND event_type = 'Bounce'")
-    rows = wait_for(lambda: sql(stack, query.replace("%s", ":'m'", 1).replace("%s", ":'e'"),
-                                m=ses_message_id, e=email), timeout_s=60)
-    event: dict[str, Any] = json.loads(rows[0][0])
+def original(stack, tenant: str, ses_message_id: str, email: str) -> dict[str, Any]:
+    """The SES Bounce event as SNS first delivered it (the feedback topic keeps it whole)."""
+    from tests.integration.test_ses_feedback import feedback_of
+
+    raw = wait_for(lambda: next((r["raw"] for r in feedback_of(stack, tenant)
+                                 if (r["ses_message_id"], r["email"], r["event_type"])
+                                 == (ses_message_id, email, "Bounce")), None), timeout_s=60)
+    event: dict[str, Any] = json.loads(raw)
     return event
 
 
@@ -175,11 +176,11 @@ def test_bounces_and_complaints_suppress_once_and_the_next_campaign_skips_them(
     # the same SES bounce again, as a new SNS message: written to the feedback topic, no effect
     bounced = suppression(api, hard[0])
     assert bounced is not None
-    assert post_event(stack, original(stack, bounced["ses_message_id"], hard[0]))["written"] == 1
+    assert post_event(stack, original(stack, tenant, bounced["ses_message_id"], hard[0]))["written"] == 1
     # and after the operator lifted the suppression, still none: the event was spent
     assert api.delete(f"/v1/suppressions/{hard[1]}").status_code == 204
     lifted = suppression_records(stack, tenant, [hard[1]])[0]["value"]
-    assert post_event(stack, original(stack, lifted["ses_message_id"], hard[1]))["written"] == 1
+    assert post_event(stack, original(stack, tenant, lifted["ses_message_id"], hard[1]))["written"] == 1
     settle(stack, api, tenant, hard[0])
     settle(stack, api, tenant, hard[1])
     assert len(suppression_records(stack, tenant, [hard[0]])) == 1
