@@ -5,13 +5,16 @@ soft bounces counted in their window in any order, and a redelivered event chang
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
+import json
 from typing import Any
 
+import fastavro
 import pytest
 
 from streams.campaigns import bounces, feedback_agent
-from streams.runtime.codec import codec
+from streams.runtime.codec import SCHEMAS_DIR, Codec, codec
 from streams.topology import SUPPRESSIONS, partition_for
 
 DAY = bounces.DAY_MS
@@ -163,20 +166,11 @@ def test_a_suppression_not_written_leaves_the_event_unseen():
 
 def test_an_old_suppression_record_reads_with_no_feedback_fields():
     """Suppressions written before the fields existed (schemas/history/suppression.1.avsc)."""
-    import json
-
-    import fastavro
-
-    from streams.runtime.codec import SCHEMAS_DIR, Codec
-
-    old = Codec(SCHEMAS_DIR)
     schema = json.loads((SCHEMAS_DIR / "history" / "suppression.1.avsc").read_text())
     parsed = fastavro.parse_schema(schema)
-    header = old._parse(schema)[1]  # noqa: SLF001
-    import io
-
+    header = Codec._parse(schema)[1]  # noqa: SLF001 - the old schema's single-object header
     body = io.BytesIO()
     row = {"tenant": "t", "email": "e@x.org", "reason": "r", "source": "api", "created_ms": 1}
     fastavro.schemaless_writer(body, parsed, row)
-    assert old.decode(header + body.getvalue()) == {**row, "feedback_id": None,
-                                                    "ses_message_id": None}
+    assert codec().decode(header + body.getvalue()) == {**row, "feedback_id": None,
+                                                        "ses_message_id": None}
