@@ -10,6 +10,7 @@ COPY schemas ./schemas
 COPY ops ./ops
 # what `cronstream sink register` reads: the ledger's tables and trigger, the sinks' configs
 COPY connectors/ledger.sql connectors/ledger-sink.json connectors/recipient-outcomes-sink.json ./connectors/
+COPY connectors/ses-feedback-sink.json ./connectors/
 RUN pip install --no-cache-dir -e .
 ENV CRONSTREAM_HOME=/data
 ENTRYPOINT ["cronstream"]

@@ -1,4 +1,5 @@
-"""What the API process holds: a producer, views of the tenants and jobs topics, rate limiters.
+"""What the API process holds: a producer, views of the tenants, jobs, campaigns and suppressions
+topics, rate limiters.
 
 The API owns no database of record: it writes commands to topics and reads state back from views
 of the compacted topics (``streams.runtime.views``) and run history from the ledger's sink in Postgres.
@@ -21,7 +22,7 @@ from streams.runtime.emit import DeliveryCallback, Emitter
 from streams.runtime.settings import API_START_S, Settings
 from streams.runtime.view_stores import MemoryStore, SqliteStore
 from streams.runtime.views import TopicView
-from streams.topology import CAMPAIGNS, JOBS, TENANTS, TopicSpec
+from streams.topology import CAMPAIGNS, JOBS, SUPPRESSIONS, TENANTS, TopicSpec
 
 
 def jobs_store_path(conf: Settings) -> Path:
@@ -31,6 +32,12 @@ def jobs_store_path(conf: Settings) -> Path:
 
 def jobs_store(conf: Settings) -> SqliteStore:
     return SqliteStore(jobs_store_path(conf), "Job", "tenant")
+
+
+def suppressions_store(conf: Settings) -> SqliteStore:
+    """The suppressions view's store, indexed by tenant: a list with every bounce of a 50M
+    campaign fits no dict either (``GET /v1/suppressions``)."""
+    return SqliteStore(conf.home / "api" / "suppressions.sqlite3", "Suppression", "tenant")
 
 
 class Emits(Protocol):
@@ -70,6 +77,7 @@ class ApiState:
         self.tenants = MemoryStore(self._index_key)
         self.jobs = jobs_store(conf)
         self.campaigns = MemoryStore()
+        self.suppressions = suppressions_store(conf)
         self.rates = TenantRates(clock)
         self._views: list[TopicView] = []
 
@@ -80,7 +88,9 @@ class ApiState:
         state = cls(conf, Emitter(conf.bootstrap, "cronstream-api"))
         state._views = [TopicView(conf.bootstrap, TENANTS, state.tenants).start(),
                         TopicView(conf.bootstrap, JOBS, state.jobs).start(API_START_S),
-                        TopicView(conf.bootstrap, CAMPAIGNS, state.campaigns).start()]
+                        TopicView(conf.bootstrap, CAMPAIGNS, state.campaigns).start(),
+                        TopicView(conf.bootstrap, SUPPRESSIONS, state.suppressions
+                                  ).start(API_START_S)]
         return state
 
     def _index_key(self, name: str, tenant: dict[str, Any] | None) -> None:
@@ -111,6 +121,7 @@ class ApiState:
         stopped = [view.stop() for view in self._views]
         if all(stopped):  # else a view's thread may still write: the process is exiting anyway
             self.jobs.close()
+            self.suppressions.close()
         self.emitter.close()
 
 

@@ -73,3 +73,53 @@ $$;
 CREATE OR REPLACE TRIGGER recipient_outcomes_to_ledger
     BEFORE INSERT OR UPDATE ON recipient_outcomes
     FOR EACH ROW EXECUTE FUNCTION cronstream_recipient_outcomes_to_ledger();
+
+-- Table ses_feedback: every SES event of every recipient (sink cronstream-ses-feedback-sink from
+-- cronstream.ses-feedback, schemas/ses_feedback.avsc), upserted on (ses_message_id, email,
+-- event_type), so an event SNS delivered twice is one row. Kept beside the ledger, not folded
+-- into it: an event may arrive before the recipient's ledger row does (SES answers the send,
+-- then the outcomes are sunk), and a join at read time cannot lose that race. The raw event is
+-- not sunk (field.exclude.list): at a 50M-recipient campaign's two or three events per recipient
+-- it would be most of the table; the topic keeps it for audit.
+CREATE TABLE IF NOT EXISTS ses_feedback (
+    tenant            text NOT NULL,
+    email             text NOT NULL,
+    event_type        text NOT NULL,
+    bounce_type       text,
+    bounce_subtype    text,
+    complaint_type    text,
+    delay_type        text,
+    diagnostic        text,
+    ses_message_id    text NOT NULL,
+    feedback_id       text,
+    event_ms          bigint NOT NULL,
+    configuration_set text,
+    campaign_id       text,
+    chunk             text,
+    sns_message_id    text NOT NULL,
+    sns_topic_arn     text NOT NULL,
+    received_ms       bigint NOT NULL,
+    PRIMARY KEY (ses_message_id, email, event_type)
+);
+CREATE INDEX IF NOT EXISTS ses_feedback_campaign ON ses_feedback (tenant, campaign_id, email);
+
+-- A campaign recipient's delivery status: the furthest its SES events went, complaint over a
+-- hard bounce over a soft one or a reject over delivery over a delay over the send, and when.
+CREATE OR REPLACE VIEW campaign_delivery AS
+SELECT DISTINCT ON (tenant, campaign_id, email)
+       tenant, campaign_id, email, ses_message_id, feedback_id, diagnostic,
+       CASE event_type WHEN 'Complaint' THEN 'complained'
+                       WHEN 'Bounce' THEN CASE bounce_type WHEN 'Permanent' THEN 'bounced'
+                                                           ELSE 'soft_bounced' END
+                       WHEN 'Reject' THEN 'rejected' WHEN 'Delivery' THEN 'delivered'
+                       WHEN 'DeliveryDelay' THEN 'delayed' ELSE 'accepted' END AS delivery_status,
+       to_timestamp(event_ms / 1000.0) AT TIME ZONE 'UTC' AS delivery_at
+  FROM ses_feedback
+ WHERE campaign_id IS NOT NULL
+   AND event_type IN ('Send', 'Delivery', 'DeliveryDelay', 'Bounce', 'Complaint', 'Reject')
+ ORDER BY tenant, campaign_id, email,
+          CASE event_type WHEN 'Complaint' THEN 6
+                          WHEN 'Bounce' THEN CASE bounce_type WHEN 'Permanent' THEN 5 ELSE 4 END
+                          WHEN 'Reject' THEN 4 WHEN 'Delivery' THEN 3
+                          WHEN 'DeliveryDelay' THEN 2 ELSE 1 END DESC,
+          event_ms DESC;

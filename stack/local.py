@@ -36,7 +36,8 @@ from streams.runtime.settings import API_START_S, REPO_ROOT, Settings
 JAVA_POMS = (REPO_ROOT / "stack" / "pom.xml", REPO_ROOT / "connectors" / "avro-converter" / "pom.xml")
 # the ledger's sinks (connectors/*.json) and the Postgres tables and trigger they write into
 SINK_TEMPLATES = (REPO_ROOT / "connectors" / "ledger-sink.json",
-                  REPO_ROOT / "connectors" / "recipient-outcomes-sink.json")
+                  REPO_ROOT / "connectors" / "recipient-outcomes-sink.json",
+                  REPO_ROOT / "connectors" / "ses-feedback-sink.json")
 LEDGER_SQL = REPO_ROOT / "connectors" / "ledger.sql"
 
 # The broker preallocates each segment's offset and time index as a sparse file of this size and

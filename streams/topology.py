@@ -148,12 +148,19 @@ POOL_SENDS_TABLE = TableSpec(
         "share of the pool's daily cap (streams.campaigns.warmup).",
 )
 
+ADDRESS_FEEDBACK_TABLE = TableSpec(
+    name="address-feedback", source=SES_FEEDBACK, key="tenant:email",
+    doc="Per address that bounced or complained: the SES events that had an effect (so a "
+        "redelivered one has none) and its recent soft bounces (streams.campaigns.bounces).",
+)
+
 TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, DONE_TABLE, SEND_CHUNKS_TABLE, SUPPRESSED_TABLE,
-                                 POOL_SENDS_TABLE)
+                                 POOL_SENDS_TABLE, ADDRESS_FEEDBACK_TABLE)
 
 APP_ID = "cronstream"
 LEDGER_SINK_TABLE = "ledger"
 OUTCOMES_SINK_TABLE = "recipient_outcomes"
+FEEDBACK_SINK_TABLE = "ses_feedback"
 
 
 @dataclass(frozen=True)
@@ -247,6 +254,12 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
         doc="Walks one recipient partition per order: suppress, pace, send via SES, record.",
     ),
     ProcessorSpec(
+        "apply_ses_feedback", "agent", "streams.campaigns.feedback_agent",
+        consumes=(SES_FEEDBACK,), produces=(SUPPRESSIONS,), tables=(ADDRESS_FEEDBACK_TABLE,),
+        doc="Hard bounces, complaints and repeated soft bounces suppress their address through "
+            "the opt-out path, once per SES event however often SNS delivers it.",
+    ),
+    ProcessorSpec(
         "ledger_sink", "sink", "connectors/ledger-sink.json", consumes=(LEDGER,),
         doc=f"Kafka Connect (Debezium JDBC) upserts the ledger into Postgres table "
             f"`{LEDGER_SINK_TABLE}`.",
@@ -257,6 +270,12 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
         doc=f"Kafka Connect (Debezium JDBC) upserts chunk outcomes into Postgres table "
             f"`{OUTCOMES_SINK_TABLE}`; its trigger (connectors/ledger.sql) upserts one "
             f"`{LEDGER_SINK_TABLE}` row per recipient.",
+    ),
+    ProcessorSpec(
+        "ses_feedback_sink", "sink", "connectors/ses-feedback-sink.json", consumes=(SES_FEEDBACK,),
+        doc=f"Kafka Connect (Debezium JDBC) upserts SES events into Postgres table "
+            f"`{FEEDBACK_SINK_TABLE}` (one row per message, recipient and event type): the "
+            f"delivery status beside the ledger and the campaigns' delivery counts.",
     ),
 )
 

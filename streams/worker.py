@@ -20,7 +20,7 @@ import gc
 import os
 
 from streams.campaigns import fanout
-from streams.execution import executor
+from streams.execution import executor, suppressed, targets
 from streams.runtime import admin, commit_watch, metrics, settings
 from streams.runtime.app import Runtime, build, worker_id_from_env
 from streams.scheduling import imports, scheduler
@@ -37,6 +37,9 @@ def wire(rt: Runtime) -> None:
     deciding = Gate()  # the scheduler decides a burst before the executor runs it
     campaigns = fanout.register(rt)
     runs = executor.register(rt, fan_out=campaigns.fan_out, deciding=deciding)
+    # reminder emails honour the tenant's suppressions, read from a view of the whole topic
+    targets.consult_suppressions(suppressed.Suppressions(
+        rt.settings.bootstrap, rt.settings.home / "workers" / f"{rt.worker_id}-suppressions.sqlite3"))
     window = imports.ImportWindow()  # the import copier's copies apply_jobs has not applied
     scheduler.register(rt, runs, deciding, window)
     imports.register(rt, window)

@@ -313,9 +313,32 @@ def _counts(dsn: str, tenant: str, campaign_id: str) -> tuple[dict[str, int], in
     try:
         with psycopg.connect(dsn, connect_timeout=5) as conn:
             rows = conn.execute(query, (tenant, campaign_id)).fetchall()
+            delivery = _delivery_counts(conn, tenant, campaign_id)
     except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
         return {}, 0
-    return {row[0]: row[1] for row in rows}, sum(row[2] for row in rows)
+    return {**{row[0]: row[1] for row in rows}, **delivery}, sum(row[2] for row in rows)
+
+
+# what SES said happened to the campaign's mail after it accepted it, each recipient counted
+# once however often SNS delivered the event (the sink upserts on message id, email, type):
+# delivered (a complaint was delivered first), bounced (hard bounces), complained
+DELIVERY_COUNTS = ("delivered", "bounced", "complained")
+
+
+def _delivery_counts(conn: psycopg.Connection[Any], tenant: str, campaign_id: str
+                     ) -> dict[str, int]:
+    try:
+        row = conn.execute(
+            "SELECT count(DISTINCT email) FILTER (WHERE event_type = 'Delivery'), "
+            "count(DISTINCT email) FILTER (WHERE event_type = 'Bounce' "
+            "AND bounce_type = 'Permanent'), "
+            "count(DISTINCT email) FILTER (WHERE event_type = 'Complaint') "
+            "FROM ses_feedback WHERE tenant = %s AND campaign_id = %s",
+            (tenant, campaign_id)).fetchone()
+    except psycopg.errors.UndefinedTable:  # the feedback sink has not started yet
+        conn.rollback()
+        return dict.fromkeys(DELIVERY_COUNTS, 0)
+    return dict(zip(DELIVERY_COUNTS, row or (0, 0, 0), strict=True))
 
 
 @router.get("/{campaign_id}", summary="Status and counts, with rate and ETA")
@@ -329,7 +352,8 @@ async def get_campaign(campaign_id: str, request: Request, tenant: Tenant) -> di
     rate = recent / 10
     if campaign["status"] == "scheduled" and clock.now_ms() >= campaign["send_at_ms"]:
         view["status"] = "sending" if pending else "done"
-    view.update(counts={**totals, "pending": pending}, rate_per_s=rate,
+    delivery = {name: counts.get(name, 0) for name in DELIVERY_COUNTS}
+    view.update(counts={**totals, "pending": pending, **delivery}, rate_per_s=rate,
                 eta_s=round(pending / rate) if rate and pending else None)
     return view
 
@@ -342,21 +366,33 @@ async def recipient_outcome(campaign_id: str, email: str, request: Request, tena
     if address is None:
         raise problem(422, "email", "not an email address")
 
-    def lookup() -> tuple[Any, ...] | None:
+    def lookup() -> tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]:
         with psycopg.connect(api_state(request).conf.pg_dsn, connect_timeout=5) as conn:
             try:
-                return conn.execute(
+                sent = conn.execute(
                     "SELECT outcome, reason, completed_at, message_id, attempts FROM ledger "
                     "WHERE record_id = %s AND tenant = %s", (f"{campaign_id}:{address}",
                                                             tenant["tenant"])).fetchone()
             except psycopg.errors.UndefinedTable:
-                return None
+                return None, None
+            try:
+                delivery = conn.execute(
+                    "SELECT delivery_status, delivery_at, diagnostic FROM campaign_delivery "
+                    "WHERE tenant = %s AND campaign_id = %s AND email = %s",
+                    (tenant["tenant"], campaign_id, address)).fetchone()
+            except psycopg.errors.UndefinedTable:
+                delivery = None
+            return sent, delivery
 
-    row = await run_in_threadpool(lookup)
+    row, delivery = await run_in_threadpool(lookup)
     if row is None:
         return {"campaign_id": campaign_id, "email": address, "outcome": "pending"
                 if campaign["recipients"] else "unknown_recipient"}
     completed = row[2]
     return {"campaign_id": campaign_id, "email": address, "outcome": row[0], "reason": row[1],
             "at": iso(utc_ms(completed)) if completed else None,
-            "message_id": row[3], "attempts": row[4]}
+            "message_id": row[3], "attempts": row[4],
+            # what SES's events say became of it since (None: no event yet)
+            "delivery_status": delivery[0] if delivery else None,
+            "delivery_at": iso(utc_ms(delivery[1])) if delivery else None,
+            "delivery_diagnostic": delivery[2] if delivery else None}

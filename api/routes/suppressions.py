@@ -9,16 +9,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.auth import current_tenant
 from api.errors import problem
+from api.models import iso
 from api.state import ApiState
-from streams.campaigns import recipients, unsubscribe
-from streams.runtime import clock
-from streams.runtime.codec import codec
-from streams.topology import SUPPRESSIONS, partition_for
+from streams.campaigns import recipients, suppressions, unsubscribe
 
 router = APIRouter(tags=["suppressions"])
 Tenant = Annotated[dict[str, Any], Depends(current_tenant)]
@@ -32,10 +30,17 @@ class SuppressionIn(BaseModel):
 
 
 async def suppress(api: ApiState, tenant: str, email: str, reason: str, source: str) -> None:
-    record = {"tenant": tenant, "email": email, "reason": reason, "source": source,
-              "created_ms": clock.now_ms()}
-    await api.emitter.send(SUPPRESSIONS, f"{tenant}:{email}", codec().encode("Suppression", record),
-                           partition_for(email))
+    """The shared path (``streams.campaigns.suppressions``), as the SES feedback agent takes it."""
+    record = suppressions.record(tenant, email, reason, source)
+    await suppressions.suppress(api.emitter, record)
+    api.suppressions.put(suppressions.key(tenant, email), record)  # read back at once
+
+
+def suppression_view(record: dict[str, Any]) -> dict[str, Any]:
+    """A suppression as the API shows it: why, by whom, and for feedback which SES event."""
+    return {"email": record["email"], "reason": record["reason"], "source": record["source"],
+            "created": iso(record["created_ms"]), "feedback_id": record.get("feedback_id"),
+            "ses_message_id": record.get("ses_message_id")}
 
 
 def _address(email: str) -> str:
@@ -54,11 +59,36 @@ async def create_suppression(body: SuppressionIn, request: Request, tenant: Tena
     return {"email": address, "reason": body.reason, "suppressed": True}
 
 
+@router.get("/v1/suppressions", summary="The tenant's suppressed addresses, paged by address")
+async def list_suppressions(request: Request, tenant: Tenant,
+                            cursor: Annotated[str | None, Query(description="from next_cursor")]
+                            = None, limit: Annotated[int, Query(ge=1, le=500)] = 100
+                            ) -> dict[str, Any]:
+    api: ApiState = request.app.state.api
+    prefix = f"{tenant['tenant']}:"
+    keys = api.suppressions.keys_for(tenant["tenant"], prefix + cursor if cursor else None, limit)
+    items = [suppression_view(found) for k in keys
+             if (found := api.suppressions.get(k)) is not None]
+    return {"items": items,
+            "next_cursor": keys[-1][len(prefix):] if len(keys) == limit else None}
+
+
+@router.get("/v1/suppressions/{email}", summary="Whether and why an address is suppressed "
+            "(as the API's view has read the suppressions so far)")
+async def get_suppression(email: str, request: Request, tenant: Tenant) -> dict[str, Any]:
+    address = _address(email)
+    found = request.app.state.api.suppressions.get(suppressions.key(tenant["tenant"], address))
+    if found is None:
+        raise problem(404, "email", "not suppressed")
+    return suppression_view(found)
+
+
 @router.delete("/v1/suppressions/{email}", status_code=204)
 async def delete_suppression(email: str, request: Request, tenant: Tenant) -> Response:
     address = _address(email)
-    await request.app.state.api.emitter.send(SUPPRESSIONS, f"{tenant['tenant']}:{address}", None,
-                                             partition_for(address))
+    api: ApiState = request.app.state.api
+    await suppressions.lift(api.emitter, tenant["tenant"], address)
+    api.suppressions.put(suppressions.key(tenant["tenant"], address), None)
     return Response(status_code=204)
 
 

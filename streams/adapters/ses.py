@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -113,9 +114,28 @@ def _headers(headers: dict[str, str]) -> list[dict[str, str]]:
     return [{"Name": k, "Value": v} for k, v in headers.items()]
 
 
+# the tags every cronstream send carries, read back from its events (streams.campaigns.feedback)
+TENANT_TAG = "cronstream-tenant"
+CAMPAIGN_TAG = "cronstream-campaign"
+CHUNK_TAG = "cronstream-chunk"
+FIRE_TAG = "cronstream-fire"
+TAG_TEXT = re.compile(r"[^A-Za-z0-9_-]")  # what SES refuses in a message tag's name or value
+
+
+def tag_value(text: str) -> str:
+    """``text`` as an SES message tag value ([A-Za-z0-9_-]{1,256}): any other character becomes
+    ``_``. Why tags: SES copies them into every event about the mail (``mail.tags``), which is
+    how feedback finds the tenant, campaign, chunk or fire a bounce is about."""
+    return TAG_TEXT.sub("_", text)[:256] or "_"
+
+
+def _tags(tags: dict[str, str]) -> list[dict[str, str]]:
+    return [{"Name": k, "Value": tag_value(v)} for k, v in tags.items()]
+
+
 def send_one(ses: Any, *, sender: str, to: str, subject: str, text: str | None,
-             html: str | None, headers: dict[str, str], configuration_set: str | None
-             ) -> SendResult:
+             html: str | None, headers: dict[str, str], configuration_set: str | None,
+             tags: dict[str, str] | None = None) -> SendResult:
     body: dict[str, Any] = {}
     if text is not None:
         body["Text"] = {"Data": text, "Charset": "UTF-8"}
@@ -128,6 +148,8 @@ def send_one(ses: Any, *, sender: str, to: str, subject: str, text: str | None,
     }
     if configuration_set:
         request["ConfigurationSetName"] = configuration_set
+    if tags:
+        request["EmailTags"] = _tags(tags)
     try:
         return SendResult(Outcome.SENT, message_id=ses.send_email(**request)["MessageId"])
     except (ClientError, BotoCoreError) as exc:
@@ -143,12 +165,12 @@ class BulkEntry:
 
 def send_bulk(ses: Any, *, sender: str, subject: str, text: str | None, html: str | None,
               entries: list[BulkEntry], configuration_set: str | None,
-              common_headers: dict[str, str] | None = None
+              common_headers: dict[str, str] | None = None, tags: dict[str, str] | None = None
               ) -> tuple[SendResult, list[SendResult]]:
     """One SendBulkEmail call (<= 50 entries). Returns the call's outcome and, when it was
     accepted, one result per entry (an entry can be rejected while others leave).
     ``common_headers`` go once into the template; SES adds them to every entry's email (an
-    entry's header of the same name wins)."""
+    entry's header of the same name wins); ``tags`` go once too (``DefaultEmailTags``)."""
     content: dict[str, Any] = {"Subject": subject}
     if text is not None:
         content["Text"] = text
@@ -169,6 +191,8 @@ def send_bulk(ses: Any, *, sender: str, subject: str, text: str | None, html: st
     }
     if configuration_set:
         request["ConfigurationSetName"] = configuration_set
+    if tags:
+        request["DefaultEmailTags"] = _tags(tags)
     try:
         answer = ses.send_bulk_email(**request)
     except (ClientError, BotoCoreError) as exc:

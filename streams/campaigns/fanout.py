@@ -5,6 +5,7 @@
         └─▶ SES SendBulkEmail ──▶ cronstream.recipient-outcomes (one record per chunk, key
                                    campaign:upload:seq; Postgres makes one ledger row per recipient)
     cronstream.suppressions ─▶ [apply_suppressions] ──▶ table suppressed (co-partitioned)
+    cronstream.ses-feedback ─▶ [apply_ses_feedback] ──▶ cronstream.suppressions (feedback_agent)
     table send-chunks: chunk → intent | done
 
 At-most-once per (campaign, recipient): a chunk's ``intent`` is on the changelog (flushed)
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from streams.campaigns import feedback_agent
 from streams.campaigns.controller import Controller
 from streams.campaigns.records import CampaignRecords
 from streams.campaigns.walker import DONE, INTENT, Walker
@@ -45,6 +47,8 @@ def register(rt: Runtime) -> Controller:
     records = CampaignRecords(rt.settings.bootstrap)
     walker = Walker(rt, rt.table(SEND_CHUNKS_TABLE, rank={INTENT: 1, DONE: 2}), suppressed,
                     rt.table(POOL_SENDS_TABLE), records)
+
+    feedback_agent.register(rt, walker.emitter)  # SES bounces/complaints into suppressions
 
     @app.agent(suppressions_topic, name=f"{__name__}.apply_suppressions")
     async def apply_suppressions(stream: Any) -> Any:

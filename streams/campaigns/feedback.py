@@ -21,13 +21,26 @@ from datetime import datetime
 from email.utils import parseaddr
 from typing import Any
 
+from streams.adapters import ses
 from streams.campaigns.recipients import normalise
 
-CAMPAIGN_TAG = "cronstream-campaign"
-CHUNK_TAG = "cronstream-chunk"
-TENANT_TAG = "cronstream-tenant"
+CAMPAIGN_TAG, CHUNK_TAG, TENANT_TAG = ses.CAMPAIGN_TAG, ses.CHUNK_TAG, ses.TENANT_TAG
 CONFIGURATION_SET_TAG = "ses:configuration-set"
 CONFIGURATION_SET_PREFIX = "cronstream-"  # cronstream-<tenant>-<pool> (streams.campaigns.walker)
+
+
+def chunk_tag(upload_id: str, seq: int) -> str:
+    """The ``cronstream-chunk`` tag of a campaign chunk's send: ``upload_id-seq`` (a tag value
+    may not hold the ':' of the chunk's id; an upload id is hex)."""
+    return f"{upload_id}-{seq}"
+
+
+def _chunk(tag: str | None) -> str | None:
+    """A chunk tag as the record keeps it, ``upload_id:seq`` (``chunk_tag`` reversed)."""
+    if tag is None or ":" in tag or "-" not in tag:
+        return tag
+    upload_id, seq = tag.rsplit("-", 1)
+    return f"{upload_id}:{seq}"
 
 
 class BadEvent(ValueError):
@@ -144,7 +157,7 @@ def records(event: Mapping[str, Any], raw: str, *, tenant: str, sns_message_id: 
         "delay_type": detail.get("delayType") if kind == "DeliveryDelay" else None,
         "ses_message_id": mail["messageId"], "feedback_id": detail.get("feedbackId"),
         "event_ms": event_ms, "configuration_set": _first_tag(tags, CONFIGURATION_SET_TAG),
-        "campaign_id": _first_tag(tags, CAMPAIGN_TAG), "chunk": _first_tag(tags, CHUNK_TAG),
+        "campaign_id": _first_tag(tags, CAMPAIGN_TAG), "chunk": _chunk(_first_tag(tags, CHUNK_TAG)),
         "sns_message_id": sns_message_id, "sns_topic_arn": topic_arn,
         "received_ms": received_ms, "raw": raw,
     }

@@ -29,7 +29,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from streams.adapters import ses
-from streams.campaigns import unsubscribe, warmup
+from streams.campaigns import feedback, unsubscribe, warmup
 from streams.campaigns.barrier import OptOutBarrier
 from streams.campaigns.chunk_verdict import stop_reason
 from streams.campaigns.fair_share import FairGate
@@ -226,7 +226,7 @@ class Walker:
                              f"{part}: the coordinator gave the partition to another worker; "
                              "not sent (its new owner resolves the chunk)")
             # 5. send
-            await self._send(outcomes, campaign, order, part, allowed, deadline)
+            await self._send(outcomes, campaign, order, chunk, part, allowed, deadline)
         # 6. outcomes acknowledged, then done
         await self._finish(key, outcomes, part)
 
@@ -275,12 +275,15 @@ class Walker:
         return campaign, allowed
 
     async def _send(self, outcomes: ChunkOutcomes, campaign: dict[str, Any],
-                    order: dict[str, Any], part: int,
+                    order: dict[str, Any], chunk: dict[str, Any], part: int,
                     allowed: Allowed, deadline: int) -> None:
         base = self.settings.api_url
         entries = [ses.BulkEntry(email, unsubscribe.headers(base, campaign["tenant"], email,
                                                             campaign["campaign_id"]),
                                  template_data(variables)) for email, variables in allowed]
+        tags = {feedback.TENANT_TAG: campaign["tenant"],  # so its SES events find their chunk
+                feedback.CAMPAIGN_TAG: campaign["campaign_id"],
+                feedback.CHUNK_TAG: feedback.chunk_tag(chunk["upload_id"], chunk["seq"])}
         attempt = 0
         while True:
             attempt += 1
@@ -289,7 +292,7 @@ class Walker:
                     self.ses, sender=campaign["sender"], subject=campaign["subject"],
                     text=campaign["text"], html=campaign["html"], entries=entries,
                     configuration_set=f"cronstream-{campaign['tenant']}-{campaign['ip_pool']}",
-                    common_headers=unsubscribe.ONE_CLICK))
+                    common_headers=unsubscribe.ONE_CLICK, tags=tags))
             if call.outcome is ses.Outcome.SENT:
                 for (email, _), result in zip(allowed, results, strict=True):
                     sent = result.outcome is ses.Outcome.SENT

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import aiohttp
 
 from streams.adapters import ses
-from streams.execution import ssrf
+from streams.execution import ssrf, suppressed
 from streams.runtime.emit import Emitter
 from streams.topology import TopicSpec
 
@@ -115,13 +115,41 @@ async def produce_record(emitter: Emitter, fired: dict[str, Any]) -> CallResult:
     return CallResult(True, None, None)
 
 
+class SuppressionLookup(Protocol):
+    def of(self, tenant: str, to: str) -> dict[str, Any] | None: ...
+
+
+_suppressions: SuppressionLookup | None = None
+
+
+def consult_suppressions(lookup: SuppressionLookup | None) -> None:
+    """Make every reminder email check its address first (``streams.execution.suppressed``;
+    the worker sets it, a test or benchmark without a broker leaves it unset)."""
+    global _suppressions
+    _suppressions = lookup
+
+
 def send_email(ses_client: Any, fired: dict[str, Any]) -> CallResult:
-    """One SES attempt for a reminder (blocking: run it in a thread)."""
+    """One SES attempt for a reminder (blocking: run it in a thread), unless its address is
+    suppressed for the tenant: the same opt-outs, bounces and complaints as campaigns honour,
+    checked after the executor's intent and before SES, so at-most-once is unchanged. A
+    suppressed address is a final failure naming why (nothing was sent, and retrying cannot
+    help until the suppression is lifted)."""
     target = fired["target"]
+    if _suppressions is not None:
+        try:
+            found = _suppressions.of(fired["tenant"], target["email_to"])
+        except suppressed.ViewBehind as exc:
+            return CallResult(False, None, str(exc))
+        if found is not None:
+            return CallResult(False, None, f"suppressed: {target['email_to']} is suppressed for "
+                              f"the tenant ({found['reason']}); not sent", final=True,
+                              note="not sent: address suppressed")
     result = ses.send_one(ses_client, sender=target["email_from"], to=target["email_to"],
                           subject=target["subject"] or "", text=target["text"],
                           html=target["html"], headers=headers_for(fired),
-                          configuration_set=f"cronstream-{fired['tenant']}")
+                          configuration_set=f"cronstream-{fired['tenant']}",
+                          tags={ses.TENANT_TAG: fired["tenant"], ses.FIRE_TAG: fired["fire_id"]})
     if result.outcome is ses.Outcome.SENT:
         return CallResult(True, None, None, message_id=result.message_id)
     return CallResult(False, None, f"{result.outcome.value}: {result.error}",

@@ -41,6 +41,10 @@ EXECUTIONS = Counter("cronstream_executions_total", "Executed slots by outcome",
 CAMPAIGN_SENDS = Counter("cronstream_campaign_sends_total",
                          "Campaign recipients by outcome (sent, suppressed, unknown, ...)",
                          ["outcome"])
+SES_FEEDBACK_APPLIED = Counter(
+    "cronstream_ses_feedback_total",
+    "SES feedback records by event type and what they did (ignored, duplicate, stale, counted, "
+    "suppress: streams.campaigns.bounces)", ["event_type", "effect"])
 SES_THROTTLES = Counter("cronstream_ses_throttles_total", "SES calls answered with throttling")
 SKIPPED_RECORDS_REDELIVERED = Counter(
     "cronstream_skipped_records_redelivered_total",

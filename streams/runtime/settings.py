@@ -74,6 +74,23 @@ class Settings:
         return int(raw)
 
     @property
+    def soft_bounce_limit(self) -> int:
+        """Transient bounces of an address, within the window, that suppress it
+        (``CRONSTREAM_SOFT_BOUNCE_LIMIT``, default 3: ``streams.campaigns.bounces``)."""
+        limit = _int("CRONSTREAM_SOFT_BOUNCE_LIMIT", 3)
+        if limit < 1:
+            raise SystemExit(f"CRONSTREAM_SOFT_BOUNCE_LIMIT={limit} is not >= 1")
+        return limit
+
+    @property
+    def soft_bounce_window_days(self) -> int:
+        """The window those soft bounces fall within (``CRONSTREAM_SOFT_BOUNCE_WINDOW_DAYS``, 7)."""
+        days = _int("CRONSTREAM_SOFT_BOUNCE_WINDOW_DAYS", 7)
+        if days < 1:
+            raise SystemExit(f"CRONSTREAM_SOFT_BOUNCE_WINDOW_DAYS={days} is not >= 1")
+        return days
+
+    @property
     def sns_topics(self) -> dict[str, str | None]:
         """SNS topics whose messages the feedback endpoint accepts (``CRONSTREAM_SNS_TOPICS``,
         separated by commas or spaces): ``ARN=TENANT`` pins a topic to a tenant, a bare ``ARN``

@@ -66,3 +66,19 @@ def test_email_target_validation(api):
     del bad["target"]["text"]
     response = api.post("/v1/jobs", json=bad)
     assert response.status_code == 422 and "text or html" in response.text
+
+
+def test_a_reminder_to_a_suppressed_address_is_not_sent(stack, api):
+    """Item 6 of issue 30: reminder emails honour the tenant's suppressions (opt-outs, bounces,
+    complaints) as campaigns do; the ledger says why nothing was sent."""
+    job = reminder()
+    job["target"]["to"] = "Grace@Example.com"
+    assert api.post("/v1/suppressions", json={"email": "grace@example.com"}).status_code == 201
+    created = api.post("/v1/jobs", json=job).json()
+    row = wait_for(lambda: ledger(stack, job_id=created["id"]), timeout_s=60)[0]
+    assert (row["outcome"], row["reason"]) == ("failed", "not sent: address suppressed"), row
+    assert sent(stack, row["fire_id"]) == []
+    assert api.delete("/v1/suppressions/grace@example.com").status_code == 204
+    again = api.post("/v1/jobs", json=job).json()
+    row = wait_for(lambda: ledger(stack, job_id=again["id"]), timeout_s=60)[0]
+    assert row["outcome"] == "succeeded" and len(sent(stack, row["fire_id"])) == 1, row

@@ -42,8 +42,8 @@ def test_every_documented_query_runs_and_answers(stack, api):
     values = {"job_id": job["id"], "tenant": api.tenant, "campaign_id": campaign["id"],
               "email": f"user3@{domain}"}
     found = [run(stack, sql, **values) for sql in queries()]
-    assert len(found) == 7
-    runs, not_run, late, one_address, counts, sent_to, failed = found
+    assert len(found) == 9
+    runs, not_run, late, one_address, counts, sent_to, failed, delivery, feedback = found
     assert len(runs) >= 2 and {r[0].split("@")[0] for r in runs} == {job["id"]}
     assert job["id"] in {row[0] for row in late}  # (the campaign's tick is a job slot too)
     assert one_address == [(campaign["id"], f"user3@{domain}", "sent", None,
@@ -51,3 +51,5 @@ def test_every_documented_query_runs_and_answers(stack, api):
     assert counts == [("sent", 20)]
     assert [r[0] for r in sent_to] == [campaign["id"]]
     assert failed == [] and isinstance(not_run, list)
+    # no SES events subscribed here (tests/integration/test_feedback_suppressions.py has them)
+    assert delivery == [(0, 0, 0, 0, 0, 0)] and feedback == []

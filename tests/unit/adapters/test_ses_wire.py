@@ -49,12 +49,15 @@ BULK = {
             "ReplacementTemplateData": '{"name": "R\\u00e9' + str(i) + '"}'}},
     } for i in range(50)],
     "ConfigurationSetName": "cronstream-acme-default",
+    "DefaultEmailTags": [{"Name": "cronstream-campaign", "Value": "c-1"},
+                         {"Name": "cronstream-chunk", "Value": "ab12-7"}],
 }
 ONE = {
     "FromEmailAddress": "a@example.com", "Destination": {"ToAddresses": ["b@example.net"]},
     "Content": {"Simple": {"Subject": {"Data": "s", "Charset": "UTF-8"},
                            "Body": {"Text": {"Data": "t", "Charset": "UTF-8"}},
                            "Headers": [{"Name": "X-A", "Value": "1"}]}},
+    "EmailTags": [{"Name": "cronstream-fire", "Value": "j-1_2026-11-26T00_00_00Z"}],
 }
 
 

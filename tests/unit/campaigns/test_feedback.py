@@ -117,3 +117,74 @@ def test_the_tenant_is_pinned_tagged_or_read_from_a_single_matching_configuratio
     assert through("cronstream-nobody-pool") is None
     assert through("someone-elses-set") is None
     assert through("cronstream-acme-") is None
+
+
+def test_every_send_is_tagged_so_its_events_name_tenant_campaign_chunk_and_fire():
+    """SES refuses a tag value outside [A-Za-z0-9_-]{1,256}: a chunk's id and a fire id are
+    written so SES takes them, and the chunk comes back as ``upload_id:seq``."""
+    from streams.adapters import ses
+
+    tag = feedback.chunk_tag("0f3a9c2b11de", 42)
+    assert ses.tag_value(tag) == tag
+    assert ses.tag_value("job-1@2026-11-26T00:00:00+00:00") == "job-1_2026-11-26T00_00_00_00_00"
+    assert ses.tag_value("x" * 300) == "x" * 256 and ses.tag_value("") == "_"
+    event = {"eventType": "Delivery", "mail": {
+        "messageId": "m", "destination": ["a@example.org"],
+        "tags": {"cronstream-tenant": ["acme"], "cronstream-campaign": ["c-1"],
+                 "cronstream-chunk": [tag]}},
+        "delivery": {"recipients": ["a@example.org"]}}
+    [record] = feedback.records(event, "{}", tenant=feedback.tenant_of(event, None, bool) or "",
+                                sns_message_id="s", topic_arn="arn", received_ms=1)
+    assert (record["tenant"], record["campaign_id"], record["chunk"]) == (
+        "acme", "c-1", "0f3a9c2b11de:42")
+
+
+def test_the_email_target_and_the_walker_tag_their_sends():
+    from streams.execution import targets
+
+    class Client:
+        def send_email(self, **request):
+            self.request = request
+            return {"MessageId": "local-1"}
+
+    client = Client()
+    fired = {"tenant": "acme", "fire_id": "j1@2026-11-26T00:00:00Z", "nominal_ms": 0,
+             "job_id": "j1", "target": {"email_from": "a@example.org", "email_to": "b@example.org",
+                                        "subject": "s", "text": "t", "html": None}}
+    assert targets.send_email(client, fired).ok
+    assert client.request["EmailTags"] == [
+        {"Name": "cronstream-tenant", "Value": "acme"},
+        {"Name": "cronstream-fire", "Value": "j1_2026-11-26T00_00_00Z"}]
+
+
+def test_a_reminder_to_a_suppressed_address_fails_before_ses_with_the_reason():
+    from streams.execution import suppressed, targets
+
+    class Lookup:
+        def __init__(self, answer):
+            self.answer, self.asked = answer, []
+
+        def of(self, tenant, to):
+            self.asked.append((tenant, suppressed.address(to)))
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+    class Client:
+        def send_email(self, **request):
+            raise AssertionError("sent to a suppressed address")
+
+    fired = {"tenant": "acme", "fire_id": "j1@x", "nominal_ms": 0, "job_id": "j1",
+             "target": {"email_from": "a@example.org", "email_to": "Bo <B@Example.org>",
+                        "subject": "s", "text": "t", "html": None}}
+    lookup = Lookup({"reason": "bounce"})
+    targets.consult_suppressions(lookup)
+    try:
+        result = targets.send_email(Client(), fired)
+        assert not result.ok and result.final and "(bounce)" in (result.error or "")
+        assert lookup.asked == [("acme", "b@example.org")]
+        targets.consult_suppressions(Lookup(suppressed.ViewBehind("behind")))
+        result = targets.send_email(Client(), fired)
+        assert not result.ok and not result.final and not result.unknown, "retried: nothing left"
+    finally:
+        targets.consult_suppressions(None)
