@@ -6,8 +6,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, HTTPException
-from fastapi.responses import JSONResponse
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from swagger_ui_bundle import swagger_ui_path
 
 from api.routes import campaigns, feedback, job_imports, jobs, ops, suppressions
 from api.state import ApiState
@@ -48,6 +51,24 @@ class BodyLimit:
         await self.app(scope, counted, send)
 
 
+DOCS_ASSETS = "/docs/assets"
+
+
+def serve_docs(app: FastAPI) -> None:
+    """The OpenAPI page at ``/docs``, its Swagger UI served from the ``swagger-ui-bundle``
+    package: FastAPI's own page loads it from a public CDN, so on a machine without internet
+    (ours, many production networks) it was blank."""
+    app.mount(DOCS_ASSETS, StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json", title="cronstream API",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png")
+
+
 def create_app(state: ApiState | None = None) -> FastAPI:
     """The application (``uvicorn --factory api.app:create_app``, ``cronstream api``).
 
@@ -72,7 +93,9 @@ def create_app(state: ApiState | None = None) -> FastAPI:
         title="cronstream", version="0.1.0", lifespan=lifespan,
         description="Distributed cron, event-sourced on Kafka. Authenticate with "
                     "`Authorization: Bearer <api key>` (`cronstream tenant create NAME`).",
+        docs_url=None, redoc_url=None,  # FastAPI's pages load their scripts from a public CDN
     )
+    serve_docs(app)
     app.include_router(jobs.router)
     app.include_router(job_imports.router)
     app.include_router(campaigns.router)
