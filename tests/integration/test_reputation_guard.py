@@ -67,7 +67,10 @@ def test_a_complaining_tenant_is_paused_and_another_keeps_sending(stack, api, co
         return dict(api.get(f"/v1/campaigns/{first}").json())
 
     paused = wait_for(lambda: (c := status())["status"] == "paused" and c, timeout_s=120,
-                      every_s=1)
+                      every_s=1, explain=lambda: (
+                          f"campaign {status()}; the stack's worker must run with the guard "
+                          "settings of tests/conftest.py (a stack started otherwise and kept "
+                          "with CRONSTREAM_KEEP_STACK has the defaults, 1000 sends per partition)"))
     assert re.search(r"complaint rate \d+\.\d+% \(\d+ of \d+ sends in the window\) is over "
                      r"20\.00%", paused["status_reason"]), paused["status_reason"]
     wait_for(lambda: paused_metric(stack, api.tenant) >= 1, timeout_s=30)
