@@ -154,8 +154,14 @@ ADDRESS_FEEDBACK_TABLE = TableSpec(
         "redelivered one has none) and its recent soft bounces (streams.campaigns.bounces).",
 )
 
+REPUTATION_TABLE = TableSpec(
+    name="reputation-window", source=SES_FEEDBACK, key="tenant:pool@partition",
+    doc="Per tenant and IP pool, on each partition: its recent SES sends, hard bounces and "
+        "complaints in time buckets, the reputation guard's rates (streams.campaigns.reputation).",
+)
+
 TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, DONE_TABLE, SEND_CHUNKS_TABLE, SUPPRESSED_TABLE,
-                                 POOL_SENDS_TABLE, ADDRESS_FEEDBACK_TABLE)
+                                 POOL_SENDS_TABLE, ADDRESS_FEEDBACK_TABLE, REPUTATION_TABLE)
 
 APP_ID = "cronstream"
 LEDGER_SINK_TABLE = "ledger"
@@ -255,9 +261,11 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
     ),
     ProcessorSpec(
         "apply_ses_feedback", "agent", "streams.campaigns.feedback_agent",
-        consumes=(SES_FEEDBACK,), produces=(SUPPRESSIONS,), tables=(ADDRESS_FEEDBACK_TABLE,),
+        consumes=(SES_FEEDBACK,), produces=(SUPPRESSIONS, CAMPAIGNS),
+        tables=(ADDRESS_FEEDBACK_TABLE, REPUTATION_TABLE), reads=(CAMPAIGNS,),
         doc="Hard bounces, complaints and repeated soft bounces suppress their address through "
-            "the opt-out path, once per SES event however often SNS delivers it.",
+            "the opt-out path, once per SES event however often SNS delivers it; the reputation "
+            "guard pauses a tenant's campaigns whose bounce or complaint rate crosses a threshold.",
     ),
     ProcessorSpec(
         "ledger_sink", "sink", "connectors/ledger-sink.json", consumes=(LEDGER,),

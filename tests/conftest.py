@@ -51,6 +51,12 @@ def stack() -> Iterator[Stack]:
     # a small per-host limit (streams.execution.dispatch), so the isolation tests see it with
     # tens of slots rather than hundreds; they read the worker's own value from its /metrics
     os.environ.setdefault("CRONSTREAM_RUNS_PER_HOST", "8")
+    # a reputation guard that trips on a test's few hundred sends (tests/integration/
+    # test_reputation_guard.py): 10 sends per partition and a 20 % complaint rate, far above
+    # what the other tests' simulator addresses produce per tenant and partition
+    os.environ.setdefault("CRONSTREAM_GUARD_MIN_SENDS", "10")
+    os.environ.setdefault("CRONSTREAM_GUARD_COMPLAINT_RATE", "0.2")
+    os.environ.setdefault("CRONSTREAM_GUARD_BOUNCE_RATE", "0.5")
     s = Stack(settings.load())
     was_running = s.status().get("kafka", "").startswith("running")
     s.up(with_app=True)

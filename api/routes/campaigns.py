@@ -30,12 +30,12 @@ from api.errors import problem
 from api.models import iso, ms, utc_ms
 from api.routes.jobs import IDEMPOTENCY_NAMESPACE
 from api.state import api_state
-from streams.campaigns import recipients
+from streams.campaigns import lifecycle, recipients
 from streams.runtime import clock
 from streams.runtime.codec import codec
 from streams.scheduling import schedule
 from streams.scheduling.ledger import CAMPAIGN_OUTCOMES
-from streams.topology import CAMPAIGNS, JOBS, RECIPIENTS, partitions
+from streams.topology import JOBS, RECIPIENTS, partitions
 
 router = APIRouter(prefix="/v1/campaigns", tags=["campaigns"])
 Tenant = Annotated[dict[str, Any], Depends(current_tenant)]
@@ -88,10 +88,9 @@ def _own(request: Request, tenant: dict[str, Any], campaign_id: str) -> dict[str
 
 
 async def _save(request: Request, campaign: dict[str, Any], **changes: Any) -> dict[str, Any]:
-    record = {**campaign, **changes, "revision": campaign["revision"] + 1,
-              "updated_ms": clock.now_ms()}
+    record = lifecycle.revised(campaign, clock.now_ms(), **changes)
     api = api_state(request)
-    await api.emitter.send(CAMPAIGNS, record["campaign_id"], codec().encode("Campaign", record))
+    await lifecycle.write(api.emitter, record)
     api.campaigns.put(record["campaign_id"], record)
     return record
 

@@ -48,7 +48,7 @@ def register(rt: Runtime) -> Controller:
     walker = Walker(rt, rt.table(SEND_CHUNKS_TABLE, rank={INTENT: 1, DONE: 2}), suppressed,
                     rt.table(POOL_SENDS_TABLE), records)
 
-    feedback_agent.register(rt, walker.emitter)  # SES bounces/complaints into suppressions
+    feedback_agent.register(rt, walker.emitter, records)  # SES bounces/complaints into suppressions
 
     @app.agent(suppressions_topic, name=f"{__name__}.apply_suppressions")
     async def apply_suppressions(stream: Any) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from streams.runtime.view_stores import MemoryStore
 from streams.runtime.views import StartedOnce, TopicView
 from streams.topology import CAMPAIGNS, TENANTS, TopicSpec
 
@@ -43,6 +44,17 @@ class CampaignRecords:
         return await self.record(CAMPAIGNS, campaign_id)
     async def tenant(self, tenant: str) -> dict[str, Any]:
         return await self.record(TENANTS, tenant) or {}
+
+    async def campaigns(self) -> list[dict[str, Any]]:
+        """Every campaign record the view holds (the reputation guard's candidates to pause)."""
+        store = (await self.view(CAMPAIGNS)).store
+        assert isinstance(store, MemoryStore)  # this class's views keep their records in memory
+        return store.values()
+
+    async def written(self, campaign: dict[str, Any]) -> None:
+        """Apply a campaign record this process just wrote, so its next read sees it before
+        the topic delivers it back (the guard's pause, seen by its other partitions at once)."""
+        (await self.view(CAMPAIGNS)).put(campaign["campaign_id"], campaign)
 
     async def campaigns_caught_up(self) -> bool:
         """Whether the campaigns view has read up to the topic's end (as of now)."""

@@ -41,6 +41,10 @@ EXECUTIONS = Counter("cronstream_executions_total", "Executed slots by outcome",
 CAMPAIGN_SENDS = Counter("cronstream_campaign_sends_total",
                          "Campaign recipients by outcome (sent, suppressed, unknown, ...)",
                          ["outcome"])
+REPUTATION_PAUSED = Counter(
+    "cronstream_reputation_paused_total",
+    "Campaigns paused by the reputation guard, by tenant and the rate that crossed its threshold "
+    "(bounce, complaint: streams.campaigns.reputation)", ["tenant", "kind"])
 SES_FEEDBACK_APPLIED = Counter(
     "cronstream_ses_feedback_total",
     "SES feedback records by event type and what they did (ignored, duplicate, stale, counted, "

@@ -91,6 +91,29 @@ class Settings:
         return days
 
     @property
+    def guard_thresholds(self) -> tuple[float, float, int, int]:
+        """The reputation guard's bounce rate, complaint rate, minimum sends and window in
+        seconds (``CRONSTREAM_GUARD_BOUNCE_RATE`` 0.04, ``..._COMPLAINT_RATE`` 0.0008, below
+        SES's review levels of about 5 % and 0.1 %; ``..._MIN_SENDS`` 1000 per partition,
+        ``..._WINDOW_S`` 86400: ``streams.campaigns.reputation``)."""
+        rates = []
+        for name, default in (("CRONSTREAM_GUARD_BOUNCE_RATE", "0.04"),
+                              ("CRONSTREAM_GUARD_COMPLAINT_RATE", "0.0008")):
+            raw = os.environ.get(name) or default
+            try:
+                rate = float(raw)
+            except ValueError as exc:
+                raise SystemExit(f"{name}={raw!r} is not a number") from exc
+            if not 0 < rate <= 1:
+                raise SystemExit(f"{name}={raw} is not a rate in (0, 1]")
+            rates.append(rate)
+        min_sends = _int("CRONSTREAM_GUARD_MIN_SENDS", 1000)
+        window_s = _int("CRONSTREAM_GUARD_WINDOW_S", 86400)
+        if min_sends < 1 or window_s < 1:
+            raise SystemExit("CRONSTREAM_GUARD_MIN_SENDS and CRONSTREAM_GUARD_WINDOW_S must be >= 1")
+        return rates[0], rates[1], min_sends, window_s
+
+    @property
     def sns_topics(self) -> dict[str, str | None]:
         """SNS topics whose messages the feedback endpoint accepts (``CRONSTREAM_SNS_TOPICS``,
         separated by commas or spaces): ``ARN=TENANT`` pins a topic to a tenant, a bare ``ARN``

@@ -102,6 +102,11 @@ class MemoryStore:
         with self._lock:
             return self._data.get(key)
 
+    def values(self) -> list[dict[str, Any]]:
+        """Every record, as of now (a copy: the view's thread keeps writing)."""
+        with self._lock:
+            return list(self._data.values())
+
     def put(self, key: str, value: dict[str, Any] | None) -> None:
         with self._lock:
             if value is None:
