@@ -56,6 +56,7 @@ class Probes:
         self.client, self.every_s, self.lead_ms = client, every_s, int(lead_s * 1000)
         self.phase = "before"
         self.created: dict[str, tuple[str, int, int]] = {}
+        self.answered_s: dict[str, float] = {}  # job id -> how long its POST took
         self.refused = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -76,7 +77,9 @@ class Probes:
             if response.status_code != 201:
                 self.refused += 1
                 continue
-            self.created[response.json()["id"]] = (self.phase, created, due)
+            job_id = response.json()["id"]
+            self.created[job_id] = (self.phase, created, due)
+            self.answered_s[job_id] = (now_ms() - created) / 1000
 
 
 def bulk(client: httpx.Client, bodies: list[dict[str, Any]], clients: int) -> list[str]:
@@ -145,6 +148,8 @@ def phase_figures(probes: Probes, fired: dict[str, int], phase: str) -> dict[str
         "create → fired p99 s": round(percentile(waits, 99), 2),
         "create → fired max s": round(max(waits), 2),
         "fired late p99 s (past due)": round(percentile(late, 99), 2),
+        # the API's own share: a probe whose POST is answered late is written late
+        "POST answered p99 s": round(percentile([probes.answered_s[j] for j, _, _ in mine], 99), 2),
     }
 
 
