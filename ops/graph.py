@@ -65,7 +65,7 @@ def mermaid() -> str:
     for t in TOPICS:
         lines.append(f'  {_id(t.name)}[["{t.name}<br/>{t.partitions}p key {t.key}"]]')
     for t in TABLES:
-        lines.append(f'  {_id("table " + t.name)}[("table {t.name}<br/>key {t.key}")]')
+        lines.append(f'  {_id("table " + t.name)}[("table {t.name}")]')  # keys: docs/architecture.md
     for p in PROCESSORS:
         open_, close = {"agent": ("(", ")"), "punctuator": ("{{", "}}"), "client": ("[\\", "\\]"),
                         "api": (">", "]"), "sink": ("[/", "/]")}[p.kind]

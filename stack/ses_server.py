@@ -9,6 +9,10 @@ demo and benchmarks: boto3 reaches it through ``endpoint_url`` exactly as it wou
   (the mail is accepted and logged, then the answer is delayed past the client's timeout),
   ``max_rate_per_s`` (recipients per second before throttling), for ``seconds`` (0 = until reset).
 - ``GET /_local/stats`` counts calls, recipients and throttles.
+- ``GET /_local/calls?campaign=ID`` lists the bulk calls tagged with that campaign: the chunk
+  tag, when the request arrived and when it was answered, and whether it was accepted or
+  throttled. The fault suite reads it to tell a chunk with a request in flight at a crash from
+  one that was waiting out a refusal (issue 30, narrow ``unknown``).
 - ``POST /_local/events`` makes it publish SES events of what it accepts to an SNS-style HTTP(S)
   subscriber (``stack.sns_publisher``): signed as SNS signs, with SES's mailbox simulator
   semantics, bounce/complaint rates by address pattern, delays, duplicates and reordering.
@@ -27,6 +31,7 @@ import random
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -40,6 +45,8 @@ from starlette.routing import Route
 from stack.sns_publisher import CERT_PATH, CONFIRM_PATH, Publisher
 
 MAX_BULK = 50
+MAX_CALLS_KEPT = 1_000_000  # the call log is memory only: the oldest go first
+CAMPAIGN_TAG, CHUNK_TAG = "cronstream-campaign", "cronstream-chunk"  # streams.adapters.ses's tags
 
 
 class Faults:
@@ -83,6 +90,13 @@ class SesServer:
         # SES events to an SNS subscriber (POST /_local/events); None: no event work per send
         self.events: Publisher | None = None
         self.events_log = log_path.with_name("events.jsonl")
+        # (campaign tag, chunk tag, arrived ms, answered ms, outcome) of every tagged bulk call
+        self.calls: deque[tuple[str, str, int, int, str]] = deque(maxlen=MAX_CALLS_KEPT)
+
+    def _called(self, tags: dict[str, str], arrived_ms: int, outcome: str) -> None:
+        if CAMPAIGN_TAG in tags:
+            self.calls.append((tags[CAMPAIGN_TAG], tags.get(CHUNK_TAG, ""), arrived_ms,
+                               time.time_ns() // 1_000_000, outcome))
 
     def _throttled(self, recipients: int) -> bool:
         f = self.faults
@@ -147,12 +161,15 @@ class SesServer:
         return JSONResponse({"MessageId": ids[-1]})
 
     async def send_bulk(self, request: Request) -> JSONResponse:
+        arrived_ms = time.time_ns() // 1_000_000
         body = await request.json()
         self.stats["calls"] += 1
         entries = body.get("BulkEmailEntries", [])
         if not entries or len(entries) > MAX_BULK:
             return _error(400, "BadRequestException", f"BulkEmailEntries must hold 1 to {MAX_BULK}")
+        common_tags = _tags(body.get("DefaultEmailTags"))
         if self._throttled(len(entries)):
+            self._called(common_tags, arrived_ms, "throttled")
             return _error(429, "TooManyRequestsException", "Maximum sending rate exceeded.")
         template = body.get("DefaultContent", {}).get("Template", {})
         subject = template.get("TemplateContent", {}).get("Subject", "")
@@ -178,7 +195,6 @@ class SesServer:
                 result["MessageId"] = next(ids)
         self._write(lines)
         if self.events is not None:
-            common_tags = _tags(body.get("DefaultEmailTags"))
             sent = [(entry, result) for entry, result in zip(entries, results, strict=True)
                     if result["Status"] == "SUCCESS"]
             for entry, result in sent:
@@ -187,6 +203,7 @@ class SesServer:
                                      entry["Destination"]["ToAddresses"],
                                      body.get("ConfigurationSetName"), tags)
         await self._maybe_hang()
+        self._called(common_tags, arrived_ms, "accepted")
         return JSONResponse({"BulkEmailEntryResults": results})
 
     async def set_faults(self, request: Request) -> JSONResponse:
@@ -201,6 +218,13 @@ class SesServer:
 
     async def get_stats(self, request: Request) -> JSONResponse:
         return JSONResponse(self.stats)
+
+    async def get_calls(self, request: Request) -> JSONResponse:
+        campaign = request.query_params.get("campaign", "")
+        return JSONResponse([{"chunk": chunk, "arrived_ms": arrived, "answered_ms": answered,
+                              "outcome": outcome}
+                             for tag, chunk, arrived, answered, outcome in list(self.calls)
+                             if tag == campaign])
 
     async def set_events(self, request: Request) -> JSONResponse:
         """Subscribe an endpoint (``{"endpoint": null}`` stops): answers once the endpoint has
@@ -268,6 +292,7 @@ def create_app(log_path: Path | None = None) -> Starlette:
         Route("/v2/email/outbound-bulk-emails", server.send_bulk, methods=["POST"]),
         Route("/_local/faults", server.set_faults, methods=["POST"]),
         Route("/_local/stats", server.get_stats, methods=["GET"]),
+        Route("/_local/calls", server.get_calls, methods=["GET"]),
         Route("/_local/events", server.set_events, methods=["POST"]),
         Route("/_local/events", server.get_events, methods=["GET"]),
         Route(CERT_PATH, server.signing_cert, methods=["GET"]),

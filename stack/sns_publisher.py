@@ -14,10 +14,10 @@ configuration set's event destination, close enough that cronstream's intake
   auto-reply is not an event); any other address Send + Delivery, unless a ``rates`` rule for
   its pattern draws a bounce or a complaint, or ``delivery_delay_ratio`` a DeliveryDelay first.
 - SNS is at least once and unordered, and so is this on request: ``delay_s`` (each message
-  waits a random time up to it), ``reorder`` (the wait is drawn per message, not per mail, so a
-  mail's events arrive in any order), ``duplicate_ratio`` (that share delivered twice, same
-  MessageId and signature). A 5xx or a failed connection is retried (3 times, 1/2/4 s), as SNS
-  retries; a 4xx is final, as SNS takes it.
+  waits a random time up to it, after ``min_delay_s``), ``reorder`` (the wait is drawn per
+  message, not per mail, so a mail's events arrive in any order), ``duplicate_ratio`` (that
+  share delivered twice, same MessageId and signature). A 5xx or a failed connection is
+  retried (3 times, 1/2/4 s), as SNS retries; a 4xx is final, as SNS takes it.
 - ``events.jsonl`` beside ``sent.jsonl`` logs each event once, with the answer to its first
   delivery: what the checkers compare the feedback topic with.
 """
@@ -66,6 +66,8 @@ class Publisher:
         self.topic_arn = str(config.get("topic_arn") or LOCAL_TOPIC_ARN)
         self.version = str(config.get("signature_version", "2"))
         self.delay_s = float(config.get("delay_s", 0.0))
+        # every message waits at least this long: SES's own pipeline, or SNS retrying an endpoint
+        self.min_delay_s = float(config.get("min_delay_s", 0.0))
         self.reorder = bool(config.get("reorder", False))
         self.duplicate_ratio = float(config.get("duplicate_ratio", 0.0))
         self.delivery_delay_ratio = float(config.get("delivery_delay_ratio", 0.0))
@@ -183,9 +185,10 @@ class Publisher:
             events.insert(at, {"eventType": "Delivery", "mail": mail, "delivery": {
                 "timestamp": iso(now), "processingTimeMillis": 1, "recipients": delivered,
                 "smtpResponse": "250 2.6.0 Message received", "reportingMTA": "local"}})
-        mail_wait = self.random.uniform(0, self.delay_s)
+        mail_wait = self.min_delay_s + self.random.uniform(0, self.delay_s)
         for order, event in enumerate(e for e in events if e["eventType"] in self.types):
-            wait = self.random.uniform(0, self.delay_s) if self.reorder else mail_wait
+            wait = self.min_delay_s + self.random.uniform(0, self.delay_s) if self.reorder \
+                else mail_wait
             message = self.sign(self._envelope("Notification", json.dumps(event),
                                                "Amazon SES Email Event Notification"), self.version)
             self.counts["events"] += 1

@@ -134,8 +134,15 @@ INTENT = b"intent"
 
 SEND_CHUNKS_TABLE = TableSpec(
     name="send-chunks", source=FANOUT, key="campaign_id:upload_id:seq", standby=False,
-    doc="Per recipient chunk: 'intent' before the SES call, 'done' after its outcomes are on the "
-        "ledger. An intent without done after a crash is resolved, never re-sent.",
+    doc="Per recipient chunk: 'intent' before each SES call, 'refused' once SES refused it (it "
+        "waits to retry), 'done' after its outcomes are on the ledger. An intent without done "
+        "after a crash is resolved unknown, never re-sent; a refused chunk is sent.",
+)
+UNKNOWN_CHUNKS_TABLE = TableSpec(
+    name="unknown-chunks", source=FANOUT, key="campaign_id:upload_id:seq", standby=False,
+    doc="Per chunk recorded with unknown recipients: its outcomes, until SES events of their "
+        "messages resolve them to sent or the window passes; before it is recorded, the "
+        "recipients SES events already reported (streams.campaigns.unknown).",
 )
 SUPPRESSED_TABLE = TableSpec(
     name="suppressed", source=SUPPRESSIONS, key="tenant:email",
@@ -160,8 +167,9 @@ REPUTATION_TABLE = TableSpec(
         "complaints in time buckets, the reputation guard's rates (streams.campaigns.reputation).",
 )
 
-TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, DONE_TABLE, SEND_CHUNKS_TABLE, SUPPRESSED_TABLE,
-                                 POOL_SENDS_TABLE, ADDRESS_FEEDBACK_TABLE, REPUTATION_TABLE)
+TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, DONE_TABLE, SEND_CHUNKS_TABLE, UNKNOWN_CHUNKS_TABLE,
+                                 SUPPRESSED_TABLE, POOL_SENDS_TABLE, ADDRESS_FEEDBACK_TABLE,
+                                 REPUTATION_TABLE)
 
 APP_ID = "cronstream"
 LEDGER_SINK_TABLE = "ledger"
@@ -255,17 +263,19 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
     ProcessorSpec(
         "walk_recipients", "agent", "streams.campaigns.fanout", consumes=(FANOUT,),
         produces=(RECIPIENT_OUTCOMES,),
-        tables=(SEND_CHUNKS_TABLE, SUPPRESSED_TABLE, POOL_SENDS_TABLE),
+        tables=(SEND_CHUNKS_TABLE, UNKNOWN_CHUNKS_TABLE, SUPPRESSED_TABLE, POOL_SENDS_TABLE),
         reads=(RECIPIENTS, CAMPAIGNS, TENANTS),
         doc="Walks one recipient partition per order: suppress, pace, send via SES, record.",
     ),
     ProcessorSpec(
         "apply_ses_feedback", "agent", "streams.campaigns.feedback_agent",
-        consumes=(SES_FEEDBACK,), produces=(SUPPRESSIONS, CAMPAIGNS),
-        tables=(ADDRESS_FEEDBACK_TABLE, REPUTATION_TABLE), reads=(CAMPAIGNS,),
+        consumes=(SES_FEEDBACK,), produces=(SUPPRESSIONS, CAMPAIGNS, RECIPIENT_OUTCOMES),
+        tables=(ADDRESS_FEEDBACK_TABLE, REPUTATION_TABLE, SEND_CHUNKS_TABLE,
+                UNKNOWN_CHUNKS_TABLE), reads=(CAMPAIGNS,),
         doc="Hard bounces, complaints and repeated soft bounces suppress their address through "
             "the opt-out path, once per SES event however often SNS delivers it; the reputation "
-            "guard pauses a tenant's campaigns whose bounce or complaint rate crosses a threshold.",
+            "guard pauses a tenant's campaigns whose bounce or complaint rate crosses a threshold; "
+            "an event of a recipient recorded unknown resolves it to sent.",
     ),
     ProcessorSpec(
         "ledger_sink", "sink", "connectors/ledger-sink.json", consumes=(LEDGER,),

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import psycopg
-from fastapi import APIRouter, Depends, Header, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, EmailStr, Field, model_validator
 from rocksdict import Rdict
@@ -355,6 +355,40 @@ async def get_campaign(campaign_id: str, request: Request, tenant: Tenant) -> di
     view.update(counts={**totals, "pending": pending, **delivery}, rate_per_s=rate,
                 eta_s=round(pending / rate) if rate and pending else None)
     return view
+
+
+@router.get("/{campaign_id}/unknown", summary="Recipients whose send's outcome is unknown")
+async def unknown_recipients(campaign_id: str, request: Request, tenant: Tenant,
+                             limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+                             after: Annotated[str, Query(max_length=320)] = "") -> dict[str, Any]:
+    """The recipients recorded ``unknown`` (a request that may have been accepted got no answer;
+    never re-sent), in address order from ``after``. Each is ``awaiting_events`` while an SES
+    event of its message can still resolve it to sent (``CRONSTREAM_UNKNOWN_WINDOW_S`` after it
+    was recorded: ``streams.campaigns.unknown``), ``unresolved`` after that."""
+    _own(request, tenant, campaign_id)
+    window_s = api_state(request).conf.unknown_window_s
+
+    def page() -> list[tuple[Any, ...]]:
+        with psycopg.connect(api_state(request).conf.pg_dsn, connect_timeout=5) as conn:
+            try:
+                return conn.execute(
+                    "SELECT email, reason, completed_at FROM ledger WHERE kind = 'campaign' "
+                    "AND tenant = %s AND campaign_id = %s AND outcome = 'unknown' "
+                    "AND email > %s ORDER BY email LIMIT %s",
+                    (tenant["tenant"], campaign_id, after, limit)).fetchall()
+            except psycopg.errors.UndefinedTable:
+                return []
+
+    rows = await run_in_threadpool(page)
+    now = clock.now_ms()
+    items = []
+    for email, reason, completed in rows:
+        until = utc_ms(completed) + window_s * 1000
+        items.append({"email": email, "reason": reason, "at": iso(utc_ms(completed)),
+                      "resolvable_until": iso(until),
+                      "state": "awaiting_events" if now <= until else "unresolved"})
+    return {"campaign_id": campaign_id, "window_s": window_s, "items": items,
+            "next_after": items[-1]["email"] if len(items) == limit else None}
 
 
 @router.get("/{campaign_id}/recipients/{email}", summary="One address's outcome")

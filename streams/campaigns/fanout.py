@@ -29,12 +29,20 @@ from __future__ import annotations
 from typing import Any
 
 from streams.campaigns import feedback_agent
+from streams.campaigns.chunk_verdict import RANK
 from streams.campaigns.controller import Controller
 from streams.campaigns.records import CampaignRecords
-from streams.campaigns.walker import DONE, INTENT, Walker
+from streams.campaigns.walker import Walker
 from streams.runtime.app import Runtime
 from streams.runtime.codec import codec
-from streams.topology import FANOUT, POOL_SENDS_TABLE, SEND_CHUNKS_TABLE, SUPPRESSED_TABLE, SUPPRESSIONS
+from streams.topology import (
+    FANOUT,
+    POOL_SENDS_TABLE,
+    SEND_CHUNKS_TABLE,
+    SUPPRESSED_TABLE,
+    SUPPRESSIONS,
+    UNKNOWN_CHUNKS_TABLE,
+)
 
 
 def register(rt: Runtime) -> Controller:
@@ -45,10 +53,13 @@ def register(rt: Runtime) -> Controller:
     suppressions_topic = rt.topic(SUPPRESSIONS)
     suppressed = rt.table(SUPPRESSED_TABLE)
     records = CampaignRecords(rt.settings.bootstrap)
-    walker = Walker(rt, rt.table(SEND_CHUNKS_TABLE, rank={INTENT: 1, DONE: 2}), suppressed,
+    walker = Walker(rt, rt.table(SEND_CHUNKS_TABLE, rank=RANK),
+                    rt.table(UNKNOWN_CHUNKS_TABLE), suppressed,
                     rt.table(POOL_SENDS_TABLE), records)
 
-    feedback_agent.register(rt, walker.emitter, records)  # SES bounces/complaints into suppressions
+    # SES events: bounces and complaints into suppressions, unknown recipients resolved
+    feedback_agent.register(rt, walker.emitter, records, walker.send_chunks,
+                            walker.unknown_chunks)
 
     @app.agent(suppressions_topic, name=f"{__name__}.apply_suppressions")
     async def apply_suppressions(stream: Any) -> Any:

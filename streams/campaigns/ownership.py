@@ -10,9 +10,11 @@ the client id: a zombie that wakes up rejoins under the same client id, gets its
 back, and an old walker of its that asked then was told "yours" and sent a chunk the other
 worker had sent meanwhile (fault suite, zombie scenario, fresh clone: 50 addresses mailed
 twice). A rejoin after an expired session gets a new member id, so old walkers stay fenced.
-Order matters: intent → flush → fence → send. A zombie stopped
-anywhere before the fence finds itself fenced; one stopped after it finds its intent resolved
-``unknown`` by the new owner, which then never re-sends that chunk.
+Order matters: fence → intent → flush → fence → send. A zombie stopped
+anywhere before the second fence finds itself fenced; one stopped after it finds its intent
+resolved ``unknown`` by the new owner, which then never re-sends that chunk. The first fence
+only waits out a rebalance before the intent (``streams.campaigns.walker``), so a chunk caught
+by one is not resolved ``unknown`` for nothing.
 
 Checks are shared (``streams.runtime.shared_round``): every walker waiting on a fence joins the next
 ``DescribeConsumerGroups`` round that *starts after* its intent was flushed, so hundreds of

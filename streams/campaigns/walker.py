@@ -7,12 +7,15 @@ consumer and sends each chunk (up to 50 addresses, one SES bulk call) through
 :meth:`Walker.send_chunk`, whose commit protocol reads top to bottom:
 
 1. resume: a chunk the table has as ``done`` is skipped; one at ``intent`` began sending before
-   a crash and is resolved ``unknown``, never re-sent (Borgcron: prefer a skip to a double);
+   a crash and is resolved ``unknown``, never re-sent (Borgcron: prefer a skip to a double); one
+   at ``refused`` was refused by SES and is sent (``streams.campaigns.chunk_verdict``);
 2. admit: pause, cancel, the stale cutoff and the rate decide what may still go, the opt-out
    barrier (``streams.campaigns.barrier``) and the pool's warm-up cap what must not;
 3. intent acknowledged: ``intent`` is on the table's changelog before anything can leave;
 4. fence: the group coordinator still gives this member the partition (a zombie's walker stops);
-5. send: SES, throttling retried with backoff until the deadline, never dropped;
+5. send: SES. A definite refusal (throttling, a connection that failed before the request left)
+   is acknowledged as ``refused`` before the backoff, then steps 3-5 run again, until the
+   deadline; so only a request that may have been accepted leaves the chunk at ``intent``;
 6. outcomes acknowledged on ``cronstream.recipient-outcomes``, then ``done``.
 
 At most one live walker per (campaign, partition) in a process (``streams.campaigns.walkers``).
@@ -23,15 +26,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
 from streams.adapters import ses
-from streams.campaigns import feedback, unsubscribe, warmup
+from streams.campaigns import feedback, unknown, unsubscribe, warmup
 from streams.campaigns.barrier import OptOutBarrier
-from streams.campaigns.chunk_verdict import stop_reason
+from streams.campaigns.chunk_verdict import DONE, INTENT, REFUSED, Resume, resume, stop_reason
 from streams.campaigns.fair_share import FairGate
 from streams.campaigns.ownership import GroupFence, Ownership, describe
 from streams.campaigns.pacing import TokenBucket, walker_bucket
@@ -55,7 +59,6 @@ from streams.topology import APP_ID, FANOUT, RECIPIENT_OUTCOMES, RECIPIENTS, par
 
 log = logging.getLogger(__name__)
 
-INTENT, DONE = b"intent", b"done"  # a chunk's states in the send-chunks table
 # chunks a walker has in flight at once: a chunk spends most of its time waiting on the broker
 # (the barrier, the intent's flush, the fence, the ledger's acknowledgement) and on SES; with 4
 # the two workers left a fifth of the box idle during a campaign (bench.fanout's CPU figures)
@@ -69,13 +72,16 @@ class Walker:
     """Every walker of this worker: the registry of live ones, and what they share (the chunk,
     suppressed and pool tables, the records' views, the opt-out barrier, the account's rate)."""
 
-    def __init__(self, rt: Runtime, send_chunks: Any, suppressed: Any, pool_sends: Any,
-                 records: CampaignRecords) -> None:
+    def __init__(self, rt: Runtime, send_chunks: Any, unknown_chunks: Any, suppressed: Any,
+                 pool_sends: Any, records: CampaignRecords) -> None:
         self.settings, self.worker_id = rt.settings, rt.worker_id
         self.member_id = rt.member_id
         # the co-partitioned tables (faust tables in a worker): each chunk's intent/done, the
         # opted-out addresses, and each dedicated IP pool's sends of the day
         self.send_chunks, self.suppressed, self.pool_sends = send_chunks, suppressed, pool_sends
+        # the chunks recorded with unknown recipients, until SES's events resolve them
+        # (streams.campaigns.unknown)
+        self.unknown_chunks = unknown_chunks
         self.records = records
         self._pool = ThreadPoolExecutor(SEND_THREADS, thread_name_prefix="campaign-ses")
         self.barrier = OptOutBarrier(rt.settings.bootstrap, self._pool)
@@ -194,7 +200,8 @@ class Walker:
         state = self.send_chunks.get_in(part, key)
         emails: list[str] = chunk["emails"]
         # 1. resume
-        if state == DONE:
+        resumed = resume(state)
+        if resumed is Resume.SKIP:
             # a zombie's late intent is the changelog's last word: say done again before compaction
             if key in self.send_chunks.regressions:
                 self.send_chunks.regressions.discard(key)
@@ -203,7 +210,7 @@ class Walker:
         campaign = await self.records.campaign(order["campaign_id"])
         assert campaign is not None
         outcomes = ChunkOutcomes(key.decode(), campaign, order["fire_id"], order["epoch"])
-        if state == INTENT:
+        if resumed is Resume.UNKNOWN:
             log.warning("campaign %s chunk %s partition %d: intent without outcome after a "
                         "restart; %d recipients resolved as unknown, not re-sent",
                         campaign["campaign_id"], key.decode(), part, len(emails))
@@ -216,19 +223,35 @@ class Walker:
         campaign, allowed = await self._admit(order, chunk, part, bucket, campaign, outcomes,
                                               deadline)
         if allowed:
-            # 3. intent acknowledged: durable before anything can leave
-            await self.send_chunks.put_acked(key, INTENT)
-            stop_if_cancelled()  # an await can swallow the walker's cancellation
-            # 4. fence
-            if await self.fence.check(FANOUT.name, part, member) is Ownership.NOT_OWNED:
-                metrics.FANOUT_FENCED.inc()
-                raise Fenced(f"campaign {campaign['campaign_id']} chunk {key.decode()} partition "
-                             f"{part}: the coordinator gave the partition to another worker; "
-                             "not sent (its new owner resolves the chunk)")
-            # 5. send
-            await self._send(outcomes, campaign, order, chunk, part, allowed, deadline)
+            # 3.-5. intent, fence, send; again after each refusal
+            await self._send(outcomes, campaign, order, chunk, part, allowed, deadline,
+                             key, member)
         # 6. outcomes acknowledged, then done
         await self._finish(key, outcomes, part)
+
+    async def _intent_and_fence(self, key: bytes, part: int, member: str,
+                                campaign: dict[str, Any]) -> None:
+        """Steps 3 and 4 of a send attempt: ``intent`` durable before anything can leave, then
+        the coordinator still gives this member the partition (a zombie's walker stops).
+
+        The fence is asked before the intent as well. During a rebalance it waits for the
+        group to settle, and a chunk waiting there with its intent written is resolved
+        ``unknown`` when its walker is revoked, though nothing left. A fault run showed it:
+        chunks that woke from a throttling backoff as the group began to rebalance. Asked
+        first, the wait happens before the intent, while the chunk is still unbegun or
+        ``refused``."""
+        await self._fence(key, part, member, campaign, "before the intent")
+        await self.send_chunks.put_acked(key, INTENT)
+        stop_if_cancelled()  # an await can swallow the walker's cancellation
+        await self._fence(key, part, member, campaign, "after the intent")
+
+    async def _fence(self, key: bytes, part: int, member: str, campaign: dict[str, Any],
+                     when: str) -> None:
+        if await self.fence.check(FANOUT.name, part, member) is Ownership.NOT_OWNED:
+            metrics.FANOUT_FENCED.inc()
+            raise Fenced(f"campaign {campaign['campaign_id']} chunk {key.decode()} partition "
+                         f"{part}: the coordinator gave the partition to another worker "
+                         f"({when}); not sent (its new owner resolves the chunk)")
 
     async def _admit(self, order: dict[str, Any], chunk: dict[str, Any], part: int,
                      bucket: TokenBucket, campaign: dict[str, Any], outcomes: ChunkOutcomes,
@@ -276,7 +299,7 @@ class Walker:
 
     async def _send(self, outcomes: ChunkOutcomes, campaign: dict[str, Any],
                     order: dict[str, Any], chunk: dict[str, Any], part: int,
-                    allowed: Allowed, deadline: int) -> None:
+                    allowed: Allowed, deadline: int, key: bytes, member: str) -> None:
         base = self.settings.api_url
         entries = [ses.BulkEntry(email, unsubscribe.headers(base, campaign["tenant"], email,
                                                             campaign["campaign_id"]),
@@ -287,6 +310,7 @@ class Walker:
         attempt = 0
         while True:
             attempt += 1
+            await self._intent_and_fence(key, part, member, campaign)
             call, results = await asyncio.get_running_loop().run_in_executor(
                 self._pool, lambda: ses.send_bulk(
                     self.ses, sender=campaign["sender"], subject=campaign["subject"],
@@ -300,8 +324,11 @@ class Walker:
                                  ses.Outcome.UNKNOWN else "failed",
                                  None if sent else result.error, attempt, result.message_id)
                 return
-            retryable = call.outcome in (ses.Outcome.THROTTLED, ses.Outcome.TRANSIENT)
-            if retryable and attempt < MAX_THROTTLE_RETRIES and now_ms() < deadline:
+            refused = call.outcome in (ses.Outcome.THROTTLED, ses.Outcome.TRANSIENT)
+            if refused:
+                # nothing left: say so before waiting, so a crash now leaves it to be sent
+                await self.send_chunks.put_acked(key, REFUSED)
+            if refused and attempt < MAX_THROTTLE_RETRIES and now_ms() < deadline:
                 if call.outcome is ses.Outcome.THROTTLED:
                     metrics.SES_THROTTLES.inc()
                 await asyncio.sleep(retry.backoff_s(min(attempt, 8), 0.2, 10.0,
@@ -316,11 +343,16 @@ class Walker:
 
     async def _finish(self, key: bytes, outcomes: ChunkOutcomes, part: int) -> None:
         """``done`` only once the chunk's outcomes are on the topic: a crash in between leaves
-        the chunk at ``intent``, resolved ``unknown`` by whoever walks it next."""
-        record = codec().encode("RecipientOutcomes", outcomes.record(now_ms()))
-        await self.emitter.acked(RECIPIENT_OUTCOMES, [(outcomes.chunk_id, record)], part)
-        for outcome, n in outcomes.counts().items():
+        the chunk at ``intent``, resolved ``unknown`` by whoever walks it next. SES events that
+        came before the record resolve its unknown recipients; a chunk left with some is kept
+        in the unknown-chunks table for the events still to come (``streams.campaigns.unknown``)."""
+        raw = self.unknown_chunks.get_in(part, key)
+        record, step = unknown.on_record(unknown.Pending.decode(raw), outcomes.record(now_ms()))
+        encoded = codec().encode("RecipientOutcomes", record)
+        await self.emitter.acked(RECIPIENT_OUTCOMES, [(outcomes.chunk_id, encoded)], part)
+        for outcome, n in Counter(record["outcomes"]).items():
             metrics.CAMPAIGN_SENDS.labels(outcome).inc(n)
+        unknown.apply(self.unknown_chunks, key, step)
         self.send_chunks[key] = DONE
 
     async def _pace(self, bucket: TokenBucket, tenant: str, n: int, deadline: int) -> bool:

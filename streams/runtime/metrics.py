@@ -59,6 +59,9 @@ RECONCILER_CATCHES = Counter("cronstream_reconciler_catches_total",
 JOBS_DELETED_COMPLETED = Counter(
     "cronstream_jobs_deleted_completed_total",
     "Jobs deleted by the scheduler once completed (delete_after_completion)")
+UNKNOWN_RESOLVED = Counter("cronstream_unknown_resolved_total",
+                           "Recipients recorded unknown that an SES event later resolved to sent "
+                           "(streams.campaigns.unknown)")
 FANOUT_FENCED = Counter("cronstream_fanout_fenced_total",
                         "Chunks a walker did not send: the coordinator gave its partition away")
 REBALANCES = Counter("cronstream_rebalances_total", "Partition assignments this worker received")

@@ -91,6 +91,17 @@ class Settings:
         return days
 
     @property
+    def unknown_window_s(self) -> int:
+        """How long after a recipient was recorded ``unknown`` an SES event of its message still
+        resolves it to sent (``CRONSTREAM_UNKNOWN_WINDOW_S``, 86400: SES publishes a Send event
+        within seconds, a Delivery within minutes, and retries a delayed one for up to about
+        14 hours); after it, the recipient stays unknown and is listed as unresolved."""
+        seconds = _int("CRONSTREAM_UNKNOWN_WINDOW_S", 86400)
+        if seconds < 1:
+            raise SystemExit(f"CRONSTREAM_UNKNOWN_WINDOW_S={seconds} is not >= 1")
+        return seconds
+
+    @property
     def guard_thresholds(self) -> tuple[float, float, int, int]:
         """The reputation guard's bounce rate, complaint rate, minimum sends and window in
         seconds (``CRONSTREAM_GUARD_BOUNCE_RATE`` 0.04, ``..._COMPLAINT_RATE`` 0.0008, below

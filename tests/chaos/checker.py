@@ -6,7 +6,9 @@ lists every violation of the two promises, Jepsen-style (a history checked by a 
 - the Postgres ledger equals what Kafka recorded (the sinks and the trigger that explodes chunk
   outcomes into ledger rows lost or invented nothing);
 - every nominal slot of a job in a window has exactly one decision, and the webhook receiver saw
-  no fire id more often than the at-least-once contract allows.
+  no fire id more often than the at-least-once contract allows;
+- ``unknown`` is no wider than a request in flight: a chunk that SES had refused and that was
+  waiting to retry when its walker stopped is sent by the next owner, not recorded ``unknown``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -37,18 +39,19 @@ class Tally:
     events: int = 0  # recipients and slots whose history the checker judged
     faults: int = 0  # faults injected (a kill, a pause, a restart, an outage, a storm)
     violations: int = 0
+    figures: list[str] = field(default_factory=list)  # what a scenario measured, for the record
 
 
 TALLY = Tally()
 
 
-def kafka_ledger(bootstrap: str, key_prefix: str, topic: TopicSpec = LEDGER
-                 ) -> dict[str, dict[str, Any]]:
-    """Newest value per key starting with ``key_prefix``, read from the topic itself."""
+def history(bootstrap: str, topic: str, key_prefix: str) -> dict[str, list[tuple[int, Any]]]:
+    """Every (timestamp ms, raw value) per key starting with ``key_prefix``, in offset order,
+    read from the topic itself (a changelog's or a ledger's)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"checker-{uuid.uuid4()}",
                          "enable.auto.commit": False, "enable.partition.eof": True})
-    parts = list(consumer.list_topics(topic.name, timeout=10).topics[topic.name].partitions)
-    consumer.assign([TopicPartition(topic.name, p, OFFSET_BEGINNING) for p in parts])
+    parts = list(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
     prefix, found, ended = key_prefix.encode(), {}, set()
     try:
         while len(ended) < len(parts):
@@ -56,10 +59,18 @@ def kafka_ledger(bootstrap: str, key_prefix: str, topic: TopicSpec = LEDGER
                 if msg.error():
                     ended.add(msg.partition())
                 elif msg.key().startswith(prefix):
-                    found[msg.key().decode()] = codec().decode(msg.value())
+                    found.setdefault(msg.key().decode(), []).append(
+                        (msg.timestamp()[1], msg.value()))
     finally:
         consumer.close()
     return found
+
+
+def kafka_ledger(bootstrap: str, key_prefix: str, topic: TopicSpec = LEDGER
+                 ) -> dict[str, dict[str, Any]]:
+    """Newest value per key starting with ``key_prefix``, read from the topic itself."""
+    return {key: codec().decode(values[-1][1])
+            for key, values in history(bootstrap, topic.name, key_prefix).items()}
 
 
 def pg_campaign(stack, campaign_id: str) -> dict[str, str]:
@@ -143,3 +154,58 @@ def slot_violations(stack, job_id: str, slots_ms: list[int], receiver_fires: lis
     if repeats:
         problems.append(f"{len(repeats)} fire ids delivered twice, e.g. {sorted(repeats)[:3]}")
     return problems
+
+
+@dataclass
+class UnknownVerdict:
+    """``unknown`` chunks against the chunk table's history and the local SES server's calls."""
+
+    unknown: set[str] = field(default_factory=set)  # chunks with an ``unknown`` recipient
+    request_out: set[str] = field(default_factory=set)  # of those: a request left after the intent
+    intent_only: set[str] = field(default_factory=set)  # of those: the intent, no request yet
+    waiting: set[str] = field(default_factory=set)  # ``refused`` at the kill: waiting to retry
+    violations: list[str] = field(default_factory=list)
+
+
+def unknown_verdict(chunks: dict[str, dict[str, Any]], states: dict[str, list[tuple[int, Any]]],
+                    calls: list[dict[str, Any]], stops_ms: list[int],
+                    slack_ms: int = 3000) -> UnknownVerdict:
+    """Judge each chunk recorded ``unknown`` (``chunks``: chunk id → its RecipientOutcomes
+    record) by its last ``intent`` in the send-chunks changelog (``states``) and the SES calls
+    made for it after that (``calls``: ``GET /_local/calls`` of the campaign). Allowed: no
+    request after the intent (the walker stopped between its durable intent and the call), or
+    one that SES accepted, or one that was out at a stop (``stops_ms``: the kill and every
+    revocation of a walker; answered no more than ``slack_ms`` before it, since the walker
+    records a refusal only once the answer is in). A violation: every request after the intent
+    was refused and answered well before each stop. That chunk was waiting to retry with
+    nothing sent, so its next owner had to send it."""
+    by_chunk: dict[str, list[dict[str, Any]]] = {}
+    for call in calls:
+        by_chunk.setdefault(call["chunk"], []).append(call)
+    verdict = UnknownVerdict()
+    kill = min(stops_ms)
+    for chunk_id, changes in states.items():
+        before = [value for at, value in changes if at <= kill]
+        if before and before[-1] == b"refused":
+            verdict.waiting.add(chunk_id)
+    for chunk_id, record in chunks.items():
+        if "unknown" not in record["outcomes"]:
+            continue
+        verdict.unknown.add(chunk_id)
+        intents = [at for at, value in states.get(chunk_id, []) if value == b"intent"]
+        tag = "-".join(chunk_id.split(":")[1:3])  # streams.campaigns.feedback.chunk_tag
+        # the changelog's timestamps are the worker's, the calls' the SES server's: one clock
+        after = [c for c in by_chunk.get(tag, []) if not intents or c["arrived_ms"] >= intents[-1]]
+        if not after:
+            verdict.intent_only.add(chunk_id)
+            continue
+        verdict.request_out.add(chunk_id)
+        if not any(c["outcome"] == "accepted" or any(
+                c["arrived_ms"] <= stop and c["answered_ms"] >= stop - slack_ms
+                for stop in stops_ms) for c in after):
+            verdict.violations.append(
+                f"chunk {chunk_id}: recorded unknown, but its {len(after)} requests after its "
+                f"last intent were all refused, the last answered at "
+                f"{max(c['answered_ms'] for c in after)} ms, more than {slack_ms} ms before any "
+                f"stop {stops_ms}: it was waiting to retry, nothing had left")
+    return verdict

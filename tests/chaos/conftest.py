@@ -37,3 +37,5 @@ def pytest_terminal_summary(terminalreporter):
         f"fault injection ({mode}): {TALLY.scenarios} scenarios in {TALLY.seconds / 60:.1f} min, "
         f"{TALLY.events} events judged, {TALLY.faults} faults injected, "
         f"{TALLY.violations} violations ({path.name})")
+    for line in TALLY.figures:
+        terminalreporter.write_line(f"  {line}")

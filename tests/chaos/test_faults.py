@@ -19,12 +19,16 @@ import pytest
 
 from cli.demo import Receiver
 from stack import processes
+from streams.topology import APP_ID, RECIPIENT_OUTCOMES, SEND_CHUNKS_TABLE
 from tests.chaos.checker import (
     TALLY,
     campaign_violations,
     every_second,
+    history,
+    kafka_ledger,
     pg_campaign,
     slot_violations,
+    unknown_verdict,
 )
 from tests.conftest import free_port
 from tests.integration.helpers import ses_faults, worker_trouble
@@ -167,6 +171,52 @@ def test_ses_throttling_storm_and_timeouts_after_accepting(stack, api):
     assert set(outcomes.values()) <= {"sent", "unknown"}  # throttled: retried, never dropped
     if after["timeouts"] > before["timeouts"]:
         assert "unknown" in outcomes.values(), "a send that timed out after leaving is unknown"
+
+
+def revocations(stack, campaign_id: str, since_ms: int) -> list[int]:
+    """When the workers' logs say a walker of the campaign stopped on a revocation (a rebalance
+    cancels a survivor's walkers too, and a request in flight then is as unknown as at a kill)."""
+    found = []
+    for log in stack.s.home.joinpath("logs").glob("worker-*.log"):
+        for line in log.open(errors="replace"):
+            if campaign_id in line and "revoked: walker stopped" in line:
+                at = datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").astimezone(UTC)
+                if (ms := int(at.timestamp() * 1000)) >= since_ms:
+                    found.append(ms)
+    return found
+
+
+def test_a_kill_while_chunks_wait_out_throttling_leaves_only_requests_in_flight_unknown(stack, api):
+    """Issue 30, narrow ``unknown``: SES throttles 80 % of calls, and one of two workers is
+    SIGKILLed mid-campaign while many chunks wait to retry. A chunk SES refused is recorded
+    ``refused`` before its backoff, so the next owner sends it, exactly once; ``unknown`` stays
+    within the chunks that had a request out at a stop, or an intent and no request yet
+    (``checker.unknown_verdict``)."""
+    calls_url = f"{stack.s.ses_endpoint}/_local/calls"
+
+    def scenario() -> None:
+        with ses_faults(stack, throttle_ratio=0.8, seconds=900):
+            campaign_id, subject, emails = start_campaign(api, "refused", n=N // 2,
+                                                          max_rate_per_s=1500)
+            at_fraction(stack, campaign_id, N // 2, 0.2)
+            killed_ms = time.time_ns() // 1_000_000
+            os.kill(processes.alive(stack.pidfile("worker-2")), signal.SIGKILL)
+            TALLY.faults += 1
+            finish(stack, campaign_id, subject, emails)
+        calls = httpx.get(calls_url, params={"campaign": campaign_id}, timeout=60).json()
+        chunks = kafka_ledger(stack.s.bootstrap, f"{campaign_id}:", RECIPIENT_OUTCOMES)
+        states = history(stack.s.bootstrap, SEND_CHUNKS_TABLE.changelog(APP_ID), f"{campaign_id}:")
+        verdict = unknown_verdict(chunks, states, calls,
+                                  [killed_ms, *revocations(stack, campaign_id, killed_ms)])
+        figures = (f"{len(chunks)} chunks, {len(calls)} SES calls; at the kill "
+                   f"{len(verdict.waiting)} were waiting to retry a refusal; unknown: "
+                   f"{len(verdict.unknown)} chunks, {len(verdict.request_out)} with a request "
+                   f"out at a stop, {len(verdict.intent_only)} with an intent and no request")
+        TALLY.figures.append(f"throttled kill: {figures}")
+        TALLY.violations += len(verdict.violations)
+        assert verdict.violations == [], f"{figures}\n" + "\n".join(verdict.violations[:20])
+        assert verdict.waiting, f"no chunk was waiting to retry at the kill: {figures}"
+    with_workers(stack, ["worker-2"], scenario)
 
 
 def test_workers_down_then_back_apply_misfire_policies(stack, api):
