@@ -1,8 +1,11 @@
-"""``cronstream lag|topology|replay|kafka``: the operator's commands, straight against Kafka.
+"""``cronstream lag|topology|replay|kafka|ses-events``: the operator's commands, straight against
+Kafka (and SES).
 
 These talk to the broker, not to the API, so they work while the API is down — which is when an
 operator needs them. ``cronstream kafka TOOL`` runs Kafka's own tools (the same jars as the local
 broker) with ``--bootstrap-server`` filled in, for the recipes in docs/operations.md.
+``cronstream ses-events`` sets up a tenant's SES event destinations through the SES API
+(``CRONSTREAM_SES_ENDPOINT`` and the usual AWS credentials).
 """
 
 from __future__ import annotations
@@ -121,6 +124,24 @@ def kafka(args: argparse.Namespace) -> int:
     return subprocess.run(command).returncode
 
 
+def ses_events(args: argparse.Namespace) -> int:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from streams.adapters import ses
+
+    names = [ses.configuration_set(args.tenant, pool) for pool in args.pool or ["default"]]
+    if args.reminders:
+        names.append(ses.configuration_set(args.tenant))
+    client = ses.client()
+    for name in names:
+        try:
+            done = ses.ensure_event_destination(client, name, args.topic_arn)
+        except (BotoCoreError, ClientError) as exc:
+            raise CliError(f"ses-events: configuration set {name}: SES refused: {exc}", 3) from exc
+        print(f"{name}: {done} -> {args.topic_arn} ({', '.join(ses.EVENT_TYPES)})")
+    return 0
+
+
 def add_parsers(sub: Any) -> None:
     broker = argparse.ArgumentParser(add_help=False)
     broker.add_argument("--bootstrap", default=None, help="default: the local stack's broker")
@@ -148,6 +169,16 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the ranges, copy nothing")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=replay)
+
+    p = sub.add_parser("ses-events", help="make a tenant's SES configuration set publish its "
+                       "events to an SNS topic (created or updated; docs/operations.md)")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("--pool", action="append", help="an IP pool its campaigns use (repeatable; "
+                   "default: default)")
+    p.add_argument("--reminders", action="store_true",
+                   help="also the configuration set of its reminder emails (cronstream-<tenant>)")
+    p.add_argument("--topic-arn", required=True, help="the SNS topic the API is subscribed to")
+    p.set_defaults(func=ses_events)
 
     p = sub.add_parser("kafka", help="run a Kafka tool on the local jars: " + ", ".join(KAFKA_TOOLS))
     p.add_argument("tool", choices=sorted(KAFKA_TOOLS))

@@ -9,6 +9,9 @@ demo and benchmarks: boto3 reaches it through ``endpoint_url`` exactly as it wou
   (the mail is accepted and logged, then the answer is delayed past the client's timeout),
   ``max_rate_per_s`` (recipients per second before throttling), for ``seconds`` (0 = until reset).
 - ``GET /_local/stats`` counts calls, recipients and throttles.
+- The configuration-set calls ``cronstream ses-events`` makes (CreateConfigurationSet, Create-,
+  Update- and GetConfigurationSetEventDestinations): kept in memory, so the command is tested
+  against the wire protocol. The event publishing below does not depend on them.
 - ``GET /_local/calls?campaign=ID`` lists the bulk calls tagged with that campaign: the chunk
   tag, when the request arrived and when it was answered, and whether it was accepted or
   throttled. The fault suite reads it to tell a chunk with a request in flight at a crash from
@@ -28,6 +31,7 @@ import itertools
 import json
 import os
 import random
+import re
 import threading
 import time
 import uuid
@@ -45,6 +49,7 @@ from starlette.routing import Route
 from stack.sns_publisher import CERT_PATH, CONFIRM_PATH, Publisher
 
 MAX_BULK = 50
+CONFIGURATION_SET_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # as SES allows
 MAX_CALLS_KEPT = 1_000_000  # the call log is memory only: the oldest go first
 CAMPAIGN_TAG, CHUNK_TAG = "cronstream-campaign", "cronstream-chunk"  # streams.adapters.ses's tags
 
@@ -90,6 +95,8 @@ class SesServer:
         # SES events to an SNS subscriber (POST /_local/events); None: no event work per send
         self.events: Publisher | None = None
         self.events_log = log_path.with_name("events.jsonl")
+        # configuration set → event destination name → destination (ConfigurationSet calls)
+        self.configuration_sets: dict[str, dict[str, dict[str, Any]]] = {}
         # (campaign tag, chunk tag, arrived ms, answered ms, outcome) of every tagged bulk call
         self.calls: deque[tuple[str, str, int, int, str]] = deque(maxlen=MAX_CALLS_KEPT)
 
@@ -219,6 +226,43 @@ class SesServer:
     async def get_stats(self, request: Request) -> JSONResponse:
         return JSONResponse(self.stats)
 
+    async def create_configuration_set(self, request: Request) -> JSONResponse:
+        name = (await request.json()).get("ConfigurationSetName", "")
+        if not CONFIGURATION_SET_NAME.fullmatch(str(name)):
+            return _error(400, "BadRequestException", "ConfigurationSetName must be 1 to 64 "
+                          "letters, digits, '_' or '-'")
+        if name in self.configuration_sets:
+            return _error(400, "AlreadyExistsException", f"Configuration set <{name}> already "
+                          "exists.")
+        self.configuration_sets[name] = {}
+        return JSONResponse({})
+
+    async def put_event_destination(self, request: Request) -> JSONResponse:
+        """Create (POST, the name in the body) or update (PUT, the name in the path)."""
+        name = request.path_params["name"]
+        body = await request.json()
+        destinations = self.configuration_sets.get(name)
+        if destinations is None:
+            return _error(404, "NotFoundException", f"Configuration set <{name}> does not exist.")
+        creating = request.method == "POST"
+        dest = body.get("EventDestinationName") if creating else request.path_params["dest"]
+        if not dest or not isinstance(body.get("EventDestination"), dict):
+            return _error(400, "BadRequestException", "EventDestinationName and "
+                          "EventDestination are required")
+        if creating == (dest in destinations):
+            return (_error(400, "AlreadyExistsException", f"Event destination <{dest}> already "
+                           "exists.") if creating else
+                    _error(404, "NotFoundException", f"Event destination <{dest}> does not exist."))
+        destinations[dest] = body["EventDestination"]
+        return JSONResponse({})
+
+    async def get_event_destinations(self, request: Request) -> JSONResponse:
+        name = request.path_params["name"]
+        if name not in self.configuration_sets:
+            return _error(404, "NotFoundException", f"Configuration set <{name}> does not exist.")
+        return JSONResponse({"EventDestinations": [
+            {"Name": dest, **value} for dest, value in self.configuration_sets[name].items()]})
+
     async def get_calls(self, request: Request) -> JSONResponse:
         campaign = request.query_params.get("campaign", "")
         return JSONResponse([{"chunk": chunk, "arrived_ms": arrived, "answered_ms": answered,
@@ -290,6 +334,13 @@ def create_app(log_path: Path | None = None) -> Starlette:
     return Starlette(routes=[
         Route("/v2/email/outbound-emails", server.send_email, methods=["POST"]),
         Route("/v2/email/outbound-bulk-emails", server.send_bulk, methods=["POST"]),
+        Route("/v2/email/configuration-sets", server.create_configuration_set, methods=["POST"]),
+        Route("/v2/email/configuration-sets/{name}/event-destinations",
+              server.put_event_destination, methods=["POST"]),
+        Route("/v2/email/configuration-sets/{name}/event-destinations",
+              server.get_event_destinations, methods=["GET"]),
+        Route("/v2/email/configuration-sets/{name}/event-destinations/{dest}",
+              server.put_event_destination, methods=["PUT"]),
         Route("/_local/faults", server.set_faults, methods=["POST"]),
         Route("/_local/stats", server.get_stats, methods=["GET"]),
         Route("/_local/calls", server.get_calls, methods=["GET"]),

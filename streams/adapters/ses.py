@@ -207,3 +207,43 @@ def send_bulk(ses: Any, *, sender: str, subject: str, text: str | None, html: st
     while len(results) < len(entries):  # an answer that leaves entries out: they may have left
         results.append(SendResult(Outcome.UNKNOWN, error="no result for this entry"))
     return SendResult(Outcome.SENT), results
+
+
+# what cronstream's feedback uses (streams.campaigns.feedback): outcomes, suppressions, the guard
+EVENT_TYPES = ("SEND", "DELIVERY", "BOUNCE", "COMPLAINT", "REJECT", "DELIVERY_DELAY")
+
+
+def configuration_set(tenant: str, pool: str | None = None) -> str:
+    """The configuration set a tenant's campaigns send through in an IP pool, or (no pool) its
+    reminder emails: per tenant, so SES's events and sending statistics are per tenant."""
+    return f"cronstream-{tenant}" if pool is None else f"cronstream-{tenant}-{pool}"
+
+
+def ensure_event_destination(ses: Any, configuration_set_name: str, topic_arn: str,
+                             name: str = "cronstream") -> str:
+    """Make ``configuration_set_name`` publish the events cronstream reads to the SNS topic
+    ``topic_arn``: the configuration set is created if missing, the event destination ``name``
+    created or else updated, so running it again is harmless. Returns what it did."""
+    destination = {"Enabled": True, "MatchingEventTypes": list(EVENT_TYPES),
+                   "SnsDestination": {"TopicArn": topic_arn}}
+    created_set = True
+    try:
+        ses.create_configuration_set(ConfigurationSetName=configuration_set_name)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "AlreadyExistsException":
+            raise
+        created_set = False
+    try:
+        ses.create_configuration_set_event_destination(
+            ConfigurationSetName=configuration_set_name, EventDestinationName=name,
+            EventDestination=destination)
+        action = "created"
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "AlreadyExistsException":
+            raise
+        ses.update_configuration_set_event_destination(
+            ConfigurationSetName=configuration_set_name, EventDestinationName=name,
+            EventDestination=destination)
+        action = "updated"
+    return f"{action} event destination {name}" + (
+        f" (and the configuration set {configuration_set_name})" if created_set else "")

@@ -315,7 +315,8 @@ class Walker:
                 self._pool, lambda: ses.send_bulk(
                     self.ses, sender=campaign["sender"], subject=campaign["subject"],
                     text=campaign["text"], html=campaign["html"], entries=entries,
-                    configuration_set=f"cronstream-{campaign['tenant']}-{campaign['ip_pool']}",
+                    configuration_set=ses.configuration_set(campaign["tenant"],
+                                                            campaign["ip_pool"]),
                     common_headers=unsubscribe.ONE_CLICK, tags=tags))
             if call.outcome is ses.Outcome.SENT:
                 for (email, _), result in zip(allowed, results, strict=True):

@@ -148,7 +148,7 @@ def send_email(ses_client: Any, fired: dict[str, Any]) -> CallResult:
     result = ses.send_one(ses_client, sender=target["email_from"], to=target["email_to"],
                           subject=target["subject"] or "", text=target["text"],
                           html=target["html"], headers=headers_for(fired),
-                          configuration_set=f"cronstream-{fired['tenant']}",
+                          configuration_set=ses.configuration_set(fired["tenant"]),
                           tags={ses.TENANT_TAG: fired["tenant"], ses.FIRE_TAG: fired["fire_id"]})
     if result.outcome is ses.Outcome.SENT:
         return CallResult(True, None, None, message_id=result.message_id)

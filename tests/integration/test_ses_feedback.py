@@ -179,3 +179,27 @@ def test_forged_unsigned_wrong_topic_and_replayed_messages_write_nothing(stack, 
     assert written(stack) == before + 1
     assert len([r for r in feedback_of(stack, tenant)
                 if r["sns_message_id"] == good["MessageId"]]) == 1
+
+
+def test_ses_events_command_sets_up_each_configuration_set_once_and_again(stack):
+    """``cronstream ses-events`` through boto3 against the local SES server: the tenant's campaign
+    pools and its reminder set publish cronstream's event types to the topic; run again, the
+    destinations are updated, not duplicated; an SES error is a clear CLI error."""
+    from tests.integration.test_operator import cli
+
+    tenant, topic = f"t{uuid.uuid4().hex[:8]}", "arn:aws:sns:us-east-1:123456789012:cs-events"
+    args = ("ses-events", "--tenant", tenant, "--pool", "default", "--pool", "warm",
+            "--reminders", "--topic-arn", topic)
+    first = cli(*args).stdout
+    assert first.count("created event destination cronstream (and the configuration set") == 3
+    assert "updated event destination cronstream" in cli(*args[:3], "--topic-arn", topic + "2").stdout
+    client = ses.client()
+    for name in (f"cronstream-{tenant}-default", f"cronstream-{tenant}-warm", f"cronstream-{tenant}"):
+        [dest] = client.get_configuration_set_event_destinations(
+            ConfigurationSetName=name)["EventDestinations"]
+        assert dest["Name"] == "cronstream" and dest["Enabled"]
+        assert set(dest["MatchingEventTypes"]) == set(ses.EVENT_TYPES)
+        assert dest["SnsDestination"]["TopicArn"] == (topic + "2" if name.endswith("-default")
+                                                      else topic)
+    refused = cli("ses-events", "--tenant", "bad name!", "--topic-arn", topic, check=False)
+    assert refused.returncode == 3 and "SES refused" in refused.stderr

@@ -51,3 +51,26 @@ def test_each_accepted_recipient_is_one_log_line_with_the_id_it_was_answered(tmp
     assert {(m["from"], m["subject"], m["configuration_set"]) for m in sent} == {
         ("news@example.com", 'a "quoted" subject', "cs")}
     assert all(isinstance(m["at_ms"], int) and m["headers"] == {} for m in sent)
+
+
+def test_the_call_log_tells_each_tagged_chunk_call_apart_with_its_answer(tmp_path):
+    app = create_app(tmp_path / "sent.jsonl")
+    body = {"FromEmailAddress": "news@example.com",
+            "DefaultContent": {"Template": {"TemplateContent": {"Subject": "s"}}},
+            "DefaultEmailTags": [{"Name": "cronstream-campaign", "Value": "c1"},
+                                 {"Name": "cronstream-chunk", "Value": "u-7"}],
+            "BulkEmailEntries": [{"Destination": {"ToAddresses": ["a@example.net"]}}]}
+
+    async def calls() -> list[dict]:
+        assert (await _post(app, "/_local/faults", {"throttle_ratio": 1.0})).status_code == 200
+        assert (await _post(app, "/v2/email/outbound-bulk-emails", body)).status_code == 429
+        assert (await _post(app, "/_local/faults", {})).status_code == 200
+        assert (await _post(app, "/v2/email/outbound-bulk-emails", body)).status_code == 200
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://ses.local") as client:
+            assert (await client.get("/_local/calls", params={"campaign": "c2"})).json() == []
+            return (await client.get("/_local/calls", params={"campaign": "c1"})).json()
+
+    found = asyncio.run(calls())
+    assert [(c["chunk"], c["outcome"]) for c in found] == [("u-7", "throttled"), ("u-7", "accepted")]
+    assert all(c["arrived_ms"] <= c["answered_ms"] for c in found)
