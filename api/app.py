@@ -12,6 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from swagger_ui_bundle import swagger_ui_path
 
+from api import console
 from api.routes import campaigns, feedback, job_imports, jobs, ops, suppressions
 from api.state import ApiState
 from streams.runtime import admin, settings
@@ -102,6 +103,7 @@ def create_app(state: ApiState | None = None) -> FastAPI:
     app.include_router(suppressions.router)
     app.include_router(feedback.router)
     app.include_router(ops.build_router(conf.bootstrap))
+    console.install(app)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES, unlimited_suffix="/recipients")
 
     return app
