@@ -9,6 +9,8 @@ not stored anywhere, so the console remembers what it read (one sample per view,
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
 from collections import deque
 from typing import Annotated, Any
@@ -27,6 +29,7 @@ from streams.topology import APP_ID, DLQ, FIRED
 router = APIRouter()
 Who = Annotated[SignedIn, Depends(signed_in)]
 LAG_SAMPLES = 120
+LOCAL_WORKERS = 4  # the local stack's workers probed when no address is configured
 # the worker's gauges and counters a person on call reads first
 HEALTH_METRICS = ("cronstream_assigned_partitions", "cronstream_standby_behind_records",
                   "cronstream_reconciler_catches_total", "cronstream_run_backlog_slots",
@@ -81,6 +84,15 @@ def _health(text: str) -> list[tuple[str, str]]:
     return out
 
 
+def worker_metrics_urls(base_port: int) -> list[str]:
+    """Where the workers' ``/metrics`` are: ``CRONSTREAM_CONSOLE_WORKER_METRICS`` (comma-separated
+    URLs) where they run elsewhere, else the local stack's (worker N on the base port + N)."""
+    listed = os.environ.get("CRONSTREAM_CONSOLE_WORKER_METRICS", "")
+    if listed.strip():
+        return [u.strip() for u in listed.split(",") if u.strip()]
+    return [f"http://127.0.0.1:{base_port + n}/metrics" for n in range(LOCAL_WORKERS + 1)]
+
+
 def _dlq_records(bootstrap: str) -> int | None:
     """Records ever written to the DLQ (the sum of its end offsets)."""
     try:
@@ -96,14 +108,14 @@ async def ops_page(request: Request, who: Who) -> Response:
     conf = api_state(request).conf
     rows = await run_in_threadpool(lag.read, conf.bootstrap)
     HISTORY.add(time.time(), rows)
-    health: list[tuple[str, str]] = []
-    health_error = None
-    try:
-        async with httpx.AsyncClient(timeout=3) as client:
-            answer = await client.get(f"http://127.0.0.1:{conf.worker_metrics_port}/metrics")
-        health = _health(answer.text)
-    except httpx.HTTPError as exc:
-        health_error = f"the worker's /metrics did not answer: {exc}"
+    health: list[tuple[str, str, str]] = []
+    async with httpx.AsyncClient(timeout=2) as client:
+        answers = await asyncio.gather(*(client.get(url) for url in worker_metrics_urls(
+            conf.worker_metrics_port)), return_exceptions=True)
+    for answer in answers:
+        if isinstance(answer, httpx.Response) and answer.status_code == 200:
+            health += [(str(answer.url), series, value) for series, value in _health(answer.text)]
+    health_error = None if health else "no worker's /metrics answered"
     backlog: dict[str, Any] = lag.run_backlog(rows, APP_ID, FIRED.name)
     return render(request, "ops.html", who, rows=[r.as_dict() for r in rows], backlog=backlog,
                   chart=HISTORY.chart(), health=health, health_error=health_error,
