@@ -1,6 +1,6 @@
 """The jobs pages: a searchable, paged list; a job's page with the schedule in effect, its
 next slots, a timeline of its recent slots (one page of the ledger per view) and its dead
-letters; the buttons pause, resume, trigger, backfill (previewed) and delete (confirmed).
+letters; the buttons pause, resume, trigger, backfill (previewed), edit and delete (confirmed).
 
 Every read and write goes through the API's route functions with the session's tenant, so a
 job id of another tenant is "not found" here exactly as it is on ``/v1/jobs/{id}``.
@@ -8,6 +8,7 @@ job id of another tenant is "not found" here exactly as it is on ``/v1/jobs/{id}
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import psycopg
@@ -18,7 +19,7 @@ from pydantic import ValidationError
 
 from api.console import paging
 from api.console.web import SignedIn, back, posted, problem_text, render, signed_in, tenant_of
-from api.models import Backfill, JobCreate, iso, job_view, public_job_id
+from api.models import Backfill, JobCreate, JobIn, iso, job_view, public_job_id
 from api.routes import jobs as api_jobs
 from api.state import api_state
 from streams.runtime import clock
@@ -212,6 +213,50 @@ async def backfill(request: Request, job_id: str, who: Who) -> Response:
     except HTTPException as exc:
         return back(f"/jobs/{job_id}", f"backfill refused: {problem_text(exc)}")
     return back(f"/jobs/{job_id}", f"backfill asked for: {result['slots']} slots")
+
+
+# what the edit form shows: the public view's fields a PUT accepts (api.models.JobIn)
+EDITABLE = ("schedule", "target", "misfire", "overlap", "retry", "jitter_s", "paused", "name",
+            "description", "labels", "delete_after_completion")
+
+
+@router.get("/jobs/{job_id}/edit")
+async def edit_page(request: Request, job_id: str, who: Who) -> Response:
+    """The job's definition as the API's JSON, to change and save (``PUT /v1/jobs/{id}``):
+    every field the API takes, without a form to keep in step with the schema."""
+    tenant = tenant_of(who)
+    record = api_jobs.find_job(api_state(request), tenant["tenant"], job_id)
+    if record is None:
+        return _not_found(request, who, job_id)
+    view = job_view(record, clock.now_ms())
+    body = json.dumps({k: view[k] for k in EDITABLE}, indent=2)
+    return render(request, "edit.html", who, job=view, body=body, error=None)
+
+
+@router.post("/jobs/{job_id}/edit")
+async def edit(request: Request, job_id: str, who: Who) -> Response:
+    tenant = tenant_of(who)
+    form = await posted(request, who)
+    text = form.get("body", "")
+    try:
+        body = JobIn.model_validate(json.loads(text))
+        await api_jobs.replace_job(job_id, body, request, tenant)
+    except json.JSONDecodeError as exc:
+        error = f"not JSON: {exc}"
+    except ValidationError as exc:
+        error = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                          for e in exc.errors())
+    except HTTPException as exc:
+        if exc.status_code == 404:
+            return _not_found(request, who, job_id)
+        error = problem_text(exc)
+    else:
+        return back(f"/jobs/{job_id}", "saved: the change takes effect from the next slot")
+    record = api_jobs.find_job(api_state(request), tenant["tenant"], job_id)
+    if record is None:
+        return _not_found(request, who, job_id)
+    return render(request, "edit.html", who, status=422, job=job_view(record, clock.now_ms()),
+                  body=text, error=error)
 
 
 @router.get("/jobs/{job_id}/delete")

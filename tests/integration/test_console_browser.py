@@ -10,6 +10,7 @@ timeline shows the slot), never on a length of time.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -100,6 +101,14 @@ def test_a_job_from_creation_to_pause_and_trigger(stack, tenant, page):
         page.get_by_role("button", name="Trigger now").click()
         expect(page.get_by_role("status")).to_contain_text("triggered: fire id")
         screenshot(page, "job")  # succeeded and skipped_paused slots on its timeline
+
+        page.get_by_role("link", name="Edit").click()
+        definition = json.loads(page.get_by_label("Definition (JSON)").input_value())
+        page.get_by_label("Definition (JSON)").fill(json.dumps({**definition,
+                                                                "name": "Console job, renamed"}))
+        page.get_by_role("button", name="Save").click()
+        expect(page.get_by_role("status")).to_contain_text("saved")
+        expect(page.get_by_role("heading", level=1)).to_contain_text("Console job, renamed")
 
         page.get_by_role("link", name="Jobs", exact=True).click()
         page.get_by_label("Search").fill("console")

@@ -2,6 +2,7 @@
 isolation, logout. (The pages that read the ledger are covered by the browser tests on the
 stack: tests/integration/test_console_browser.py.)"""
 
+import json
 import re
 
 import pytest
@@ -104,3 +105,22 @@ def test_the_operator_key_opens_the_operator_pages_not_a_tenants(api, monkeypatc
 @pytest.mark.parametrize("path", ["/ui/login", "/ui/static/console.css"])
 def test_public_assets(api, path):
     assert api.client.get(path).status_code == 200
+
+
+def test_edit_saves_through_the_api_and_shows_what_it_refused(api):
+    headers = api.tenant("acme")
+    api.client.post("/v1/jobs", json={**JOB, "id": "nightly"}, headers=headers)
+    _login(api, headers)
+    page = api.client.get("/ui/jobs/nightly/edit")
+    assert page.status_code == 200 and "0 0 1 1 *" in page.text
+    csrf = _csrf(api)
+    changed = {**JOB, "name": "Nightly report", "schedule": {"cron": "0 3 * * *"}}
+    answer = api.client.post("/ui/jobs/nightly/edit", data={"csrf": csrf, "body": json.dumps(changed)},
+                             follow_redirects=False)
+    assert answer.status_code == 303 and "saved" in answer.headers["location"]
+    job = api.client.get("/v1/jobs/nightly", headers=headers).json()
+    assert job["name"] == "Nightly report" and job["schedule"]["cron"] == "0 3 * * *"
+    refused = api.client.post("/ui/jobs/nightly/edit", data={
+        "csrf": csrf, "body": json.dumps({**changed, "schedule": {"cron": "61 * * * *"}})})
+    assert refused.status_code == 422 and "schedule" in refused.text
+    assert api.client.post("/ui/jobs/nightly/edit", data={"body": "{}"}).status_code == 403
