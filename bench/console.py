@@ -52,7 +52,7 @@ def fill_ledger(dsn: str, tenant: str, job_id: str, slots: int, other_rows: int)
             cur.execute(
                 "INSERT INTO ledger (record_id, kind, tenant, job_id, fire_id, nominal_time,"
                 " decision, lateness_ms, epoch, attempts, outcome) SELECT 'bench-other-' || %s"
-                " || '-' || g, 'job', 'bench-other', 'other-' || (g % 1000), 'x', now(), 'fired',"
+                " || '-' || g, 'job', 'bench-other', 'other-' || (g %% 1000), 'x', now(), 'fired',"
                 " 0, 1, 1, 'succeeded' FROM generate_series(1, %s) g", (uuid.uuid4().hex[:8],
                                                                        other_rows))
 

@@ -34,7 +34,8 @@ def _last_runs(dsn: str, tenant: str, job_ids: list[str]) -> dict[str, dict[str,
     if not job_ids:
         return {}
     query = ("SELECT DISTINCT ON (job_id) job_id, decision, outcome, nominal_time FROM ledger "
-             "WHERE tenant = %s AND job_id = ANY(%s) ORDER BY job_id, nominal_time DESC")
+             "WHERE kind = 'job' AND tenant = %s AND job_id = ANY(%s) "
+             "ORDER BY job_id, nominal_time DESC")
     try:
         with psycopg.connect(dsn, connect_timeout=5) as conn:
             rows = conn.execute(query, (tenant, job_ids)).fetchall()

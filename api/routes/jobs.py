@@ -316,7 +316,9 @@ RUN_FILTERS = {
 def _runs(dsn: str, tenant: str, job_id: str, before: int | None, limit: int,
           only: str | None = None) -> list[dict[str, Any]]:
     """One page of a job's slots from the ledger's sink, newest first, before ``before``."""
-    query = (f"SELECT {', '.join(RUN_COLUMNS)} FROM ledger WHERE tenant = %s AND job_id = %s "
+    # kind = 'job': the slots' rows, read through the partial index ledger_job_slots
+    query = (f"SELECT {', '.join(RUN_COLUMNS)} FROM ledger WHERE kind = 'job' AND tenant = %s "
+             "AND job_id = %s "
              "AND (%s::bigint IS NULL OR nominal_time < to_timestamp(%s::bigint / 1000.0) "
              f"AT TIME ZONE 'UTC'){RUN_FILTERS.get(only or '', '')} "
              "ORDER BY nominal_time DESC LIMIT %s")

@@ -124,3 +124,26 @@ def test_edit_saves_through_the_api_and_shows_what_it_refused(api):
         "csrf": csrf, "body": json.dumps({**changed, "schedule": {"cron": "61 * * * *"}})})
     assert refused.status_code == 422 and "schedule" in refused.text
     assert api.client.post("/ui/jobs/nightly/edit", data={"body": "{}"}).status_code == 403
+
+
+def test_another_tenants_campaign_and_suppressions_are_not_shown(api):
+    theirs = api.tenant("other")
+    campaign = api.client.post("/v1/campaigns", headers=theirs, json={
+        "name": "Their sale", "from": "news@example.com", "subject": "Hi", "text": "Hi",
+        "send_at": "2099-01-01T00:00:00Z"})
+    assert campaign.status_code == 201, campaign.text
+    campaign_id = campaign.json()["id"]
+    assert api.client.post("/v1/suppressions", headers=theirs,
+                           json={"email": "theirs@example.org"}).status_code == 201
+    _login(api, api.tenant("acme"))
+    csrf = _csrf(api)
+    assert api.client.get(f"/ui/campaigns/{campaign_id}").status_code == 404
+    assert api.client.get(f"/ui/campaigns/{campaign_id}/progress").status_code == 404
+    for action in ("pause", "resume", "cancel"):
+        answer = api.client.post(f"/ui/campaigns/{campaign_id}/{action}", data={"csrf": csrf})
+        assert answer.status_code == 404
+    listing = api.client.get("/ui/campaigns")
+    assert listing.status_code == 200 and campaign_id not in listing.text
+    assert "theirs@example.org" not in api.client.get("/ui/suppressions").text
+    looked_up = api.client.get("/ui/suppressions", params={"q": "theirs@example.org"})
+    assert "not suppressed" in looked_up.text
