@@ -1,6 +1,7 @@
 """The campaigns pages: the tenant's campaigns with status and progress, a campaign's live
-page (its progress polled as JSON, so the bar and counts move without a reload), pause, resume,
-cancel, "did this address get it?"; the suppression list: search, add, remove.
+page (its progress polled as JSON, so the bar and counts move without a reload), a pasted
+recipient list and its upload report, schedule, pause, resume, cancel, "did this address get
+it?"; the suppression list: search, add, remove.
 
 As on the jobs pages, the API's route functions do the reading and the ownership checks: a
 campaign of another tenant is "not found".
@@ -12,6 +13,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.types import Message
 
 from api.console import paging
 from api.console.web import SignedIn, back, posted, problem_text, render, signed_in, tenant_of
@@ -89,12 +91,51 @@ async def campaign_progress(request: Request, campaign_id: str, who: Who) -> Res
                                               "rate_per_s", "eta_s", "percent")})
 
 
+async def _upload(request: Request, tenant: dict[str, Any], campaign_id: str, csv_text: str
+                  ) -> dict[str, Any]:
+    """The pasted list through the API's own upload (``PUT .../recipients``: its saga, its
+    parsing, its report), handed the text as the streamed CSV body that route reads."""
+    body = csv_text.encode()
+    headers = [(k, v) for k, v in request.scope["headers"]
+               if k not in (b"content-type", b"content-length")]
+    scope = {**request.scope, "headers": [*headers, (b"content-type", b"text/csv"),
+                                          (b"content-length", str(len(body)).encode())]}
+    delivered = False
+
+    async def receive() -> Message:
+        nonlocal delivered
+        chunk, delivered = (b"" if delivered else body), True
+        return {"type": "http.request", "body": chunk, "more_body": False}
+
+    return await api_campaigns.upload_recipients(campaign_id, Request(scope, receive), tenant)
+
+
+@router.post("/campaigns/{campaign_id}/upload")
+async def upload(request: Request, campaign_id: str, who: Who) -> Response:
+    """A recipient list pasted as CSV (a header with an ``email`` column), and the upload's
+    report: accepted, duplicates, the bad rows with their line and reason. Lists over the form's
+    512 KiB go through ``PUT /v1/campaigns/{id}/recipients``, which streams any size."""
+    tenant = tenant_of(who)
+    form = await posted(request, who)
+    try:
+        report = await _upload(request, tenant, campaign_id, form.get("csv", ""))
+    except HTTPException as exc:
+        if exc.status_code == 404:
+            return render(request, "error.html", who, status=404,
+                          error=f"campaign {campaign_id} not found")
+        return back(f"/campaigns/{campaign_id}", f"upload refused: {problem_text(exc)}")
+    view = await _view(request, tenant, campaign_id)
+    return render(request, "campaign.html", who, c=view, email="", lookup=None,
+                  lookup_error=None, report=report)
+
+
 @router.post("/campaigns/{campaign_id}/{action}")
 async def campaign_action(request: Request, campaign_id: str, action: str, who: Who
                           ) -> Response:
     tenant = tenant_of(who)
     await posted(request, who)
-    handler = {"pause": api_campaigns.pause_campaign, "resume": api_campaigns.resume_campaign,
+    handler = {"schedule": api_campaigns.schedule_campaign,
+               "pause": api_campaigns.pause_campaign, "resume": api_campaigns.resume_campaign,
                "cancel": api_campaigns.cancel_campaign}.get(action)
     if handler is None:
         return render(request, "error.html", who, status=404, error=f"no action {action}")

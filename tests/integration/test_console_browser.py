@@ -22,7 +22,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from cli.demo import Receiver
 from tests.conftest import free_port, make_client
 from tests.integration.browser import ensure_chromium, screenshot
-from tests.integration.test_campaigns import campaign_body, csv_lines, upload
+from tests.integration.test_campaigns import campaign_body, csv_lines
 from tests.waiting import wait_for
 
 TIMEOUT_MS = 90_000  # only bounds a failing wait
@@ -124,11 +124,16 @@ def test_a_job_from_creation_to_pause_and_trigger(stack, tenant, page):
 
 def test_a_campaigns_bar_reaches_100_percent_live(stack, tenant, page):
     created = tenant.post("/v1/campaigns", json=campaign_body(seconds=2)).json()
-    upload(tenant, created["id"], csv_lines(20))
     sign_in(page, stack, key_of(tenant))
     page.goto(f"{stack.s.api_url}/ui/campaigns/{created['id']}")
-    expect(page.locator("#status")).to_have_text("ready")
-    assert tenant.post(f"/v1/campaigns/{created['id']}/schedule").status_code == 200
+    expect(page.locator("#status")).to_have_text("created")
+    page.get_by_label("Recipient list").fill(csv_lines(20) + "not-an-address,Nobody\n")
+    page.get_by_role("button", name="Upload").click()
+    expect(page.locator("#upload-summary")).to_have_text(
+        "20 recipients accepted, 0 duplicates, 1 bad row.")
+    expect(page.locator("table.bad-rows")).to_contain_text("22")  # its line, with the reason
+    page.get_by_role("button", name="Schedule").click()
+    expect(page.get_by_role("status")).to_contain_text("campaign is scheduled")
     # no reload from here: the page's own polling moves the bar
     expect(page.locator("#percent")).to_have_text("100")
     expect(page.locator("#count-sent")).to_have_text("20")
