@@ -111,10 +111,13 @@ async def posted(request: Request, who: SignedIn) -> dict[str, str]:
 def problem_text(exc: HTTPException) -> str:
     """The message of an API error (``api.errors.problem``'s list shape, or a plain detail)."""
     detail = exc.detail
-    if isinstance(detail, list) and detail and isinstance(detail[0], dict):
-        return "; ".join(".".join(str(p) for p in d.get("loc", [])[1:]) + (": " if len(
-            d.get("loc", [])) > 1 else "") + str(d.get("msg", "")) for d in detail)
-    return str(detail)
+    if not (isinstance(detail, list) and detail and isinstance(detail[0], dict)):
+        return str(detail)
+    said = []
+    for item in detail:
+        field = ".".join(str(part) for part in item.get("loc", [])[1:])  # without "body"/"query"
+        said.append(f"{field}: {item.get('msg', '')}" if field else str(item.get("msg", "")))
+    return "; ".join(said)
 
 
 def render(request: Request, template: str, who: SignedIn | None, status: int = 200,

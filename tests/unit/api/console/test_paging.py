@@ -2,7 +2,11 @@
 
 from datetime import UTC, datetime
 
+from fastapi import HTTPException
+
 from api.console import paging
+from api.console.web import problem_text
+from api.errors import problem
 
 
 def test_a_slot_is_coloured_by_why_it_did_not_run_else_by_its_outcome():
@@ -39,3 +43,9 @@ def test_a_dst_change_between_slots_is_marked():
     marked = paging.with_dst_marks(slots, "Europe/Berlin")
     assert [m["dst_change"] for m in marked] == [False, True, False]
     assert marked[1]["local"].endswith("CEST")
+
+
+def test_an_api_error_reads_as_one_line():
+    assert problem_text(problem(422, "schedule.cron", "bad minute")) == "schedule.cron: bad minute"
+    assert problem_text(problem(404, "", "job x not found")) == "job x not found"
+    assert problem_text(HTTPException(403, detail="plain")) == "plain"
