@@ -190,6 +190,8 @@ def test_the_operator_pages(stack, page):
     expect(page.get_by_role("heading", name="Consumer lag")).to_be_visible()
     expect(page.locator("table.lag")).to_contain_text("cronstream.")
     expect(page.locator("table.health")).to_contain_text("cronstream_assigned_partitions")
+    page.reload()  # a second sample of the lag: the chart has a line to draw
+    expect(page.locator("svg.lag-chart")).to_be_visible()
     page.get_by_role("link", name="Topology").click()
     expect(page.locator("svg.topology")).to_be_visible()
     expect(page.locator("svg.topology")).to_contain_text("cronstream.jobs")

@@ -147,3 +147,10 @@ def test_another_tenants_campaign_and_suppressions_are_not_shown(api):
     assert "theirs@example.org" not in api.client.get("/ui/suppressions").text
     looked_up = api.client.get("/ui/suppressions", params={"q": "theirs@example.org"})
     assert "not suppressed" in looked_up.text
+
+
+def test_the_session_cookie_is_secure_over_https(api):
+    headers = api.tenant("acme")
+    answer = api.client.post("https://testserver/ui/login", data={"key": _key(headers)},
+                             follow_redirects=False)
+    assert answer.status_code == 303 and "Secure" in answer.headers["set-cookie"]
