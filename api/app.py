@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
+import fastapi_offline
 from fastapi import FastAPI, HTTPException
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from swagger_ui_bundle import swagger_ui_path
 
+from api import console
 from api.routes import campaigns, feedback, job_imports, jobs, ops, suppressions
 from api.state import ApiState
 from streams.runtime import admin, settings
@@ -52,13 +54,18 @@ class BodyLimit:
 
 
 DOCS_ASSETS = "/docs/assets"
+# Swagger UI 5 (its bundle and CSS) as the ``fastapi-offline`` package ships them; only its
+# files are used. Why not ``swagger-ui-bundle``: its Swagger UI 3 refuses an OpenAPI 3.1
+# document ("does not specify a valid version field"), which is what FastAPI writes, so the
+# page rendered that error instead of the API (found by the browser test)
+SWAGGER_UI_DIR = Path(fastapi_offline.__file__).parent / "static"
 
 
 def serve_docs(app: FastAPI) -> None:
-    """The OpenAPI page at ``/docs``, its Swagger UI served from the ``swagger-ui-bundle``
-    package: FastAPI's own page loads it from a public CDN, so on a machine without internet
-    (ours, many production networks) it was blank."""
-    app.mount(DOCS_ASSETS, StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
+    """The OpenAPI page at ``/docs``, its Swagger UI served from a package
+    (``SWAGGER_UI_DIR``): FastAPI's own page loads it from a public CDN, so on a machine
+    without internet (ours, many production networks) it was blank."""
+    app.mount(DOCS_ASSETS, StaticFiles(directory=str(SWAGGER_UI_DIR)), name="docs-assets")
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:
@@ -66,7 +73,7 @@ def serve_docs(app: FastAPI) -> None:
             openapi_url=app.openapi_url or "/openapi.json", title="cronstream API",
             swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
             swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
-            swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png")
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png")
 
 
 def create_app(state: ApiState | None = None) -> FastAPI:
@@ -102,6 +109,7 @@ def create_app(state: ApiState | None = None) -> FastAPI:
     app.include_router(suppressions.router)
     app.include_router(feedback.router)
     app.include_router(ops.build_router(conf.bootstrap))
+    console.install(app)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES, unlimited_suffix="/recipients")
 
     return app

@@ -116,4 +116,8 @@ def run(s: Settings, seconds: int, receiver_port: int) -> int:
         print(f"  {row[0]:<62} {row[1]:<9} {row[2]:<10} {row[3]!s:<5} {row[4]}")
     print(f"\n{len(receiver.fires)} fires received, {len(rows)} rows in Postgres. "
           "The stack keeps running: `.venv/bin/cronstream stack down` stops it.")
+    # the key is the demo tenant's own, made for this local stack: shown so the console can be
+    # opened at once (docs/console.md)
+    print(f"\nthe web console: {s.api_url}/ui/jobs/{job['id']}\n  sign in with the demo "
+          f"tenant's API key: {api_key}")
     return 0 if rows and len(rows) >= expected > 0 else 1

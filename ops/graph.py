@@ -105,3 +105,45 @@ def render(out: Path) -> Path:
         raise RuntimeError("--render needs Graphviz's `dot` (Debian: apt-get install graphviz)")
     subprocess.run([binary, f"-T{fmt}", "-o", str(out)], input=dot().encode(), check=True)
     return out
+
+
+def svg() -> str:
+    """The graph as an SVG drawn here, for the console's operator page (no Graphviz needed on
+    the API's host, no JavaScript library): topics in the left column, processors in the right,
+    one line per edge (solid: consumes, dashed: produces, dotted: reads a view), each
+    processor's tables under its name. A layered layout is not attempted: two columns keep
+    every edge visible and the picture generated from ``streams.topology`` alone."""
+    row, width, left_x, right_x, box_w = 34, 900, 10, 520, 330
+    topic_y = {t.name: 20 + i * row for i, t in enumerate(TOPICS)}
+    proc_y = {p.name: 20 + i * row * 1.4 for i, p in enumerate(PROCESSORS)}
+    height = int(max([*topic_y.values(), *proc_y.values()]) + 2 * row)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+           f'role="img" aria-label="cronstream stream topology" class="topology">',
+           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" '
+           'markerHeight="6" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker>'
+           '</defs>']
+    for p in PROCESSORS:
+        py = proc_y[p.name] + 12
+        for t, dash, to_proc in ([(t, "", True) for t in p.consumes]
+                                 + [(t, "2,3", True) for t in p.reads]
+                                 + [(t, "6,4", False) for t in p.produces]):
+            ty = topic_y[t.name] + 12
+            a, b = ((left_x + box_w, ty), (right_x, py)) if to_proc else \
+                ((right_x, py), (left_x + box_w, ty))
+            out.append(f'<line x1="{a[0]}" y1="{a[1]}" x2="{b[0]}" y2="{b[1]}" stroke="#888" '
+                       f'stroke-dasharray="{dash}" marker-end="url(#arrow)"/>')
+    for t in TOPICS:
+        y = topic_y[t.name]
+        out.append(f'<rect x="{left_x}" y="{y}" width="{box_w}" height="24" rx="3" '
+                   f'fill="#e8f0fe" stroke="#4a6fa5"/><text x="{left_x + 6}" y="{y + 16}" '
+                   f'font-size="12">{t.name} ({t.partitions}p{", compacted" if t.compacted else ""})'
+                   '</text>')
+    for p in PROCESSORS:
+        y = proc_y[p.name]
+        tables = ", ".join(t.name for t in p.tables)
+        out.append(f'<rect x="{right_x}" y="{y}" width="{width - right_x - 10}" height="24" '
+                   f'rx="12" fill="#fff4e0" stroke="#a5744a"/><text x="{right_x + 10}" '
+                   f'y="{y + 16}" font-size="12">{SHAPES[p.kind]}: {p.name}'
+                   f'{" [" + tables + "]" if tables else ""}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"

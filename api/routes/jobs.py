@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import psycopg
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
@@ -304,11 +304,24 @@ RUN_COLUMNS = ("fire_id", "nominal_time", "decision", "reason", "attempts", "out
                "status_code", "error", "fired_at", "completed_at", "lateness_ms")
 
 
-def _runs(dsn: str, tenant: str, job_id: str, before: int | None, limit: int
-          ) -> list[dict[str, Any]]:
-    query = (f"SELECT {', '.join(RUN_COLUMNS)} FROM ledger WHERE tenant = %s AND job_id = %s "
+# ``only``: the slots that did not run (skipped, expired, recorded not_run: the console's "why
+# didn't my job run?" filter), or those that failed (each was also written to the DLQ)
+RUN_FILTERS = {
+    "not_run": " AND (decision LIKE 'skipped%%' OR decision = 'expired_stale' "
+               "OR outcome = 'not_run')",
+    "failed": " AND outcome = 'failed'",
+}
+
+
+def _runs(dsn: str, tenant: str, job_id: str, before: int | None, limit: int,
+          only: str | None = None) -> list[dict[str, Any]]:
+    """One page of a job's slots from the ledger's sink, newest first, before ``before``."""
+    # kind = 'job': the slots' rows, read through the partial index ledger_job_slots
+    query = (f"SELECT {', '.join(RUN_COLUMNS)} FROM ledger WHERE kind = 'job' AND tenant = %s "
+             "AND job_id = %s "
              "AND (%s::bigint IS NULL OR nominal_time < to_timestamp(%s::bigint / 1000.0) "
-             "AT TIME ZONE 'UTC') ORDER BY nominal_time DESC LIMIT %s")
+             f"AT TIME ZONE 'UTC'){RUN_FILTERS.get(only or '', '')} "
+             "ORDER BY nominal_time DESC LIMIT %s")
     try:
         with psycopg.connect(dsn, connect_timeout=5) as conn:
             rows = conn.execute(query, (tenant, job_id, before, before, limit)).fetchall()
@@ -327,11 +340,14 @@ def _runs(dsn: str, tenant: str, job_id: str, before: int | None, limit: int
 async def job_runs(job_id: str, request: Request, tenant: Tenant,
                    cursor: Annotated[int | None, EmptyIsAbsent,
                                      Query(description="from next_cursor")] = None,
-                   limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
+                   limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+                   only: Annotated[Literal["not_run", "failed"] | None, EmptyIsAbsent, Query(
+                       description="not_run: only the slots that did not run; failed: only "
+                                   "the failed ones (those dead-lettered)")] = None,
+                   ) -> dict[str, Any]:
     job = _own_job(request, tenant, job_id)
     runs = await run_in_threadpool(_runs, api_state(request).conf.pg_dsn, tenant["tenant"],
-                                   job["job_id"],
-                                   cursor, limit)
+                                   job["job_id"], cursor, limit, only)
     next_cursor = None
     if len(runs) == limit:
         next_cursor = ms(datetime.fromisoformat(runs[-1]["nominal_time"].replace("Z", "+00:00")))

@@ -1,5 +1,5 @@
 """The OpenAPI page works offline: Swagger UI's scripts and styles come from the API itself
-(the ``swagger-ui-bundle`` package), never from a CDN."""
+(the ``fastapi-offline`` package's Swagger UI 5), never from a CDN."""
 
 from __future__ import annotations
 
