@@ -15,8 +15,9 @@ created and uploaded through the public API (``bench.fanout.upload_campaign``, a
 benchmark does) and scheduled; while it sends, every ``--every`` seconds, a signed-in session
 loads the campaign's page (``/ui/campaigns/{id}``) and the JSON its progress bar polls
 (``/ui/campaigns/{id}/progress``), each timed to the headers and to the last byte, with the
-percentage done at the time. Figures are given over the whole send and per quarter of it,
-since what the page costs grows with the rows the send has written (below).
+percentage done at the time (as the JSON, loaded just after the page, says). Figures are given
+over the whole send and per quarter of it, since what the page costs grows with the rows the
+send has written (below).
 
     .venv/bin/python -m bench.console --campaign 1000000 [--every 1.0] [--workers 2]
 
@@ -28,8 +29,8 @@ row of SES feedback counts; the "did X get it?" lookup, when an address is given
 one recipient's row. No recipient list is read, so the page reads less than one page of
 history: issue 31's bound holds. What it does not bound is PostgreSQL's own work: the count
 visits every row the campaign has written so far, and the ledger has no index that leads to
-a campaign's rows (``ledger_job_slots`` leaves them out; the primary key ``campaign_id:email``
-is not used for a prefix), so each load scans the ledger. The progress JSON is the same
+a campaign's rows (``ledger_job_slots`` leaves them out; the primary key, ``record_id``, is
+not what the count filters on), so each load scans the ledger. The progress JSON is the same
 ``get_campaign`` without the template, and is polled by every open campaign page.
 """
 
@@ -40,6 +41,7 @@ import json
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import psycopg
@@ -146,7 +148,7 @@ def campaign_send(recipients: int, every_s: float, workers: int) -> None:
         page = f"/ui/campaigns/{created['id']}"
         assert api.post(f"/v1/campaigns/{created['id']}/schedule").status_code == 200
         started = time.monotonic()
-        view: dict = {}
+        view: dict[str, Any] = {}
         while time.monotonic() - started < 3600:
             tick = time.monotonic()
             page_ttfb, page_done, _ = fetch(console, page)
