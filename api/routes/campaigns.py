@@ -303,8 +303,6 @@ async def cancel_campaign(campaign_id: str, request: Request, tenant: Tenant) ->
                              ("created", "ready", "scheduled", "paused", "aborted"), "cancelled")
 
 
-
-
 def _counts(dsn: str, tenant: str, campaign_id: str) -> tuple[dict[str, int], int]:
     query = ("SELECT outcome, count(*), count(*) FILTER (WHERE completed_at > "
              "(now() AT TIME ZONE 'UTC') - interval '10 seconds') FROM ledger "
