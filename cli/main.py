@@ -17,12 +17,15 @@ def _stack(args: argparse.Namespace) -> int:
     stack = Stack(settings.load())
     try:
         if args.action == "up":
-            stack.up(with_app=not args.infra_only, workers=args.workers)
+            stack.up(with_app=not args.infra_only, workers=args.workers, brokers=args.brokers)
         elif args.action == "down":
             stack.down()
         else:
-            for name, state in stack.status().items():
+            states = stack.status()
+            for name, state in states.items():
                 print(f"{name:<12} {state}")
+            if states["kafka"] != "stopped":  # topics replicated below the setting, never hidden
+                print(f"{'replication':<12} {stack.replication_report()}")
     except StackError as exc:
         print(f"cronstream stack {args.action}: {exc}", file=sys.stderr)
         return 1
@@ -116,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     stack.add_argument("--infra-only", action="store_true",
                        help="start Kafka, Connect and PostgreSQL but no worker or API")
     stack.add_argument("--workers", type=int, default=1, help="worker processes to start")
+    stack.add_argument("--brokers", type=int, default=None,
+                       help="KRaft nodes (broker + controller each) to start: 1 (the default) or "
+                       "3 for a three-voter quorum with replicated topics; fixed per CRONSTREAM_HOME")
     stack.set_defaults(func=_stack)
 
     worker = sub.add_parser("worker", help="run one stream worker (scheduler + executor)")

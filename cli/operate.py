@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from cli.client import CliError, emit
+from streams.runtime.kafka_config import client_config
 
 KAFKA_TOOLS = {
     "consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "console-producer": "kafka.tools.ConsoleProducer",
     "get-offsets": "org.apache.kafka.tools.GetOffsetShell",
-    "topics": "kafka.admin.TopicCommand",
+    "topics": "org.apache.kafka.tools.TopicCommand",
 }
 README_BLOCK = re.compile(r"(<!-- topology:begin -->\n```mermaid\n).*?(```\n<!-- topology:end -->)",
                           re.S)
@@ -75,7 +76,7 @@ def replay(args: argparse.Namespace) -> int:
     bootstrap = _bootstrap(args)
     try:
         spec = replay_.topic_named(args.topic)
-        probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "cronstream-replay"})
+        probe = Consumer({**client_config(bootstrap), "group.id": "cronstream-replay"})
         try:
             ranges = replay_.plan(probe, spec, args.partition, args.from_offset, args.to_offset,
                                   args.from_time, args.to_time)

@@ -21,6 +21,7 @@ import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from streams.runtime.codec import codec
+from streams.runtime.kafka_config import client_config
 from streams.scheduling import schedule
 from streams.scheduling.ledger import recipient_rows
 from streams.topology import LEDGER, RECIPIENT_OUTCOMES, TopicSpec
@@ -45,7 +46,7 @@ TALLY = Tally()
 def kafka_ledger(bootstrap: str, key_prefix: str, topic: TopicSpec = LEDGER
                  ) -> dict[str, dict[str, Any]]:
     """Newest value per key starting with ``key_prefix``, read from the topic itself."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"checker-{uuid.uuid4()}",
+    consumer = Consumer({**client_config(bootstrap), "group.id": f"checker-{uuid.uuid4()}",
                          "enable.auto.commit": False, "enable.partition.eof": True})
     parts = list(consumer.list_topics(topic.name, timeout=10).topics[topic.name].partitions)
     consumer.assign([TopicPartition(topic.name, p, OFFSET_BEGINNING) for p in parts])
