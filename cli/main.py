@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from cli import operate, resources
@@ -17,7 +18,11 @@ def _stack(args: argparse.Namespace) -> int:
     stack = Stack(settings.load())
     try:
         if args.action == "up":
-            stack.up(with_app=not args.infra_only, workers=args.workers, brokers=args.brokers)
+            stack.up(with_app=not args.infra_only, workers=args.workers, brokers=args.brokers,
+                     secure=True if args.secure else None)
+            if stack.secure:
+                print(f"[stack] Kafka listens on SASL_SSL; for the CLI: "
+                      f"source {stack.secure_dir / 'client.env'}")
         elif args.action == "down":
             stack.down()
         else:
@@ -119,7 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
     stack.add_argument("--infra-only", action="store_true",
                        help="start Kafka, Connect and PostgreSQL but no worker or API")
     stack.add_argument("--workers", type=int, default=1, help="worker processes to start")
-    stack.add_argument("--brokers", type=int, default=None,
+    stack.add_argument("--secure", action="store_true",
+                       help="a SASL_SSL listener (SCRAM-SHA-512 and PLAIN) with a CA and broker "
+                       "certificate generated into CRONSTREAM_HOME; fixed per CRONSTREAM_HOME")
+    stack.add_argument("--brokers", type=int,
+                       default=int(os.environ["CRONSTREAM_BROKERS"]) if os.environ.get(
+                           "CRONSTREAM_BROKERS") else None,
                        help="KRaft nodes (broker + controller each) to start: 1 (the default) or "
                        "3 for a three-voter quorum with replicated topics; fixed per CRONSTREAM_HOME")
     stack.set_defaults(func=_stack)

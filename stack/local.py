@@ -32,6 +32,7 @@ import httpx
 
 from stack import isolated, processes
 from stack.sns_publisher import LOCAL_TOPIC_ARN
+from streams.runtime import kafka_config
 from streams.runtime.settings import API_START_S, REPO_ROOT, Settings
 
 JAVA_POMS = (REPO_ROOT / "stack" / "pom.xml", REPO_ROOT / "connectors" / "avro-converter" / "pom.xml")
@@ -79,14 +80,15 @@ def _port_busy(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def kafka_lists_a_broker(bootstrap: str, timeout_s: float = 3.0, at_least: int = 1) -> bool:
+def kafka_lists_a_broker(bootstrap: str, timeout_s: float = 3.0, at_least: int = 1,
+                         env: dict[str, str] | None = None) -> bool:
     """Ask the cluster for its metadata from a short-lived child process (``stack.isolated``):
     a test run's pytest process died (librdkafka abort) inside this probe while the fault suite
     restarted the broker, and a cached client can be stuck after a restart. True once it lists
     ``at_least`` brokers."""
     try:
         return isolated.call("streams.runtime.admin:broker_count", bootstrap, timeout_s,
-                             timeout_s=timeout_s + 20) >= at_least
+                             timeout_s=timeout_s + 20, env=env) >= at_least
     except isolated.ChildCallFailed:
         return False
 
@@ -230,15 +232,17 @@ class Stack:
         voters = ",".join(f"{n}@127.0.0.1:{self.node_ports(n)[1]}" for n in range(1, brokers + 1))
         internal_rf = min(brokers, 3)
         min_isr = 2 if brokers >= 3 else 1
+        client = "SASL_SSL" if self.secure else "PLAINTEXT"
         lines = [
             "process.roles=broker,controller",
             f"node.id={node}",
             f"controller.quorum.voters={voters}",
-            f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+            f"listeners={client}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+            f"advertised.listeners={client}://127.0.0.1:{port}",
             "controller.listener.names=CONTROLLER",
-            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "inter.broker.listener.name=PLAINTEXT",
+            f"listener.security.protocol.map={client}:{client},CONTROLLER:PLAINTEXT",
+            f"inter.broker.listener.name={client}",
+            *self.secure_broker_properties(),
             f"log.dirs={self.node_dir(node) / 'data'}",
             "num.partitions=8",
             f"offsets.topic.replication.factor={internal_rf}",
@@ -254,16 +258,126 @@ class Stack:
             lines += [f"default.replication.factor={internal_rf}", f"min.insync.replicas={min_isr}"]
         return "\n".join([*lines, ""])
 
-    def start_kafka(self, brokers: int | None = None) -> None:
+    # -- a secure listener (up --secure) ---------------------------------------------------------
+    @property
+    def secure(self) -> bool:
+        """The stack's client listener is SASL_SSL (``up --secure``, recorded in the home)."""
+        return (self.s.home / "kafka" / "secure").exists()
+
+    @property
+    def secure_dir(self) -> Path:
+        return self.s.home / "secure"
+
+    def kafka_env(self) -> dict[str, str]:
+        """The Kafka settings (``streams.runtime.kafka_config``) a client of this stack needs:
+        none on PLAINTEXT; on a secure stack SASL_SSL as the user ``cronstream`` (SCRAM-SHA-512,
+        or PLAIN if ``CRONSTREAM_KAFKA_SASL_MECHANISM`` says so), trusting the stack's CA."""
+        if not self.secure:
+            return {}
+        return {"CRONSTREAM_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+                "CRONSTREAM_KAFKA_SASL_MECHANISM": os.environ.get(
+                    "CRONSTREAM_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512"),
+                "CRONSTREAM_KAFKA_SASL_USERNAME": "cronstream",
+                "CRONSTREAM_KAFKA_SASL_PASSWORD": self.secret("", "kafka-cronstream.password"),
+                "CRONSTREAM_KAFKA_CA_FILE": str(self.secure_dir / "ca.pem")}
+
+    def secure_broker_properties(self) -> list[str]:
+        """The SASL_SSL listener's settings: the broker's PEM key and certificate, its CA as
+        trust store (brokers talk to each other over the same listener), SCRAM-SHA-512 and
+        PLAIN, and the ``admin`` user the brokers log in as."""
+        if not self.secure:
+            return []
+        admin = self.secret("", "kafka-admin.password")
+        client = self.secret("", "kafka-cronstream.password")
+        plain = "org.apache.kafka.common.security.plain.PlainLoginModule"
+        scram = "org.apache.kafka.common.security.scram.ScramLoginModule"
+        return [
+            "sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN",
+            "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
+            f'listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config={scram} required '
+            f'username="admin" password="{admin}";',
+            f'listener.name.sasl_ssl.plain.sasl.jaas.config={plain} required '
+            f'username="admin" password="{admin}" user_admin="{admin}" '
+            f'user_cronstream="{client}";',
+            "ssl.keystore.type=PEM",
+            f"ssl.keystore.location={self.secure_dir / 'broker.pem'}",
+            "ssl.truststore.type=PEM",
+            f"ssl.truststore.location={self.secure_dir / 'ca.pem'}",
+            "ssl.client.auth=none",
+        ]
+
+    def scram_users(self) -> list[str]:
+        """``kafka-storage format --add-scram`` arguments: the users exist from the cluster's
+        first start (KRaft keeps them in its metadata, KIP-900)."""
+        if not self.secure:
+            return []
+        users = {"admin": "kafka-admin.password", "cronstream": "kafka-cronstream.password"}
+        out: list[str] = []
+        for user, name in users.items():
+            out += ["--add-scram", f"SCRAM-SHA-512=[name={user},password={self.secret('', name)}]"]
+        return out
+
+    def ensure_certificates(self) -> None:
+        """A CA and a broker certificate for 127.0.0.1/localhost, made with openssl once per
+        home (``$CRONSTREAM_HOME/secure``, never in the repository), and the two SCRAM users'
+        passwords (``secrets/``)."""
+        d = self.secure_dir
+        if (d / "broker.pem").exists() and (d / "ca.pem").exists():
+            return
+        if shutil.which("openssl") is None:
+            raise StackError("kafka", "openssl is needed for --secure (Debian: apt-get install "
+                             "openssl)")
+        d.mkdir(parents=True, exist_ok=True)
+        os.chmod(d, 0o700)
+        (d / "broker.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+                                      "extendedKeyUsage=serverAuth,clientAuth\n")
+        steps = [
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
+             "-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=cronstream local CA",
+             "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+            ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "broker.key",
+             "-out", "broker.csr", "-subj", "/CN=127.0.0.1"],
+            ["openssl", "x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-days", "3650", "-out", "broker.crt", "-extfile", "broker.ext"],
+        ]
+        for argv in steps:
+            out = subprocess.run(argv, cwd=d, capture_output=True, text=True)
+            if out.returncode != 0:
+                raise StackError("kafka", f"{' '.join(argv[:3])} failed: {out.stderr[-300:]}")
+        (d / "broker.pem").write_text((d / "broker.key").read_text() + (d / "broker.crt").read_text())
+        for secret_file in ("ca.key", "broker.key", "broker.pem"):
+            os.chmod(d / secret_file, 0o600)
+        lines = [f"export {k}={v}" for k, v in self.kafka_env().items()]
+        client_env = d / "client.env"
+        client_env.touch(mode=0o600)
+        client_env.write_text("\n".join([*lines, ""]))
+
+    def start_kafka(self, brokers: int | None = None, secure: bool | None = None) -> None:
         """Start every KRaft node of the stack (``brokers``, default the home's count) and wait
         until the cluster lists them all. One node is the stack every test runs on; three make
         a three-voter quorum on loopback, each JVM with a smaller heap (2 cores, 3 JVMs)."""
         recorded = self.brokers
         brokers = brokers or recorded
-        if brokers != recorded and (self.s.home / "kafka" / "data" / "meta.properties").exists():
+        formatted = (self.s.home / "kafka" / "data" / "meta.properties").exists()
+        if brokers != recorded and formatted:
             raise StackError("kafka", f"{self.s.home} holds a cluster of {recorded} broker(s), "
                              f"not {brokers}: run `stack down` and remove {self.s.home}/kafka*, "
                              "or use another CRONSTREAM_HOME")
+        if secure is not None and secure != self.secure:
+            if formatted:
+                raise StackError("kafka", f"{self.s.home} holds a "
+                                 f"{'SASL_SSL' if self.secure else 'PLAINTEXT'} cluster: run "
+                                 f"`stack down` and remove {self.s.home}/kafka*, or use another "
+                                 "CRONSTREAM_HOME")
+            marker = self.s.home / "kafka" / "secure"
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            if secure:
+                marker.write_text("SASL_SSL\n")
+            else:
+                marker.unlink(missing_ok=True)
+        if self.secure:
+            self.ensure_certificates()
         record_brokers(self.s.home, brokers, [self.node_ports(n)[0] for n in range(1, brokers + 1)])
         started = [node for node in range(1, brokers + 1) if self.start_kafka_node(node, brokers)]
         if not started:
@@ -288,7 +402,8 @@ class Stack:
             with open(log, "ab") as out:
                 rc = subprocess.call(
                     self._java("kafka-storage", "kafka.tools.StorageTool", "256m",
-                               "format", "-t", cluster_id, "-c", str(props), "--ignore-formatted"),
+                               "format", "-t", cluster_id, "-c", str(props), "--ignore-formatted",
+                               *self.scram_users()),
                     stdout=out, stderr=subprocess.STDOUT)
             if rc != 0:
                 raise StackError(name, f"formatting storage in {data} failed", log)
@@ -313,7 +428,7 @@ class Stack:
         """The cluster lists all its brokers, asked from a child process
         (``kafka_lists_a_broker``)."""
         return _port_busy(self.s.kafka_port) and kafka_lists_a_broker(
-            self.s.bootstrap, at_least=brokers or self.brokers)
+            self.s.bootstrap, at_least=brokers or self.brokers, env=self.kafka_env())
 
     def stop_kafka(self) -> list[str]:
         """Stop every node at once (TERM to all, then wait): stopped one after another, the
@@ -323,8 +438,9 @@ class Stack:
         for pid in pids.values():
             if pid is not None:
                 os.kill(pid, signal.SIGTERM)
-        return [name for name in names if pids[name] is not None
-                and processes.stop(self.pidfile(name), timeout_s=30)]
+        for name in names:
+            processes.stop(self.pidfile(name), timeout_s=30)
+        return [name for name in names if pids[name] is not None]
 
     # -- kafka connect -------------------------------------------------------------------------
     def start_connect(self) -> None:
@@ -338,7 +454,7 @@ class Stack:
         # says); the factor here is what Connect would create them with if they did not
         try:
             factor = int(isolated.call("streams.runtime.admin:replication_settings",
-                                       self.s.bootstrap, timeout_s=60)[0])
+                                       self.s.bootstrap, timeout_s=60, env=self.kafka_env())[0])
         except isolated.ChildCallFailed as exc:
             raise StackError(name, f"could not read the cluster's replication: {exc}", log) from exc
         props.write_text("\n".join([
@@ -361,8 +477,14 @@ class Stack:
             "rest.advertised.host.name=127.0.0.1",
             f"plugin.path={self.plugins}",
             "offset.flush.interval.ms=1000",
+            # the worker's own clients, its sinks' consumers, any producer and admin client it
+            # makes: one mapping (streams.runtime.kafka_config), nothing on PLAINTEXT
+            *[line for prefix in ("", "producer.", "consumer.", "admin.")
+              for line in kafka_config.KafkaSecurity.from_env(
+                  {**os.environ, **self.kafka_env()}).java_properties(prefix)],
             "",
         ]))
+        os.chmod(props, 0o600)  # it holds the SASL password on a secure stack
         say(f"starting kafka connect on 127.0.0.1:{self.s.connect_port}")
         processes.spawn(pidfile, self._java(
             name, "org.apache.kafka.connect.cli.ConnectDistributed", "768m", str(props)), log)
@@ -531,7 +653,8 @@ class Stack:
         """What the workers and the API need: the local SES server, AWS-style credentials for
         it, the unsubscribe signing secret and the operator key (generated once into .local/,
         never committed)."""
-        return {"CRONSTREAM_SES_ENDPOINT": self.s.ses_endpoint,
+        return {**self.settings_env(), **self.kafka_env(),
+                "CRONSTREAM_SES_ENDPOINT": self.s.ses_endpoint,
                 "CRONSTREAM_UNSUBSCRIBE_SECRET": self.secret("CRONSTREAM_UNSUBSCRIBE_SECRET",
                                                              "unsubscribe.key"),
                 "CRONSTREAM_OPERATOR_KEY": self.secret("CRONSTREAM_OPERATOR_KEY", "operator.key"),
@@ -545,9 +668,22 @@ class Stack:
                     "CRONSTREAM_SNS_CERT_HOSTS", re.escape(f"127.0.0.1:{self.s.ses_port}")),
                 "CRONSTREAM_SNS_ALLOW_HTTP": os.environ.get("CRONSTREAM_SNS_ALLOW_HTTP", "1")}
 
+    def settings_env(self) -> dict[str, str]:
+        """This stack's home and ports as its processes' environment: a stack made from other
+        settings than the environment's (a test's second stack) starts processes that read
+        their own, not the caller's."""
+        s = self.s
+        return {"CRONSTREAM_HOME": str(s.home), "CRONSTREAM_KAFKA_PORT": str(s.kafka_port),
+                "CRONSTREAM_CONTROLLER_PORT": str(s.controller_port),
+                "CRONSTREAM_CONNECT_PORT": str(s.connect_port), "CRONSTREAM_PG_PORT": str(s.pg_port),
+                "CRONSTREAM_API_PORT": str(s.api_port),
+                "CRONSTREAM_WORKER_WEB_PORT": str(s.worker_web_port),
+                "CRONSTREAM_WORKER_METRICS_PORT": str(s.worker_metrics_port),
+                "CRONSTREAM_SES_PORT": str(s.ses_port)}
+
     def secret(self, env: str, name: str) -> str:
         """``$env`` if set, else a random secret kept in ``.local/secrets/name`` (mode 0600)."""
-        if os.environ.get(env):
+        if env and os.environ.get(env):
             return os.environ[env]
         path = self.s.home / "secrets" / name
         if not path.exists():
@@ -568,15 +704,19 @@ class Stack:
 
 
     # -- whole stack ---------------------------------------------------------------------------
-    def up(self, with_app: bool = True, workers: int = 1, brokers: int | None = None) -> None:
+    def up(self, with_app: bool = True, workers: int = 1, brokers: int | None = None,
+           secure: bool | None = None) -> None:
+        """Start what is not running. ``brokers`` and ``secure`` (a SASL_SSL listener) are
+        fixed when a home's cluster is first formatted; None keeps the home's."""
         self.s.home.mkdir(parents=True, exist_ok=True)
         self.ensure_java_parts()
         self.start_postgres()
-        self.start_kafka(brokers)
+        self.start_kafka(brokers, secure)
         # in a child: a client created here would live as long as the caller (a test run) and
         # through every broker restart it sees, where librdkafka aborted one (stack.isolated)
         try:
             prepared = isolated.call("streams.runtime.admin:prepare_cluster", self.s.bootstrap,
+                                     env=self.kafka_env(),
                                      timeout_s=300)
         except isolated.ChildCallFailed as exc:
             raise StackError("kafka", f"could not create the topics or seed the workers' group: "
@@ -623,9 +763,9 @@ class Stack:
         (``admin.replication_shortfall``), asked from a child process."""
         try:
             want = isolated.call("streams.runtime.admin:replication_settings", self.s.bootstrap,
-                                 timeout_s=30)
+                                 timeout_s=30, env=self.kafka_env())
             short = isolated.call("streams.runtime.admin:replication_shortfall",
-                                  self.s.bootstrap, timeout_s=60)
+                                  self.s.bootstrap, timeout_s=60, env=self.kafka_env())
         except isolated.ChildCallFailed as exc:
             return f"unknown ({str(exc)[-200:]})"
         head = f"factor {want[0]}, min.insync.replicas {want[1]}"

@@ -52,6 +52,7 @@ def wire(rt: Runtime) -> None:
 def main() -> None:
     """Run one worker: scheduler, executor and fan-out agents on one faust app."""
     conf = settings.load()
+    admin.check_reachable(conf.bootstrap)  # a wrong password or CA: one clear line, no hang
     rt = build(conf, worker_id_from_env(),
                replication_factor=admin.replication(conf.bootstrap).factor)
     wire(rt)

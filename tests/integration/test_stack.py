@@ -12,6 +12,7 @@ import pytest
 
 from stack import processes
 from stack.local import BROKER_INDEX_BYTES, Stack, StackError
+from streams.runtime.kafka_config import replication_for
 from streams.topology import FIRED
 
 
@@ -47,7 +48,9 @@ def test_status_command_lists_components(stack):
     for name in ("kafka", "connect", "postgres", "api", "worker-1"):
         assert name in out
     # the replication every cronstream topic should have, and none below it (one broker: 1/1)
-    assert "replication  factor 1, min.insync.replicas 1: every cronstream topic ok" in out, out
+    want = replication_for(stack.brokers)
+    assert (f"replication  factor {want.factor}, min.insync.replicas {want.min_insync}: every "
+            "cronstream topic ok") in out, out
 
 
 def test_every_topic_names_its_minimum_isr(stack):
@@ -55,8 +58,9 @@ def test_every_topic_names_its_minimum_isr(stack):
     config (``streams.runtime.kafka_config``), Connect's internal topics included."""
     from streams.runtime import admin
 
+    want = str(replication_for(stack.brokers).min_insync)
     for name in (FIRED.name, "cronstream-jobs-changelog", "cronstream-connect-offsets"):
-        assert admin.topic_config(stack.s.bootstrap, name, "min.insync.replicas") == "1"
+        assert admin.topic_config(stack.s.bootstrap, name, "min.insync.replicas") == want
     assert admin.replication_shortfall(stack.s.bootstrap) == []
 
 
@@ -67,7 +71,6 @@ def test_the_broker_preallocates_small_indexes(stack):
     from confluent_kafka.admin import ConfigResource
 
     from streams.runtime import admin
-    from streams.topology import FIRED
 
     resource = ConfigResource(ConfigResource.Type.TOPIC, FIRED.name)
     configs = admin.client(stack.s.bootstrap).describe_configs([resource])[resource].result(30)

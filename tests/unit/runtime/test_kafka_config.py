@@ -131,3 +131,36 @@ def test_replication_the_cluster_cannot_meet_is_refused(brokers: int, env: dict[
 
 def test_min_insync_is_a_topic_config() -> None:
     assert Replication(3, 2).topic_configs() == {"min.insync.replicas": "2"}
+
+
+# -- the startup diagnosis (streams.runtime.admin.diagnose) ---------------------------------------
+@pytest.mark.parametrize(("code", "text", "cause"), [
+    ("_AUTHENTICATION", "SASL authentication error: Authentication failed during authentication "
+     "due to invalid credentials with SASL mechanism SCRAM-SHA-512", "SASL authentication failed"),
+    ("_SSL", "127.0.0.1:9093/bootstrap: SSL handshake failed: error:0A000086:SSL routines::"
+     "certificate verify failed: broker certificate could not be verified",
+     "TLS handshake failed"),
+    ("_TRANSPORT", "127.0.0.1:9093/bootstrap: SSL handshake failed: certificate verify failed",
+     "TLS handshake failed"),
+    ("_TRANSPORT", "127.0.0.1:9093/bootstrap: Disconnected while requesting ApiVersion: might be "
+     "caused by incorrect security.protocol configuration", "the broker closed the connection"),
+])
+def test_a_connection_error_is_named_with_its_cause(code: str, text: str, cause: str) -> None:
+    from confluent_kafka import KafkaError
+
+    from streams.runtime.admin import diagnose
+
+    said = diagnose(KafkaError(getattr(KafkaError, code), text), "127.0.0.1:9093")
+    assert said is not None and said.startswith(f"kafka at 127.0.0.1:9093: {cause}"), said
+    assert text in said
+
+
+def test_a_broker_not_up_yet_is_not_a_configuration_error() -> None:
+    from confluent_kafka import KafkaError
+
+    from streams.runtime.admin import diagnose
+
+    refused = KafkaError(KafkaError._TRANSPORT, "127.0.0.1:9093/bootstrap: Connect to "
+                         "ipv4#127.0.0.1:9093 failed: Connection refused (after 0ms in state CONNECT)")
+    assert diagnose(refused, "127.0.0.1:9093") is None
+    assert diagnose(None, "127.0.0.1:9093") is None
