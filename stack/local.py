@@ -397,6 +397,7 @@ class Stack:
         data.mkdir(parents=True, exist_ok=True)
         props = self.node_dir(node) / "server.properties"
         props.write_text(self.server_properties(node, brokers))
+        os.chmod(props, 0o600)  # a secure stack's holds the SASL passwords
         if not (data / "meta.properties").exists():
             cluster_id = self.cluster_id()
             with open(log, "ab") as out:

@@ -80,6 +80,13 @@ def test_the_broker_accepts_sasl_ssl_only(secure: Stack) -> None:
     assert not Path(env["CRONSTREAM_KAFKA_CA_FILE"]).is_relative_to(REPO_ROOT)
 
 
+def test_plain_is_accepted_too(secure: Stack) -> None:
+    """SASL/PLAIN, the other mechanism managed clusters offer (Confluent Cloud's API keys)."""
+    env = {**secure.kafka_env(), "CRONSTREAM_KAFKA_SASL_MECHANISM": "PLAIN"}
+    assert isolated.call("streams.runtime.admin:check_reachable", secure.s.bootstrap, 30,
+                         timeout_s=90, env=env) == 1
+
+
 def test_a_job_fires_into_postgres_over_sasl_ssl(secure: Stack) -> None:
     port = free_port()
     with client(secure) as api, Receiver(port) as receiver:
