@@ -91,6 +91,7 @@ def create_app(state: ApiState | None = None) -> FastAPI:
             app.state.api = state
             yield
             return
+        admin.check_reachable(conf.bootstrap)  # a wrong password or CA: one clear line, no hang
         admin.ensure_topics(conf.bootstrap)
         app.state.api = ApiState.connect(conf)
         yield

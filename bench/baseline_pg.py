@@ -21,6 +21,7 @@ from confluent_kafka import Producer
 from bench.common import count_at_least, percentile, report
 from stack.local import Stack
 from streams.runtime import settings
+from streams.runtime.kafka_config import producer_config
 
 CLAIM = """
 WITH due AS (
@@ -34,7 +35,7 @@ RETURNING r.job_id, (extract(epoch FROM r.next_run_at - interval '1 year') * 100
 
 def poller(dsn: str, bootstrap: str, batch: int, stop_at: float, out: multiprocessing.Queue
            ) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    producer = Producer({**producer_config(bootstrap), "linger.ms": 5})
     lags: list[int] = []
     with psycopg.connect(dsn, autocommit=False) as conn:
         while time.time() < stop_at:

@@ -32,6 +32,7 @@ from bench.common import count_at_least, percentile, report, stack_with_workers,
 from streams.adapters import tenants
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
+from streams.runtime.kafka_config import client_config
 from streams.scheduling import imports
 from streams.topology import FIRED, JOB_IMPORTS, JOBS
 
@@ -116,7 +117,7 @@ def straight(bootstrap: str, ids: list[str] | None, count: int) -> list[str]:
 def fired_at(bootstrap: str, starts: dict[int, int], wanted: set[str]) -> dict[str, int]:
     """The first fired_ms of each wanted job id, read from ``starts`` to the topic's end."""
     ends = topic_ends(bootstrap, FIRED.name)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-churn",
+    consumer = Consumer({**client_config(bootstrap), "group.id": "bench-churn",
                          "enable.auto.commit": False})
     consumer.assign([TopicPartition(FIRED.name, p, o) for p, o in starts.items()])
     left = {p for p, end in ends.items() if end > starts.get(p, 0)}

@@ -54,6 +54,7 @@ from stack import processes
 from stack.local import Stack
 from streams.runtime import clock
 from streams.runtime.emit import Emitter
+from streams.runtime.kafka_config import client_config
 from streams.scheduling import schedule
 from streams.topology import FIRED, JOBS, LEDGER, partition_for, partitions
 
@@ -72,7 +73,7 @@ def read(bootstrap: str, topic: str, start: dict[int, int], prefix: str,
          until: dict[int, int]) -> list[tuple[str, int, int]]:
     """(key, partition, CreateTime) of every record of ``topic`` between two offset maps whose
     key starts with ``prefix``."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4()}",
+    consumer = Consumer({**client_config(bootstrap), "group.id": f"bench-{uuid.uuid4()}",
                          "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, p, o) for p, o in start.items()])
     left = {p for p in start if until[p] > start[p]}

@@ -104,6 +104,7 @@ from streams.adapters import tenants
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
+from streams.runtime.kafka_config import client_config
 from streams.scheduling.schedule import fire_id
 from streams.topology import APP_ID, FIRED, JOBS, LEDGER, TopicSpec
 
@@ -588,7 +589,7 @@ def read_spikes(bootstrap: str, starts: list[TopicPartition], prefix: str, minut
     ran_at: dict[int, list[int]] = {minute: [] for minute in minutes}
     outcomes: dict[int, dict[str, int]] = {minute: {} for minute in minutes}
     verdicts: dict[int, dict[str, str]] = {minute: {} for minute in minutes}
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{prefix}",
+    consumer = Consumer({**client_config(bootstrap), "group.id": f"bench-{prefix}",
                          "enable.auto.commit": False})
     consumer.assign(starts)  # from where the topics ended before the spikes
     while sum(map(len, ran_at.values())) < jobs * len(minutes) and now_ms() < deadline_ms:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from cli import operate, resources
@@ -17,12 +18,19 @@ def _stack(args: argparse.Namespace) -> int:
     stack = Stack(settings.load())
     try:
         if args.action == "up":
-            stack.up(with_app=not args.infra_only, workers=args.workers)
+            stack.up(with_app=not args.infra_only, workers=args.workers, brokers=args.brokers,
+                     secure=True if args.secure else None)
+            if stack.secure:
+                print(f"[stack] Kafka listens on SASL_SSL; for the CLI: "
+                      f"source {stack.secure_dir / 'client.env'}")
         elif args.action == "down":
             stack.down()
         else:
-            for name, state in stack.status().items():
+            states = stack.status()
+            for name, state in states.items():
                 print(f"{name:<12} {state}")
+            if states["kafka"] != "stopped":  # topics replicated below the setting, never hidden
+                print(f"{'replication':<12} {stack.replication_report()}")
     except StackError as exc:
         print(f"cronstream stack {args.action}: {exc}", file=sys.stderr)
         return 1
@@ -116,6 +124,14 @@ def build_parser() -> argparse.ArgumentParser:
     stack.add_argument("--infra-only", action="store_true",
                        help="start Kafka, Connect and PostgreSQL but no worker or API")
     stack.add_argument("--workers", type=int, default=1, help="worker processes to start")
+    stack.add_argument("--secure", action="store_true",
+                       help="a SASL_SSL listener (SCRAM-SHA-512 and PLAIN) with a CA and broker "
+                       "certificate generated into CRONSTREAM_HOME; fixed per CRONSTREAM_HOME")
+    stack.add_argument("--brokers", type=int,
+                       default=int(os.environ["CRONSTREAM_BROKERS"]) if os.environ.get(
+                           "CRONSTREAM_BROKERS") else None,
+                       help="KRaft nodes (broker + controller each) to start: 1 (the default) or "
+                       "3 for a three-voter quorum with replicated topics; fixed per CRONSTREAM_HOME")
     stack.set_defaults(func=_stack)
 
     worker = sub.add_parser("worker", help="run one stream worker (scheduler + executor)")

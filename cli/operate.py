@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from cli.client import CliError, emit
+from streams.runtime.kafka_config import KafkaSecurity, client_config
 
 KAFKA_TOOLS = {
     "consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "console-producer": "kafka.tools.ConsoleProducer",
     "get-offsets": "org.apache.kafka.tools.GetOffsetShell",
-    "topics": "kafka.admin.TopicCommand",
+    "topics": "org.apache.kafka.tools.TopicCommand",
 }
 README_BLOCK = re.compile(r"(<!-- topology:begin -->\n```mermaid\n).*?(```\n<!-- topology:end -->)",
                           re.S)
@@ -78,7 +79,7 @@ def replay(args: argparse.Namespace) -> int:
     bootstrap = _bootstrap(args)
     try:
         spec = replay_.topic_named(args.topic)
-        probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "cronstream-replay"})
+        probe = Consumer({**client_config(bootstrap), "group.id": "cronstream-replay"})
         try:
             ranges = replay_.plan(probe, spec, args.partition, args.from_offset, args.to_offset,
                                   args.from_time, args.to_time)
@@ -101,6 +102,12 @@ def replay(args: argparse.Namespace) -> int:
     return 0
 
 
+# each tool's flag for a client config file (TLS/SASL settings)
+CONFIG_FLAGS = {"consumer-groups": "--command-config", "console-consumer": "--consumer.config",
+                "console-producer": "--producer.config", "get-offsets": "--command-config",
+                "topics": "--command-config"}
+
+
 def kafka(args: argparse.Namespace) -> int:
     """Kafka's tool ``args.tool`` on the local jars, ``--bootstrap-server`` defaulted."""
     from streams.runtime import settings
@@ -112,6 +119,14 @@ def kafka(args: argparse.Namespace) -> int:
     rest = list(args.args)
     if "--bootstrap-server" not in rest:
         rest = ["--bootstrap-server", conf.bootstrap, *rest]
+    security = KafkaSecurity.from_env()
+    if security.protocol != "PLAINTEXT" and CONFIG_FLAGS[args.tool] not in rest:
+        # the same settings as every other client (streams.runtime.kafka_config), as the
+        # tool's client config file (it holds the password: 0600, in the stack's home)
+        config = conf.home / "tools-client.properties"
+        config.touch(mode=0o600)
+        config.write_text("\n".join([*security.java_properties(), ""]))
+        rest = [CONFIG_FLAGS[args.tool], str(config), *rest]
     logging = conf.home / "tools-log4j.properties"  # warnings to stderr, not log4j's complaints
     if not logging.exists():
         logging.write_text("log4j.rootLogger=WARN, stderr\n"

@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient
 
 from streams.runtime.admin import client as admin_client
 from streams.runtime.admin import committed_offsets, end_offsets
+from streams.runtime.kafka_config import client_config
 
 # consumers that never commit: the API's and workers' topic views, fan-out walkers
 EPHEMERAL_PREFIXES = ("cronstream-view-", "fanout-", "cronstream-lag-")
@@ -122,7 +123,7 @@ def _timestamps(bootstrap: str, pending: set[tuple[str, int, int]], timeout_s: f
     """Timestamp of the record at each (topic, partition, committed offset)."""
     if not pending:
         return {}
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"cronstream-lag-{uuid.uuid4()}",
+    consumer = Consumer({**client_config(bootstrap), "group.id": f"cronstream-lag-{uuid.uuid4()}",
                          "enable.auto.commit": False, "enable.partition.eof": True})
     wanted = {(t, p): o for t, p, o in pending}
     consumer.assign([TopicPartition(t, p, o) for (t, p), o in wanted.items()])

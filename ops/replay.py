@@ -23,6 +23,7 @@ from datetime import datetime
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from streams.runtime.emit import Emitter
+from streams.runtime.kafka_config import client_config
 from streams.topology import FANOUT, FIRED, LEDGER, TOPICS, TopicSpec
 
 SAFE: dict[str, str] = {
@@ -114,7 +115,7 @@ def plan(consumer: Consumer, spec: TopicSpec, partitions: list[int] | None,
 
 def copy(bootstrap: str, spec: TopicSpec, ranges: list[Range]) -> int:
     """Re-produce each range onto its own partition; returns the records copied."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cronstream-replay",
+    consumer = Consumer({**client_config(bootstrap), "group.id": "cronstream-replay",
                          "enable.auto.commit": False, "enable.partition.eof": True})
     emitter = Emitter(bootstrap, "cronstream-replay")
     copied = 0

@@ -12,6 +12,7 @@ with nothing left to say can still wait forever.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -38,12 +39,15 @@ class ChildCallFailed(RuntimeError):
     """The child raised, aborted or ran out of time; the message ends with its stderr's tail."""
 
 
-def call(target: str, *args: Any, timeout_s: float, **kwargs: Any) -> Any:
+def call(target: str, *args: Any, timeout_s: float, env: dict[str, str] | None = None,
+         **kwargs: Any) -> Any:
     """``module:function(*args, **kwargs)`` run in a child Python started in the repository;
-    returns its JSON result. Arguments and the result must be JSON values."""
+    returns its JSON result. Arguments and the result must be JSON values. ``env`` is added to
+    this process's environment for the child (a secure stack's Kafka settings)."""
     try:
         child = subprocess.run([sys.executable, "-c", _CHILD, target, json.dumps([args, kwargs])],
-                               capture_output=True, text=True, timeout=timeout_s, cwd=REPO_ROOT)
+                               capture_output=True, text=True, timeout=timeout_s, cwd=REPO_ROOT,
+                               env={**os.environ, **env} if env else None)
     except subprocess.TimeoutExpired as exc:
         raise ChildCallFailed(f"{target} did not answer within {timeout_s:.0f}s") from exc
     if child.returncode != 0:

@@ -16,6 +16,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -31,6 +32,7 @@ import httpx
 
 from stack import isolated, processes
 from stack.sns_publisher import LOCAL_TOPIC_ARN
+from streams.runtime import kafka_config
 from streams.runtime.settings import API_START_S, REPO_ROOT, Settings
 
 JAVA_POMS = (REPO_ROOT / "stack" / "pom.xml", REPO_ROOT / "connectors" / "avro-converter" / "pom.xml")
@@ -78,15 +80,38 @@ def _port_busy(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def kafka_lists_a_broker(bootstrap: str, timeout_s: float = 3.0) -> bool:
-    """Ask the broker for its metadata from a short-lived child process (``stack.isolated``):
+def kafka_lists_a_broker(bootstrap: str, timeout_s: float = 3.0, at_least: int = 1,
+                         env: dict[str, str] | None = None) -> bool:
+    """Ask the cluster for its metadata from a short-lived child process (``stack.isolated``):
     a test run's pytest process died (librdkafka abort) inside this probe while the fault suite
-    restarted the broker, and a cached client can be stuck after a restart."""
+    restarted the broker, and a cached client can be stuck after a restart. True once it lists
+    ``at_least`` brokers."""
     try:
         return isolated.call("streams.runtime.admin:broker_count", bootstrap, timeout_s,
-                             timeout_s=timeout_s + 20) > 0
+                             timeout_s=timeout_s + 20, env=env) >= at_least
     except isolated.ChildCallFailed:
         return False
+
+
+def broker_count_of(home: Path) -> int:
+    """The broker count recorded in ``home`` by ``up --brokers N`` (1 when never recorded)."""
+    try:
+        return int((home / "kafka" / "brokers").read_text().strip())
+    except (OSError, ValueError):
+        return 1
+
+
+def record_brokers(home: Path, brokers: int, ports: list[int]) -> None:
+    """Write the broker count, and with more than one the bootstrap list that
+    ``Settings.bootstrap`` reads (``kafka/bootstrap``): every client of the stack then knows
+    every broker, and still connects while node 1 is down."""
+    (home / "kafka").mkdir(parents=True, exist_ok=True)
+    (home / "kafka" / "brokers").write_text(f"{brokers}\n")
+    listed = home / "kafka" / "bootstrap"
+    if brokers > 1:
+        listed.write_text(",".join(f"127.0.0.1:{port}" for port in ports) + "\n")
+    else:
+        listed.unlink(missing_ok=True)
 
 
 def _running_or_free(component: str, pidfile: Path, ports: tuple[int, ...], env_hint: str,
@@ -177,52 +202,246 @@ class Stack:
                 f"-Dcronstream.component={name}", "-cp", f"{self.lib}/*", main, *args]
 
     # -- kafka ---------------------------------------------------------------------------------
-    def start_kafka(self) -> None:
-        name, pidfile, log = "kafka", self.pidfile("kafka"), self.log("kafka")
-        if _running_or_free(name, pidfile, (self.s.kafka_port, self.s.controller_port),
-                            "CRONSTREAM_KAFKA_PORT / CRONSTREAM_CONTROLLER_PORT", log, "kafka"):
-            return
-        data = self.s.home / "kafka" / "data"
-        data.mkdir(parents=True, exist_ok=True)
-        props = self.s.home / "kafka" / "server.properties"
-        props.write_text("\n".join([
+    @property
+    def brokers(self) -> int:
+        """How many KRaft nodes this stack's home was made with (``up --brokers N``, recorded in
+        ``kafka/brokers``; 1 when absent): ``status``, ``down`` and the test helpers follow it."""
+        return broker_count_of(self.s.home)
+
+    def node_ports(self, node: int) -> tuple[int, int]:
+        """The (client, controller) ports of node ``node`` (1-based): node 1 has the settings'
+        ports, so the one-broker stack is unchanged; node n ≥ 2 takes the pair at
+        ``CRONSTREAM_KAFKA_PORT + 100 + 2(n-2)`` (28192/28193, 28194/28195 for 28092)."""
+        if node == 1:
+            return self.s.kafka_port, self.s.controller_port
+        base = self.s.kafka_port + 100 + 2 * (node - 2)
+        return base, base + 1
+
+    def node_name(self, node: int) -> str:
+        """``kafka`` for node 1 (its pid file, log and data dir as before), ``kafka-n`` after."""
+        return "kafka" if node == 1 else f"kafka-{node}"
+
+    def node_dir(self, node: int) -> Path:
+        return self.s.home / "kafka" if node == 1 else self.s.home / f"kafka-{node}"
+
+    def server_properties(self, node: int, brokers: int) -> str:
+        """One KRaft node's ``server.properties``: broker and controller in one JVM, a voter of
+        a quorum of ``brokers`` nodes. With three or more, the internal topics are replicated
+        three times and every topic's default minimum ISR is 2, as on a production cluster."""
+        port, controller = self.node_ports(node)
+        voters = ",".join(f"{n}@127.0.0.1:{self.node_ports(n)[1]}" for n in range(1, brokers + 1))
+        internal_rf = min(brokers, 3)
+        min_isr = 2 if brokers >= 3 else 1
+        client = "SASL_SSL" if self.secure else "PLAINTEXT"
+        lines = [
             "process.roles=broker,controller",
-            "node.id=1",
-            f"controller.quorum.voters=1@127.0.0.1:{self.s.controller_port}",
-            f"listeners=PLAINTEXT://127.0.0.1:{self.s.kafka_port},"
-            f"CONTROLLER://127.0.0.1:{self.s.controller_port}",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.s.kafka_port}",
+            f"node.id={node}",
+            f"controller.quorum.voters={voters}",
+            f"listeners={client}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+            f"advertised.listeners={client}://127.0.0.1:{port}",
             "controller.listener.names=CONTROLLER",
-            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "inter.broker.listener.name=PLAINTEXT",
-            f"log.dirs={data}",
+            f"listener.security.protocol.map={client}:{client},CONTROLLER:PLAINTEXT",
+            f"inter.broker.listener.name={client}",
+            *self.secure_broker_properties(),
+            f"log.dirs={self.node_dir(node) / 'data'}",
             "num.partitions=8",
-            "offsets.topic.replication.factor=1",
+            f"offsets.topic.replication.factor={internal_rf}",
             "offsets.topic.num.partitions=8",
-            "transaction.state.log.replication.factor=1",
-            "transaction.state.log.min.isr=1",
+            f"transaction.state.log.replication.factor={internal_rf}",
+            f"transaction.state.log.min.isr={min_isr}",
             "group.initial.rebalance.delay.ms=0",
             "auto.create.topics.enable=true",
             "log.cleaner.backoff.ms=5000",
             f"log.index.size.max.bytes={BROKER_INDEX_BYTES}",
-            "",
-        ]))
+        ]
+        if brokers > 1:
+            lines += [f"default.replication.factor={internal_rf}", f"min.insync.replicas={min_isr}"]
+        return "\n".join([*lines, ""])
+
+    # -- a secure listener (up --secure) ---------------------------------------------------------
+    @property
+    def secure(self) -> bool:
+        """The stack's client listener is SASL_SSL (``up --secure``, recorded in the home)."""
+        return (self.s.home / "kafka" / "secure").exists()
+
+    @property
+    def secure_dir(self) -> Path:
+        return self.s.home / "secure"
+
+    def kafka_env(self) -> dict[str, str]:
+        """The Kafka settings (``streams.runtime.kafka_config``) a client of this stack needs:
+        none on PLAINTEXT; on a secure stack SASL_SSL as the user ``cronstream`` (SCRAM-SHA-512,
+        or PLAIN if ``CRONSTREAM_KAFKA_SASL_MECHANISM`` says so), trusting the stack's CA."""
+        if not self.secure:
+            return {}
+        return {"CRONSTREAM_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+                "CRONSTREAM_KAFKA_SASL_MECHANISM": os.environ.get(
+                    "CRONSTREAM_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512"),
+                "CRONSTREAM_KAFKA_SASL_USERNAME": "cronstream",
+                "CRONSTREAM_KAFKA_SASL_PASSWORD": self.secret("", "kafka-cronstream.password"),
+                "CRONSTREAM_KAFKA_CA_FILE": str(self.secure_dir / "ca.pem")}
+
+    def secure_broker_properties(self) -> list[str]:
+        """The SASL_SSL listener's settings: the broker's PEM key and certificate, its CA as
+        trust store (brokers talk to each other over the same listener), SCRAM-SHA-512 and
+        PLAIN, and the ``admin`` user the brokers log in as."""
+        if not self.secure:
+            return []
+        admin = self.secret("", "kafka-admin.password")
+        client = self.secret("", "kafka-cronstream.password")
+        plain = "org.apache.kafka.common.security.plain.PlainLoginModule"
+        scram = "org.apache.kafka.common.security.scram.ScramLoginModule"
+        return [
+            "sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN",
+            "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
+            f'listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config={scram} required '
+            f'username="admin" password="{admin}";',
+            f'listener.name.sasl_ssl.plain.sasl.jaas.config={plain} required '
+            f'username="admin" password="{admin}" user_admin="{admin}" '
+            f'user_cronstream="{client}";',
+            "ssl.keystore.type=PEM",
+            f"ssl.keystore.location={self.secure_dir / 'broker.pem'}",
+            "ssl.truststore.type=PEM",
+            f"ssl.truststore.location={self.secure_dir / 'ca.pem'}",
+            "ssl.client.auth=none",
+        ]
+
+    def scram_users(self) -> list[str]:
+        """``kafka-storage format --add-scram`` arguments: the users exist from the cluster's
+        first start (KRaft keeps them in its metadata, KIP-900)."""
+        if not self.secure:
+            return []
+        users = {"admin": "kafka-admin.password", "cronstream": "kafka-cronstream.password"}
+        out: list[str] = []
+        for user, name in users.items():
+            out += ["--add-scram", f"SCRAM-SHA-512=[name={user},password={self.secret('', name)}]"]
+        return out
+
+    def ensure_certificates(self) -> None:
+        """A CA and a broker certificate for 127.0.0.1/localhost, made with openssl once per
+        home (``$CRONSTREAM_HOME/secure``, never in the repository), and the two SCRAM users'
+        passwords (``secrets/``)."""
+        d = self.secure_dir
+        if (d / "broker.pem").exists() and (d / "ca.pem").exists():
+            return
+        if shutil.which("openssl") is None:
+            raise StackError("kafka", "openssl is needed for --secure (Debian: apt-get install "
+                             "openssl)")
+        d.mkdir(parents=True, exist_ok=True)
+        os.chmod(d, 0o700)
+        (d / "broker.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+                                      "extendedKeyUsage=serverAuth,clientAuth\n")
+        steps = [
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
+             "-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=cronstream local CA",
+             "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+            ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "broker.key",
+             "-out", "broker.csr", "-subj", "/CN=127.0.0.1"],
+            ["openssl", "x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-days", "3650", "-out", "broker.crt", "-extfile", "broker.ext"],
+        ]
+        for argv in steps:
+            out = subprocess.run(argv, cwd=d, capture_output=True, text=True)
+            if out.returncode != 0:
+                raise StackError("kafka", f"{' '.join(argv[:3])} failed: {out.stderr[-300:]}")
+        (d / "broker.pem").write_text((d / "broker.key").read_text() + (d / "broker.crt").read_text())
+        for secret_file in ("ca.key", "broker.key", "broker.pem"):
+            os.chmod(d / secret_file, 0o600)
+        lines = [f"export {k}={v}" for k, v in self.kafka_env().items()]
+        client_env = d / "client.env"
+        client_env.touch(mode=0o600)
+        client_env.write_text("\n".join([*lines, ""]))
+
+    def start_kafka(self, brokers: int | None = None, secure: bool | None = None) -> None:
+        """Start every KRaft node of the stack (``brokers``, default the home's count) and wait
+        until the cluster lists them all. One node is the stack every test runs on; three make
+        a three-voter quorum on loopback, each JVM with a smaller heap (2 cores, 3 JVMs)."""
+        recorded = self.brokers
+        brokers = brokers or recorded
+        formatted = (self.s.home / "kafka" / "data" / "meta.properties").exists()
+        if brokers != recorded and formatted:
+            raise StackError("kafka", f"{self.s.home} holds a cluster of {recorded} broker(s), "
+                             f"not {brokers}: run `stack down` and remove {self.s.home}/kafka*, "
+                             "or use another CRONSTREAM_HOME")
+        if secure is not None and secure != self.secure:
+            if formatted:
+                raise StackError("kafka", f"{self.s.home} holds a "
+                                 f"{'SASL_SSL' if self.secure else 'PLAINTEXT'} cluster: run "
+                                 f"`stack down` and remove {self.s.home}/kafka*, or use another "
+                                 "CRONSTREAM_HOME")
+            marker = self.s.home / "kafka" / "secure"
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            if secure:
+                marker.write_text("SASL_SSL\n")
+            else:
+                marker.unlink(missing_ok=True)
+        if self.secure:
+            self.ensure_certificates()
+        record_brokers(self.s.home, brokers, [self.node_ports(n)[0] for n in range(1, brokers + 1)])
+        started = [node for node in range(1, brokers + 1) if self.start_kafka_node(node, brokers)]
+        if not started:
+            return
+        log = self.log("kafka")
+        _wait("kafka", lambda: self.kafka_healthy(brokers), 90 + 30 * (brokers - 1), log,
+              self.pidfile("kafka"))
+
+    def start_kafka_node(self, node: int, brokers: int) -> bool:
+        """Format (first start) and spawn node ``node``; False if it already runs."""
+        name, pidfile, log = self.node_name(node), self.pidfile(self.node_name(node)), \
+            self.log(self.node_name(node))
+        if _running_or_free(name, pidfile, self.node_ports(node),
+                            "CRONSTREAM_KAFKA_PORT / CRONSTREAM_CONTROLLER_PORT", log, name):
+            return False
+        data = self.node_dir(node) / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        props = self.node_dir(node) / "server.properties"
+        props.write_text(self.server_properties(node, brokers))
+        os.chmod(props, 0o600)  # a secure stack's holds the SASL passwords
         if not (data / "meta.properties").exists():
-            cluster_id = kafka_cluster_id()
+            cluster_id = self.cluster_id()
             with open(log, "ab") as out:
                 rc = subprocess.call(
                     self._java("kafka-storage", "kafka.tools.StorageTool", "256m",
-                               "format", "-t", cluster_id, "-c", str(props), "--ignore-formatted"),
+                               "format", "-t", cluster_id, "-c", str(props), "--ignore-formatted",
+                               *self.scram_users()),
                     stdout=out, stderr=subprocess.STDOUT)
             if rc != 0:
                 raise StackError(name, f"formatting storage in {data} failed", log)
-        say(f"starting kafka on 127.0.0.1:{self.s.kafka_port}")
-        processes.spawn(pidfile, self._java(name, "kafka.Kafka", "1g", str(props)), log)
-        _wait(name, self.kafka_healthy, 90, log, pidfile)
+        port = self.node_ports(node)[0]
+        say(f"starting {name} on 127.0.0.1:{port}" + (f" (node {node} of {brokers})"
+                                                      if brokers > 1 else ""))
+        # one broker keeps its 1 GiB; each of three gets 512 MiB (the box has 2 cores, and
+        # the heap of an idle local broker stays well under it)
+        heap = "1g" if brokers == 1 else "512m"
+        processes.spawn(pidfile, self._java(name, "kafka.Kafka", heap, str(props)), log)
+        return True
 
-    def kafka_healthy(self) -> bool:
-        """The broker lists itself, asked from a child process (``kafka_lists_a_broker``)."""
-        return _port_busy(self.s.kafka_port) and kafka_lists_a_broker(self.s.bootstrap)
+    def cluster_id(self) -> str:
+        """The cluster id every node is formatted with, made once per home."""
+        path = self.s.home / "kafka" / "cluster.id"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(kafka_cluster_id())
+        return path.read_text().strip()
+
+    def kafka_healthy(self, brokers: int | None = None) -> bool:
+        """The cluster lists all its brokers, asked from a child process
+        (``kafka_lists_a_broker``)."""
+        return _port_busy(self.s.kafka_port) and kafka_lists_a_broker(
+            self.s.bootstrap, at_least=brokers or self.brokers, env=self.kafka_env())
+
+    def stop_kafka(self) -> list[str]:
+        """Stop every node at once (TERM to all, then wait): stopped one after another, the
+        last nodes of a quorum that lost its majority wait out their controlled shutdown."""
+        names = [self.node_name(n) for n in range(self.brokers, 0, -1)]
+        pids = {name: processes.alive(self.pidfile(name)) for name in names}
+        for pid in pids.values():
+            if pid is not None:
+                os.kill(pid, signal.SIGTERM)
+        for name in names:
+            processes.stop(self.pidfile(name), timeout_s=30)
+        return [name for name in names if pids[name] is not None]
 
     # -- kafka connect -------------------------------------------------------------------------
     def start_connect(self) -> None:
@@ -232,6 +451,13 @@ class Stack:
             return
         props = self.s.home / "connect" / "connect-distributed.properties"
         props.parent.mkdir(parents=True, exist_ok=True)
+        # its internal topics exist already (admin.CONNECT_TOPICS, replicated as the setting
+        # says); the factor here is what Connect would create them with if they did not
+        try:
+            factor = int(isolated.call("streams.runtime.admin:replication_settings",
+                                       self.s.bootstrap, timeout_s=60, env=self.kafka_env())[0])
+        except isolated.ChildCallFailed as exc:
+            raise StackError(name, f"could not read the cluster's replication: {exc}", log) from exc
         props.write_text("\n".join([
             f"bootstrap.servers={self.s.bootstrap}",
             "group.id=cronstream-connect",
@@ -240,17 +466,26 @@ class Stack:
             "config.storage.topic=cronstream-connect-configs",
             "offset.storage.topic=cronstream-connect-offsets",
             "status.storage.topic=cronstream-connect-status",
-            "config.storage.replication.factor=1",
-            "offset.storage.replication.factor=1",
-            "status.storage.replication.factor=1",
+            f"config.storage.replication.factor={factor}",
+            f"offset.storage.replication.factor={factor}",
+            f"status.storage.replication.factor={factor}",
+            # the sink's dead-letter and any topic Connect makes: all in-sync replicas ack
+            "producer.acks=all",
+            "producer.enable.idempotence=true",
             "offset.storage.partitions=5",
             "status.storage.partitions=1",
             f"listeners=http://127.0.0.1:{self.s.connect_port}",
             "rest.advertised.host.name=127.0.0.1",
             f"plugin.path={self.plugins}",
             "offset.flush.interval.ms=1000",
+            # the worker's own clients, its sinks' consumers, any producer and admin client it
+            # makes: one mapping (streams.runtime.kafka_config), nothing on PLAINTEXT
+            *[line for prefix in ("", "producer.", "consumer.", "admin.")
+              for line in kafka_config.KafkaSecurity.from_env(
+                  {**os.environ, **self.kafka_env()}).java_properties(prefix)],
             "",
         ]))
+        os.chmod(props, 0o600)  # it holds the SASL password on a secure stack
         say(f"starting kafka connect on 127.0.0.1:{self.s.connect_port}")
         processes.spawn(pidfile, self._java(
             name, "org.apache.kafka.connect.cli.ConnectDistributed", "768m", str(props)), log)
@@ -419,7 +654,8 @@ class Stack:
         """What the workers and the API need: the local SES server, AWS-style credentials for
         it, the unsubscribe signing secret and the operator key (generated once into .local/,
         never committed)."""
-        return {"CRONSTREAM_SES_ENDPOINT": self.s.ses_endpoint,
+        return {**self.settings_env(), **self.kafka_env(),
+                "CRONSTREAM_SES_ENDPOINT": self.s.ses_endpoint,
                 "CRONSTREAM_UNSUBSCRIBE_SECRET": self.secret("CRONSTREAM_UNSUBSCRIBE_SECRET",
                                                              "unsubscribe.key"),
                 "CRONSTREAM_OPERATOR_KEY": self.secret("CRONSTREAM_OPERATOR_KEY", "operator.key"),
@@ -433,9 +669,22 @@ class Stack:
                     "CRONSTREAM_SNS_CERT_HOSTS", re.escape(f"127.0.0.1:{self.s.ses_port}")),
                 "CRONSTREAM_SNS_ALLOW_HTTP": os.environ.get("CRONSTREAM_SNS_ALLOW_HTTP", "1")}
 
+    def settings_env(self) -> dict[str, str]:
+        """This stack's home and ports as its processes' environment: a stack made from other
+        settings than the environment's (a test's second stack) starts processes that read
+        their own, not the caller's."""
+        s = self.s
+        return {"CRONSTREAM_HOME": str(s.home), "CRONSTREAM_KAFKA_PORT": str(s.kafka_port),
+                "CRONSTREAM_CONTROLLER_PORT": str(s.controller_port),
+                "CRONSTREAM_CONNECT_PORT": str(s.connect_port), "CRONSTREAM_PG_PORT": str(s.pg_port),
+                "CRONSTREAM_API_PORT": str(s.api_port),
+                "CRONSTREAM_WORKER_WEB_PORT": str(s.worker_web_port),
+                "CRONSTREAM_WORKER_METRICS_PORT": str(s.worker_metrics_port),
+                "CRONSTREAM_SES_PORT": str(s.ses_port)}
+
     def secret(self, env: str, name: str) -> str:
         """``$env`` if set, else a random secret kept in ``.local/secrets/name`` (mode 0600)."""
-        if os.environ.get(env):
+        if env and os.environ.get(env):
             return os.environ[env]
         path = self.s.home / "secrets" / name
         if not path.exists():
@@ -451,19 +700,24 @@ class Stack:
         if not self.s.run_dir.exists():
             return []
         infra = {"kafka", "connect", "ses"}
-        return sorted(p.stem for p in self.s.run_dir.glob("*.pid") if p.stem not in infra)
+        return sorted(p.stem for p in self.s.run_dir.glob("*.pid")
+                      if p.stem not in infra and not p.stem.startswith("kafka-"))
 
 
     # -- whole stack ---------------------------------------------------------------------------
-    def up(self, with_app: bool = True, workers: int = 1) -> None:
+    def up(self, with_app: bool = True, workers: int = 1, brokers: int | None = None,
+           secure: bool | None = None) -> None:
+        """Start what is not running. ``brokers`` and ``secure`` (a SASL_SSL listener) are
+        fixed when a home's cluster is first formatted; None keeps the home's."""
         self.s.home.mkdir(parents=True, exist_ok=True)
         self.ensure_java_parts()
         self.start_postgres()
-        self.start_kafka()
+        self.start_kafka(brokers, secure)
         # in a child: a client created here would live as long as the caller (a test run) and
         # through every broker restart it sees, where librdkafka aborted one (stack.isolated)
         try:
             prepared = isolated.call("streams.runtime.admin:prepare_cluster", self.s.bootstrap,
+                                     env=self.kafka_env(),
                                      timeout_s=300)
         except isolated.ChildCallFailed as exc:
             raise StackError("kafka", f"could not create the topics or seed the workers' group: "
@@ -488,19 +742,37 @@ class Stack:
         for name in self.app_names():
             if processes.stop(self.pidfile(name)):
                 say(f"stopped {name}")
-        for name in ("ses", "connect", "kafka"):
+        for name in ("ses", "connect"):
             if processes.stop(self.pidfile(name), timeout_s=30):
                 say(f"stopped {name}")
+        for name in self.stop_kafka():
+            say(f"stopped {name}")
         if self.stop_postgres():
             say("stopped postgres")
 
     def status(self) -> dict[str, str]:
         out: dict[str, str] = {}
-        for name in ("kafka", "connect", "ses", *self.app_names()):
+        nodes = [self.node_name(n) for n in range(1, self.brokers + 1)]
+        for name in (*nodes, "connect", "ses", *self.app_names()):
             pid = processes.alive(self.pidfile(name))
             out[name] = f"running (pid {pid})" if pid else "stopped"
         out["postgres"] = "running" if self.postgres_healthy() else "stopped"
         return out
+
+    def replication_report(self) -> str:
+        """The replication cronstream's topics should have, and every topic below it
+        (``admin.replication_shortfall``), asked from a child process."""
+        try:
+            want = isolated.call("streams.runtime.admin:replication_settings", self.s.bootstrap,
+                                 timeout_s=30, env=self.kafka_env())
+            short = isolated.call("streams.runtime.admin:replication_shortfall",
+                                  self.s.bootstrap, timeout_s=60, env=self.kafka_env())
+        except isolated.ChildCallFailed as exc:
+            return f"unknown ({str(exc)[-200:]})"
+        head = f"factor {want[0]}, min.insync.replicas {want[1]}"
+        if not short:
+            return f"{head}: every cronstream topic ok"
+        return f"{head}: {len(short)} below it:\n  " + "\n  ".join(short)
 
 
 def apply_ledger_sql(*, pg_host: str, pg_port: int, password: str | None = None) -> None:

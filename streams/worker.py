@@ -17,6 +17,7 @@ so scheduling imports neither execution nor campaigns, and execution does not im
 from __future__ import annotations
 
 import gc
+import logging
 import os
 
 from streams.campaigns import fanout
@@ -25,6 +26,8 @@ from streams.runtime import admin, commit_watch, metrics, settings
 from streams.runtime.app import Runtime, build, worker_id_from_env
 from streams.scheduling import imports, scheduler
 from streams.scheduling.priority import Gate
+
+log = logging.getLogger(__name__)
 
 # a worker's heap is mostly long-lived (faust, clients, tables' caches) and every full collection
 # walked all of it for nothing (100-300 ms, "0 collected", during spikes): fewer young collections,
@@ -49,9 +52,16 @@ def wire(rt: Runtime) -> None:
 def main() -> None:
     """Run one worker: scheduler, executor and fan-out agents on one faust app."""
     conf = settings.load()
-    rt = build(conf, worker_id_from_env())
+    admin.check_reachable(conf.bootstrap)  # a wrong password or CA: one clear line, no hang
+    rt = build(conf, worker_id_from_env(),
+               replication_factor=admin.replication(conf.bootstrap).factor)
     wire(rt)
     admin.ensure_topics(conf.bootstrap)
+    # topics made before the replication setting (or by someone else) are reported, in the log
+    # and in /readyz, never silently taken (streams.runtime.admin.replication_shortfall)
+    rt.health.replication = admin.replication_shortfall(conf.bootstrap)
+    for problem in rt.health.replication:
+        log.warning("under-replicated topic: %s", problem)
     admin.seed_group_offsets(conf.bootstrap)
     metrics.watch_gc()
     gc.set_threshold(*GC_THRESHOLDS)

@@ -23,6 +23,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from ops import lag
 from streams.runtime.admin import client as admin_client
+from streams.runtime.admin import replication_shortfall
 from streams.topology import APP_ID, FANOUT, FIRED, JOBS
 
 LAG_CACHE_S = 5.0
@@ -96,7 +97,26 @@ def readiness(bootstrap: str) -> tuple[bool, dict[str, Any]]:
     state = str(described.state).rsplit(".", 1)[-1]
     ok = state == "STABLE" and not missing and bool(described.members)
     return ok, {"broker": "ok", "group": APP_ID, "group_state": state,
-                "workers": len(described.members), "unassigned": missing[:20]}
+                "workers": len(described.members), "unassigned": missing[:20],
+                "replication": _replication(bootstrap)}
+
+
+SHORTFALL_TTL_S = 60.0  # describing every topic's config on each probe would be a load of its own
+_shortfall: dict[str, tuple[float, list[str] | str]] = {}
+
+
+def _replication(bootstrap: str) -> list[str] | str:
+    """Topics replicated below the setting (``admin.replication_shortfall``), or "ok": shown,
+    not failing the probe (an operator's reassignment fixes it; an outage would not)."""
+    cached = _shortfall.get(bootstrap)
+    if cached is not None and time.monotonic() - cached[0] < SHORTFALL_TTL_S:
+        return cached[1]
+    try:
+        found: list[str] | str = replication_shortfall(bootstrap, timeout_s=3) or "ok"
+    except Exception as exc:  # noqa: BLE001 - reported as unknown, the probe's other checks stand
+        found = f"unknown: {exc}"
+    _shortfall[bootstrap] = (time.monotonic(), found)
+    return found
 
 
 def build_router(bootstrap: str) -> APIRouter:

@@ -54,6 +54,7 @@ from streams.runtime.app import Runtime
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
+from streams.runtime.kafka_config import client_config
 from streams.scheduling.ledger import ChunkOutcomes
 from streams.topology import APP_ID, FANOUT, RECIPIENT_OUTCOMES, RECIPIENTS, partitions
 
@@ -155,7 +156,7 @@ class Walker:
             log.error("fanout for unknown campaign %s (partition %d order offset %d); dropped",
                       order["campaign_id"], part, order_offset)
             return
-        consumer = Consumer({"bootstrap.servers": self.settings.bootstrap,
+        consumer = Consumer({**client_config(self.settings.bootstrap),
                              "group.id": f"fanout-{uuid.uuid4()}", "enable.auto.commit": False})
         consumer.assign([TopicPartition(RECIPIENTS.name, part, order["start"])])
         rate = min(campaign["max_rate_per_s"] or self.account_rate_per_s, self.account_rate_per_s)

@@ -22,6 +22,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec
 
+from streams.runtime.kafka_config import Replication, client_config, replication_for
 from streams.topology import APP_ID, PROCESSORS, TABLES, TOPICS, TopicSpec
 
 
@@ -32,6 +33,19 @@ def changelog_topics() -> tuple[TopicSpec, ...]:
         TopicSpec(name=t.changelog(APP_ID), key=t.key, schema="", compacted=True,
                   doc=f"changelog of table {t.name}", partitions=t.source.partitions)
         for t in TABLES)
+
+
+# Kafka Connect's internal topics (stack.local writes them into the Connect worker's config):
+# created here like every other topic, so they are replicated as the cluster's setting says
+# (Connect alone would create them with the factor its own config names, and no minimum ISR).
+CONNECT_TOPICS = (
+    TopicSpec(name="cronstream-connect-configs", key="", schema="", compacted=True,
+              doc="Kafka Connect's connector configs", partitions=1),
+    TopicSpec(name="cronstream-connect-offsets", key="", schema="", compacted=True,
+              doc="Kafka Connect's source offsets", partitions=5),
+    TopicSpec(name="cronstream-connect-status", key="", schema="", compacted=True,
+              doc="Kafka Connect's connector and task states", partitions=1),
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -48,7 +62,7 @@ def client(bootstrap: str) -> AdminClient:
     does whenever a broker is down — seen killing a worker during a broker restart."""
     with _LOCK:
         if bootstrap not in _CLIENTS:
-            _CLIENTS[bootstrap] = AdminClient({"bootstrap.servers": bootstrap})
+            _CLIENTS[bootstrap] = AdminClient(client_config(bootstrap))
         return _CLIENTS[bootstrap]
 
 
@@ -176,8 +190,11 @@ def ensure_topics(bootstrap: str, topics: tuple[TopicSpec, ...] | None = None,
     topics = topics if topics is not None else TOPICS + changelog_topics()
     admin = client(bootstrap)
     existing = set(admin.list_topics(timeout=timeout_s).topics)
+    wanted_replication = replication(bootstrap, timeout_s)
     wanted = [
-        NewTopic(t.name, num_partitions=t.partitions, replication_factor=1, config=t.configs())
+        NewTopic(t.name, num_partitions=t.partitions,
+                 replication_factor=wanted_replication.factor,
+                 config={**t.configs(), **wanted_replication.topic_configs()})
         for t in topics
         if t.name not in existing
     ]
@@ -201,10 +218,100 @@ def broker_count(bootstrap: str, timeout_s: float = 3.0) -> int:
     return len(client(bootstrap).list_topics(timeout=timeout_s).brokers)
 
 
+class KafkaUnreachable(SystemExit):  # noqa: N818 - a process's exit, named for what it says
+    """The process cannot use the cluster: the message names Kafka, the address and the cause
+    (wrong credentials, an untrusted certificate, no broker). A ``SystemExit``: a worker or the
+    API stops at start with that line, instead of retrying for ever behind a hang."""
+
+
+def diagnose(error: KafkaError | None, bootstrap: str) -> str | None:
+    """What a librdkafka error met while connecting says is wrong, in words naming the setting
+    to check; None when it is not a configuration problem (a broker still starting)."""
+    if error is None:
+        return None
+    text = error.str()
+    lowered = text.lower()
+    if error.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED) \
+            or "authentication failed" in lowered or "invalid credentials" in lowered:
+        return (f"kafka at {bootstrap}: SASL authentication failed (check "
+                f"CRONSTREAM_KAFKA_SASL_USERNAME/PASSWORD and _MECHANISM): {text}")
+    if "certificate verify failed" in lowered or "ssl handshake failed" in lowered \
+            or error.code() == KafkaError._SSL:
+        return (f"kafka at {bootstrap}: TLS handshake failed, the broker's certificate is not "
+                f"trusted or does not name the host (check CRONSTREAM_KAFKA_CA_FILE): {text}")
+    if "disconnected while requesting apiversion" in lowered:
+        return (f"kafka at {bootstrap}: the broker closed the connection at once; it may expect "
+                f"another protocol (CRONSTREAM_KAFKA_SECURITY_PROTOCOL): {text}")
+    return None
+
+
+def check_reachable(bootstrap: str, timeout_s: float = 60.0) -> int:
+    """Connect once before anything else and stop with a clear reason if it cannot work:
+    without it, a wrong password or an untrusted CA showed only as metadata requests timing
+    out. Returns the broker count. A configuration problem (``diagnose``) stops at its first
+    sight; silence (no broker yet) is waited out for ``timeout_s``."""
+    errors: list[KafkaError] = []
+    probe = AdminClient(client_config(bootstrap, **{"error_cb": errors.append}))
+    _keep_forever(probe)  # never destroyed, like every other (see there)
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while True:
+        try:
+            return len(probe.list_topics(timeout=2).brokers)
+        except KafkaException as exc:
+            last = exc
+        probe.poll(0.2)  # serves error_cb
+        for error in errors:
+            if (reason := diagnose(error, bootstrap)) is not None:
+                raise KafkaUnreachable(reason)
+        if time.monotonic() > deadline:
+            seen = errors[-1].str() if errors else str(last)
+            raise KafkaUnreachable(f"kafka at {bootstrap}: no broker answered within "
+                                   f"{timeout_s:.0f}s (last error: {seen})")
+
+
+def replication(bootstrap: str, timeout_s: float = 10.0) -> Replication:
+    """The replication cronstream's topics get on this cluster (``kafka_config.replication_for``
+    of its broker count and the settings)."""
+    return replication_for(len(client(bootstrap).list_topics(timeout=timeout_s).brokers))
+
+
+def replication_settings(bootstrap: str) -> tuple[int, int]:
+    """``replication`` as a pair (factor, min.insync.replicas), for a child process's answer."""
+    want = replication(bootstrap)
+    return want.factor, want.min_insync
+
+
+def replication_shortfall(bootstrap: str, timeout_s: float = 10.0) -> list[str]:
+    """Every cronstream topic (its name starts with ``cronstream``: the topology's, the
+    changelogs, faust's and Connect's) replicated below the setting: fewer replicas than the
+    factor, or a lower ``min.insync.replicas``. Why reported, not fixed: raising a topic's
+    factor moves its data between brokers (``kafka-reassign-partitions``), an operator's call;
+    accepted silently, the topic would be the one whose broker's loss loses records."""
+    want = replication(bootstrap, timeout_s)
+    admin = client(bootstrap)
+    topics = {name: meta for name, meta in admin.list_topics(timeout=timeout_s).topics.items()
+              if name.startswith(APP_ID)}
+    found: list[str] = []
+    for name, meta in sorted(topics.items()):
+        factor = min((len(p.replicas) for p in meta.partitions.values()), default=0)
+        if factor < want.factor:
+            found.append(f"{name}: replication factor {factor} < {want.factor}")
+    if not topics:
+        return found
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in sorted(topics)]
+    for resource, future in admin.describe_configs(resources, request_timeout=timeout_s).items():
+        min_isr = int(future.result()["min.insync.replicas"].value)
+        if min_isr < want.min_insync:
+            found.append(f"{resource.name}: min.insync.replicas {min_isr} < {want.min_insync}")
+    return sorted(found)
+
+
 def prepare_cluster(bootstrap: str) -> dict[str, object]:
-    """What ``stack up`` asks of a running broker: the topology's topics and the workers'
-    group seeded (``ensure_topics``, ``seed_group_offsets``); returns what each did."""
-    return {"created": ensure_topics(bootstrap), "seeded": seed_group_offsets(bootstrap)}
+    """What ``stack up`` asks of a running broker: the topology's topics (and Connect's) and the
+    workers' group seeded (``ensure_topics``, ``seed_group_offsets``); returns what each did."""
+    created = ensure_topics(bootstrap, TOPICS + changelog_topics() + CONNECT_TOPICS)
+    return {"created": created, "seeded": seed_group_offsets(bootstrap, new_client_on_retry=True)}
 
 
 RETRIABLE = (KafkaError._TIMED_OUT, KafkaError.COORDINATOR_NOT_AVAILABLE,
@@ -216,9 +323,13 @@ def agent_topics() -> tuple[str, ...]:
     return tuple(sorted({t.name for p in PROCESSORS if p.kind == "agent" for t in p.consumes}))
 
 
-def seed_group_offsets(bootstrap: str, group: str = APP_ID, timeout_s: float = 120.0) -> int:
+def seed_group_offsets(bootstrap: str, group: str = APP_ID, timeout_s: float = 120.0,
+                       new_client_on_retry: bool = False) -> int:
     """``_seed_group_offsets``, retried while a new broker's group coordinator is still loading
-    (the first request to a fresh cluster's ``__consumer_offsets`` times out)."""
+    (the first request to a fresh cluster's ``__consumer_offsets`` times out).
+    ``new_client_on_retry``: each retry on a client of its own, for a short-lived process
+    (``prepare_cluster``): on a fresh three-broker cluster the same client asked again after
+    that timeout aborted the process (librdkafka: `eonce->refcnt > 0`), every time."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -227,6 +338,8 @@ def seed_group_offsets(bootstrap: str, group: str = APP_ID, timeout_s: float = 1
             if time.monotonic() > deadline:
                 raise
             log.info("group %s: coordinator not ready (%s); retrying", group, exc)
+            if new_client_on_retry:
+                replace_client(bootstrap)
             time.sleep(2)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import faust
 
-from streams.runtime import committed_seek
+from streams.runtime import committed_seek, kafka_config
 from streams.runtime.metrics import WorkerHealth
 from streams.runtime.settings import Settings
 from streams.runtime.standbys import StandbyAssignor
@@ -75,19 +75,41 @@ class Runtime:
 PRODUCER_BUFFER_MESSAGES = 10_000  # table writes waiting for faust's changelog producer
 
 
-def build(settings: Settings, worker_id: str) -> Runtime:
-    """The worker's faust app, with the workarounds it needs installed first."""
+def idempotent_producers() -> None:
+    """Make faust's producers idempotent, not only inside transactions (faust 0.15 sets
+    ``enable_idempotence`` only there): a changelog write retried after a lost answer must not
+    land twice. aiokafka takes it with ``acks=-1`` (``producer_acks`` below). Idempotent."""
+    from faust.transport.drivers.aiokafka import Producer
+
+    if getattr(Producer, "_cronstream_idempotent", False):
+        return
+    extra = Producer._settings_extra  # noqa: SLF001
+
+    def settings_extra(self: Producer) -> Mapping[str, Any]:
+        return {"enable_idempotence": True, **extra(self)}
+
+    Producer._settings_extra = settings_extra  # type: ignore[method-assign]  # noqa: SLF001
+    Producer._cronstream_idempotent = True  # type: ignore[attr-defined]  # noqa: SLF001
+
+
+def build(settings: Settings, worker_id: str, *, replication_factor: int) -> Runtime:
+    """The worker's faust app, with the workarounds it needs installed first. Building it
+    contacts no broker; ``replication_factor`` is the cluster's (``admin.replication``), given
+    to faust for the topics it declares itself (its leader topic): the changelogs were created
+    by ``admin.ensure_topics``, with the minimum ISR too."""
     committed_seek.install()
+    idempotent_producers()
     # the consumer's client id, unique per process (the fan-out fence goes by member id)
     client_id = f"cronstream-{worker_id}-{uuid.uuid4().hex[:8]}"
     app = faust.App(
         APP_ID,
-        broker=f"kafka://{settings.bootstrap}",
+        broker=[f"kafka://{host}" for host in settings.bootstrap.split(",")],
         broker_client_id=client_id,
         store="rocksdb://",
         datadir=str(settings.home / "workers" / worker_id),
         topic_partitions=int(os.environ.get("CRONSTREAM_PARTITIONS", "8")),
-        topic_replication_factor=1,
+        topic_replication_factor=replication_factor,
+        **kafka_config.security().faust(),  # TLS/SASL (CRONSTREAM_KAFKA_*), nothing on PLAINTEXT
         consumer_auto_offset_reset="earliest",
         broker_commit_every=1000,
         broker_commit_interval=1.0,

@@ -16,6 +16,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from streams.runtime.kafka_config import producer_config
 from streams.topology import TopicSpec
 
 log = logging.getLogger(__name__)
@@ -25,12 +26,12 @@ DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
 class Emitter:
     def __init__(self, bootstrap: str, client_id: str, **overrides: Any) -> None:
+        # acks=all and idempotence (producer_config): an acknowledged record is on every
+        # in-sync replica, and a retry after a lost answer writes no duplicate
         config: dict[str, Any] = {
-            "bootstrap.servers": bootstrap,
+            **producer_config(bootstrap),
             "client.id": client_id,
             "partitioner": "murmur2_random",
-            "acks": "all",
-            "enable.idempotence": True,
             "linger.ms": 5,
         }
         config.update(overrides)

@@ -115,6 +115,10 @@ class WorkerHealth:
     last_tick: float | None = None
     recovered: bool = False
     partitions: list[int] = field(default_factory=list)
+    # topics replicated below the setting, found at start (``admin.replication_shortfall``):
+    # shown by /readyz, not failing it, since a probe failing on every worker would take the
+    # whole service out for what an operator fixes with a reassignment
+    replication: list[str] = field(default_factory=list)
 
     def tick(self) -> None:
         self.last_tick = time.monotonic()
@@ -127,7 +131,8 @@ class WorkerHealth:
     def ready(self, now: float) -> tuple[bool, dict[str, Any]]:
         live, detail = self.live(now)
         ok = live and self.recovered and bool(self.partitions)
-        return ok, {**detail, "recovered": self.recovered, "partitions": self.partitions}
+        return ok, {**detail, "recovered": self.recovered, "partitions": self.partitions,
+                    "replication": self.replication or "ok"}
 
 
 def serve(health: WorkerHealth, host: str, port: int) -> ThreadingHTTPServer:

@@ -41,7 +41,15 @@ class Settings:
 
     @property
     def bootstrap(self) -> str:
-        return os.environ.get("CRONSTREAM_BOOTSTRAP") or f"127.0.0.1:{self.kafka_port}"
+        """``CRONSTREAM_BOOTSTRAP``, else every broker of the local stack: the list ``stack up
+        --brokers N`` recorded in its home (``stack.local.record_brokers``), else the one."""
+        if os.environ.get("CRONSTREAM_BOOTSTRAP"):
+            return os.environ["CRONSTREAM_BOOTSTRAP"]
+        try:
+            listed = (self.home / "kafka" / "bootstrap").read_text().strip()
+        except OSError:
+            listed = ""
+        return listed or f"127.0.0.1:{self.kafka_port}"
 
     @property
     def pg_dsn(self) -> str:

@@ -22,6 +22,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import SchemaError
+from streams.runtime.kafka_config import client_config
 from streams.runtime.view_stores import Checkpoint, MemoryStore, Row, ViewStore
 from streams.topology import TopicSpec
 
@@ -46,7 +47,7 @@ class TopicView:
         self._marked_current = 0.0
         self._failure: BaseException | None = None
         self._config = {
-            "bootstrap.servers": bootstrap,
+            **client_config(bootstrap),
             "group.id": f"cronstream-view-{uuid.uuid4()}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,

@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, TopicPartition
 from streams.runtime import admin
 from streams.runtime.codec import codec
 from streams.runtime.fencing import EpochFence
+from streams.runtime.kafka_config import client_config
 from streams.topology import FIRED
 
 Record = tuple[int, str, int, int]  # partition, fire id, epoch, fired_ms
@@ -52,7 +53,7 @@ def read(bootstrap: str, marks: dict[int, int], timeout_s: float = 10.0,
     since = {p: mark for p, mark in marks.items() if mark > 0}
     if not since:
         return {}
-    consumer = Consumer({"bootstrap.servers": bootstrap, "enable.auto.commit": False,
+    consumer = Consumer({**client_config(bootstrap), "enable.auto.commit": False,
                          "group.id": f"cronstream-fired-tail-{uuid.uuid4()}"})
     records: list[Record] = []
     try:

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from streams.runtime.codec import codec
+from streams.runtime.kafka_config import client_config
 from streams.topology import JOB_IMPORTS, JOBS
 
 log = logging.getLogger(__name__)
@@ -176,7 +177,7 @@ def start(bootstrap: str, worker_id: str, window: ImportWindow) -> Copier:
         if emitter.flush(30):
             raise RuntimeError("the broker did not acknowledge an import copy within 30 s")
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
+    consumer = Consumer({**client_config(bootstrap), "group.id": GROUP,
                          "client.id": f"imports-{worker_id}", "enable.auto.commit": False,
                          "auto.offset.reset": "earliest"})
     copier = Copier(consumer, produce, window)

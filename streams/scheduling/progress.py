@@ -15,6 +15,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
+from streams.runtime.kafka_config import client_config
 from streams.topology import SCHEDULER_PROGRESS
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,7 @@ log = logging.getLogger(__name__)
 def load_marks(bootstrap: str, timeout_s: float = 10.0) -> dict[int, int]:
     """Latest ``fired_through_ms`` per jobs partition (absent: the partition never fired)."""
     consumer = Consumer({
-        "bootstrap.servers": bootstrap,
+        **client_config(bootstrap),
         "group.id": f"cronstream-progress-reader-{uuid.uuid4()}",
         "enable.auto.commit": False,
     })

@@ -23,6 +23,7 @@ import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from streams.runtime.codec import codec
+from streams.runtime.kafka_config import client_config
 from streams.scheduling import schedule
 from streams.scheduling.ledger import recipient_rows
 from streams.topology import LEDGER, RECIPIENT_OUTCOMES, TopicSpec
@@ -48,7 +49,7 @@ TALLY = Tally()
 def history(bootstrap: str, topic: str, key_prefix: str) -> dict[str, list[tuple[int, Any]]]:
     """Every (timestamp ms, raw value) per key starting with ``key_prefix``, in offset order,
     read from the topic itself (a changelog's or a ledger's)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"checker-{uuid.uuid4()}",
+    consumer = Consumer({**client_config(bootstrap), "group.id": f"checker-{uuid.uuid4()}",
                          "enable.auto.commit": False, "enable.partition.eof": True})
     parts = list(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])

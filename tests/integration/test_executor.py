@@ -10,6 +10,7 @@ from confluent_kafka import Consumer, KafkaError
 
 from cli.demo import Receiver
 from streams.runtime.codec import codec
+from streams.runtime.kafka_config import client_config
 from streams.topology import DLQ
 from tests.conftest import free_port
 from tests.integration.helpers import HeldCalls, ledger
@@ -25,7 +26,7 @@ def one_shot(port: int, **extra) -> dict:
 def dead_letters(stack, fire_id: str) -> list[dict]:
     """The dead letters of ``fire_id``, reading the whole topic (a benchmark run on the same stack
     leaves thousands of others in it)."""
-    consumer = Consumer({"bootstrap.servers": stack.s.bootstrap, "group.id": str(uuid.uuid4()),
+    consumer = Consumer({**client_config(stack.s.bootstrap), "group.id": str(uuid.uuid4()),
                          "auto.offset.reset": "earliest", "enable.partition.eof": True})
     consumer.subscribe([DLQ.name])
     found, at_end, deadline = [], set(), time.monotonic() + 20

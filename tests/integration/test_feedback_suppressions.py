@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from stack.sns_publisher import CERT_PATH, LOCAL_TOPIC_ARN
 from streams.runtime.codec import codec
+from streams.runtime.kafka_config import client_config
 from streams.topology import SUPPRESSIONS, partition_for
 from tests.integration.test_campaigns import campaign_body, outcomes, ses_log_end, ses_sent, upload
 from tests.waiting import wait_for
@@ -32,7 +33,7 @@ SIM = "simulator.amazonses.com"
 def read_suppressions(bootstrap: str, keys: list[str]) -> list[dict[str, Any]]:
     """Every record (tombstones as None) of ``keys`` on the suppressions topic, in order (run in
     a child: ``stack.isolated``)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": str(uuid.uuid4()),
+    consumer = Consumer({**client_config(bootstrap), "group.id": str(uuid.uuid4()),
                          "enable.partition.eof": True, "enable.auto.commit": False})
     parts = sorted({partition_for(k.split(":", 1)[1]) for k in keys})
     consumer.assign([TopicPartition(SUPPRESSIONS.name, p, 0) for p in parts])

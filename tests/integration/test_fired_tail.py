@@ -12,6 +12,7 @@ from bench.spike import job
 from streams.runtime.admin import client as admin_client
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
+from streams.runtime.kafka_config import producer_config
 from streams.scheduling import fired_tail, slots
 from streams.scheduling.schedule import fire_id
 
@@ -30,7 +31,7 @@ def test_the_tail_since_each_mark_is_read_whole_without_a_zombies_records(stack,
     admin_client(stack.s.bootstrap).create_topics([NewTopic(topic, 3, 1)])[topic].result()
     # idempotent, as the scheduler's producer is (streams.runtime.emit): without it a first batch to a
     # topic just created can be retried after later ones and land behind them (seen in CI)
-    producer = Producer({"bootstrap.servers": stack.s.bootstrap, "enable.idempotence": True})
+    producer = Producer({**producer_config(stack.s.bootstrap), "enable.idempotence": True})
     mark = now_ms() - 60_000
     slot = mark - mark % 60_000 + 60_000
 

@@ -8,6 +8,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from cli.demo import Receiver
+from streams.runtime.kafka_config import client_config
 from tests.conftest import free_port
 from tests.integration.test_cli import key_of
 from tests.integration.test_operator import cli
@@ -41,7 +42,7 @@ def test_imported_jobs_go_live_and_run_and_an_imported_delete_removes_one(stack,
 
     from streams.topology import JOBS, partition_for
 
-    consumer = Consumer({"bootstrap.servers": stack.s.bootstrap, "group.id": "test-imports",
+    consumer = Consumer({**client_config(stack.s.bootstrap), "group.id": "test-imports",
                          "enable.auto.commit": False})
     consumer.assign([TopicPartition(JOBS.name, partition_for(created[0]), 0)])
 

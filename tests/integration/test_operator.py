@@ -24,6 +24,7 @@ from cli.demo import Receiver
 from ops import lag
 from stack import processes
 from streams.runtime.admin import client as admin_client
+from streams.runtime.kafka_config import client_config, producer_config
 from streams.topology import APP_ID, FANOUT, FIRED, JOBS, LEDGER, RECIPIENT_OUTCOMES, partition_for
 from tests.conftest import free_port
 from tests.integration.helpers import (
@@ -79,13 +80,13 @@ def lag_group(stack):
     topic, group = f"cronstream-test-lag-{uuid.uuid4().hex[:8]}", f"lagtest-{uuid.uuid4().hex[:8]}"
     admin = admin_client(stack.s.bootstrap)
     admin.create_topics([NewTopic(topic, 3, 1)])[topic].result()
-    producer = Producer({"bootstrap.servers": stack.s.bootstrap})
+    producer = Producer(producer_config(stack.s.bootstrap))
     stamp = int(time.time() * 1000) - 90_000
     for p in range(3):
         for i in range(10):
             producer.produce(topic, key=f"k{i}", value=b"v", partition=p, timestamp=stamp + i)
     assert producer.flush(30) == 0
-    committer = Consumer({"bootstrap.servers": stack.s.bootstrap, "group.id": group})
+    committer = Consumer({**client_config(stack.s.bootstrap), "group.id": group})
     committer.commit(offsets=[TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 10)],
                      asynchronous=False)
     committer.close()

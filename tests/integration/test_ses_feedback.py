@@ -23,6 +23,7 @@ from stack.sns_publisher import CERT_PATH, LOCAL_TOPIC_ARN
 from streams.adapters import ses, sns
 from streams.runtime.admin import end_offsets
 from streams.runtime.codec import codec
+from streams.runtime.kafka_config import client_config
 from streams.topology import SES_FEEDBACK, partition_for
 from tests.waiting import wait_for
 
@@ -34,7 +35,7 @@ FEEDBACK_PARTITIONS = [(SES_FEEDBACK.name, p) for p in range(SES_FEEDBACK.partit
 def read_feedback(bootstrap: str, tenant: str) -> list[dict[str, Any]]:
     """Every record of the tenant on the feedback topic, with its partition (run in a child:
     ``stack.isolated``)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": str(uuid.uuid4()),
+    consumer = Consumer({**client_config(bootstrap), "group.id": str(uuid.uuid4()),
                          "enable.partition.eof": True, "enable.auto.commit": False})
     consumer.assign([TopicPartition(SES_FEEDBACK.name, p, 0)
                      for p in range(SES_FEEDBACK.partitions)])

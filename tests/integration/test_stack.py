@@ -12,6 +12,8 @@ import pytest
 
 from stack import processes
 from stack.local import BROKER_INDEX_BYTES, Stack, StackError
+from streams.runtime.kafka_config import replication_for
+from streams.topology import FIRED
 
 
 def test_up_twice_is_harmless(stack, capsys):
@@ -45,6 +47,21 @@ def test_status_command_lists_components(stack):
                          capture_output=True, text=True, check=True).stdout
     for name in ("kafka", "connect", "postgres", "api", "worker-1"):
         assert name in out
+    # the replication every cronstream topic should have, and none below it (one broker: 1/1)
+    want = replication_for(stack.brokers)
+    assert (f"replication  factor {want.factor}, min.insync.replicas {want.min_insync}: every "
+            "cronstream topic ok") in out, out
+
+
+def test_every_topic_names_its_minimum_isr(stack):
+    """Topics are created with the replication setting's ``min.insync.replicas`` as their own
+    config (``streams.runtime.kafka_config``), Connect's internal topics included."""
+    from streams.runtime import admin
+
+    want = str(replication_for(stack.brokers).min_insync)
+    for name in (FIRED.name, "cronstream-jobs-changelog", "cronstream-connect-offsets"):
+        assert admin.topic_config(stack.s.bootstrap, name, "min.insync.replicas") == want
+    assert admin.replication_shortfall(stack.s.bootstrap) == []
 
 
 def test_the_broker_preallocates_small_indexes(stack):
@@ -54,7 +71,6 @@ def test_the_broker_preallocates_small_indexes(stack):
     from confluent_kafka.admin import ConfigResource
 
     from streams.runtime import admin
-    from streams.topology import FIRED
 
     resource = ConfigResource(ConfigResource.Type.TOPIC, FIRED.name)
     configs = admin.client(stack.s.bootstrap).describe_configs([resource])[resource].result(30)

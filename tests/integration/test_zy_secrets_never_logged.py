@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from streams.adapters.tenants import KEY_PREFIX
 from streams.runtime.admin import end_offsets
+from streams.runtime.kafka_config import client_config
 from streams.topology import TENANTS
 
 pytestmark = pytest.mark.end_of_session
@@ -29,7 +30,7 @@ def readable_files(stack) -> list[Path]:
 
 
 def tenants_topic_bytes(stack) -> bytes:
-    consumer = Consumer({"bootstrap.servers": stack.s.bootstrap,
+    consumer = Consumer({**client_config(stack.s.bootstrap),
                          "group.id": f"secrets-{uuid.uuid4()}", "enable.auto.commit": False})
     ends = end_offsets(stack.s.bootstrap, [(TENANTS.name, p) for p in range(TENANTS.partitions)])
     consumer.assign([TopicPartition(TENANTS.name, p, 0) for (_, p) in ends])

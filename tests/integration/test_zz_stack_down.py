@@ -23,7 +23,8 @@ def gone(pid: int) -> bool:
 
 
 def test_down_stops_every_process_it_started(stack):
-    names = ["kafka", "connect", *stack.app_names()]
+    nodes = [stack.node_name(n) for n in range(1, stack.brokers + 1)]  # kafka, kafka-2, …
+    names = [*nodes, "connect", *stack.app_names()]
     pids = {name: processes.alive(stack.pidfile(name)) for name in names}
     assert all(pids.values()), pids
     postmaster = Path(stack.s.home / "postgres" / "data" / "postmaster.pid")

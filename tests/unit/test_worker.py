@@ -40,7 +40,7 @@ print("ok")
 def test_wire_registers_every_declared_processor_and_table(tmp_path):
     from streams import worker
 
-    rt = build(replace(settings.load(), home=tmp_path), "wire-test")
+    rt = build(replace(settings.load(), home=tmp_path), "wire-test", replication_factor=3)
     worker.wire(rt)
     agents = {name.rsplit(".", 1)[-1] for name in rt.app.agents}
     timers = {inspect.unwrap(task).__name__ for task in rt.app._app_tasks}  # noqa: SLF001
@@ -48,3 +48,4 @@ def test_wire_registers_every_declared_processor_and_table(tmp_path):
     assert agents == {n for n, kind in declared.items() if kind == "agent"}
     assert timers == {n for n, kind in declared.items() if kind == "punctuator"}
     assert {t.name for t in TABLES} == set(rt.app.tables)
+    assert rt.app.conf.topic_replication_factor == 3

@@ -1,0 +1,166 @@
+"""The one mapping from cronstream's Kafka settings to each client's configuration
+(``streams.runtime.kafka_config``): librdkafka, aiokafka (faust) and Java (Connect)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from streams.runtime.kafka_config import (
+    KafkaConfigError,
+    KafkaSecurity,
+    Replication,
+    client_config,
+    producer_config,
+    replication_for,
+)
+
+SCRAM = {"CRONSTREAM_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+         "CRONSTREAM_KAFKA_SASL_USERNAME": "cronstream", "CRONSTREAM_KAFKA_SASL_PASSWORD": 'p"w'}
+
+
+@pytest.fixture()
+def ca_file(tmp_path: Path) -> str:
+    path = tmp_path / "ca.pem"
+    path.write_text("-----BEGIN CERTIFICATE-----\n")
+    return str(path)
+
+
+def test_plaintext_is_the_default_and_adds_nothing_but_the_protocol() -> None:
+    assert client_config("b:1", env={}) == {"bootstrap.servers": "b:1",
+                                            "security.protocol": "plaintext"}
+    assert KafkaSecurity.from_env({}).faust() == {}
+    assert KafkaSecurity.from_env({}).java_properties() == ["security.protocol=PLAINTEXT"]
+
+
+def test_sasl_ssl_reaches_librdkafka(ca_file: str) -> None:
+    env = {**SCRAM, "CRONSTREAM_KAFKA_CA_FILE": ca_file}
+    assert client_config("b:1", env=env, **{"group.id": "g"}) == {
+        "bootstrap.servers": "b:1", "security.protocol": "sasl_ssl",
+        "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "cronstream",
+        "sasl.password": 'p"w', "ssl.ca.location": ca_file, "group.id": "g"}
+
+
+def test_producers_ack_all_and_are_idempotent() -> None:
+    config = producer_config("b:1", env={}, **{"linger.ms": 5})
+    assert config["acks"] == "all" and config["enable.idempotence"] is True
+    assert config["linger.ms"] == 5
+
+
+def test_plain_mechanism_and_java_properties_with_prefix(ca_file: str) -> None:
+    env = {**SCRAM, "CRONSTREAM_KAFKA_SASL_MECHANISM": "plain", "CRONSTREAM_KAFKA_CA_FILE": ca_file}
+    lines = KafkaSecurity.from_env(env).java_properties("consumer.")
+    assert lines == [
+        "consumer.security.protocol=SASL_SSL",
+        "consumer.sasl.mechanism=PLAIN",
+        'consumer.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule '
+        'required username="cronstream" password="p\\"w";',
+        "consumer.ssl.truststore.type=PEM",
+        f"consumer.ssl.truststore.location={ca_file}"]
+
+
+def test_scram_java_login_module() -> None:
+    (jaas,) = [line for line in KafkaSecurity.from_env(SCRAM).java_properties()
+               if "jaas" in line]
+    assert "scram.ScramLoginModule required" in jaas
+
+
+def test_faust_gets_sasl_credentials_over_tls() -> None:
+    import faust
+
+    creds = KafkaSecurity.from_env(SCRAM).faust()["broker_credentials"]
+    assert isinstance(creds, faust.SASLCredentials)
+    assert (creds.protocol.value, creds.mechanism.value) == ("SASL_SSL", "SCRAM-SHA-512")
+    assert (creds.username, creds.password) == ("cronstream", 'p"w')
+    assert creds.ssl_context is not None and creds.ssl_context.check_hostname
+
+
+def test_faust_sasl_plaintext_has_no_tls_context() -> None:
+    env = {**SCRAM, "CRONSTREAM_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT"}
+    creds = KafkaSecurity.from_env(env).faust()["broker_credentials"]
+    assert creds.protocol.value == "SASL_PLAINTEXT" and creds.ssl_context is None
+
+
+def test_faust_ssl_only() -> None:
+    import faust
+
+    env = {"CRONSTREAM_KAFKA_SECURITY_PROTOCOL": "SSL"}
+    assert isinstance(KafkaSecurity.from_env(env).faust()["broker_credentials"],
+                      faust.SSLCredentials)
+
+
+@pytest.mark.parametrize(("env", "named"), [
+    ({"CRONSTREAM_KAFKA_SECURITY_PROTOCOL": "TLS"}, "CRONSTREAM_KAFKA_SECURITY_PROTOCOL"),
+    ({**SCRAM, "CRONSTREAM_KAFKA_SASL_MECHANISM": "GSSAPI"}, "CRONSTREAM_KAFKA_SASL_MECHANISM"),
+    ({**SCRAM, "CRONSTREAM_KAFKA_SASL_PASSWORD": ""}, "CRONSTREAM_KAFKA_SASL_PASSWORD"),
+    ({**SCRAM, "CRONSTREAM_KAFKA_CA_FILE": "/nonexistent/ca.pem"}, "CRONSTREAM_KAFKA_CA_FILE"),
+    ({"CRONSTREAM_KAFKA_CA_FILE": "/etc/hostname"}, "uses no TLS"),
+])
+def test_settings_that_cannot_work_stop_with_the_variable_named(env: dict[str, str],
+                                                                 named: str) -> None:
+    with pytest.raises(KafkaConfigError, match=named):
+        KafkaSecurity.from_env(env)
+
+
+@pytest.mark.parametrize(("brokers", "env", "want"), [
+    (1, {}, Replication(1, 1)),
+    (2, {}, Replication(2, 1)),
+    (3, {}, Replication(3, 2)),
+    (5, {}, Replication(3, 2)),
+    (5, {"CRONSTREAM_REPLICATION_FACTOR": "5"}, Replication(5, 4)),
+    (3, {"CRONSTREAM_REPLICATION_FACTOR": "3", "CRONSTREAM_MIN_INSYNC_REPLICAS": "3"},
+     Replication(3, 3)),
+    (3, {"CRONSTREAM_REPLICATION_FACTOR": "1"}, Replication(1, 1)),
+])
+def test_replication_defaults_follow_the_broker_count(brokers: int, env: dict[str, str],
+                                                      want: Replication) -> None:
+    assert replication_for(brokers, env) == want
+
+
+@pytest.mark.parametrize(("brokers", "env", "named"), [
+    (1, {"CRONSTREAM_REPLICATION_FACTOR": "3"}, "has 1 broker"),
+    (3, {"CRONSTREAM_MIN_INSYNC_REPLICAS": "4"}, "above the replication factor"),
+    (3, {"CRONSTREAM_REPLICATION_FACTOR": "0"}, "CRONSTREAM_REPLICATION_FACTOR"),
+])
+def test_replication_the_cluster_cannot_meet_is_refused(brokers: int, env: dict[str, str],
+                                                        named: str) -> None:
+    with pytest.raises(KafkaConfigError, match=named):
+        replication_for(brokers, env)
+
+
+def test_min_insync_is_a_topic_config() -> None:
+    assert Replication(3, 2).topic_configs() == {"min.insync.replicas": "2"}
+
+
+# -- the startup diagnosis (streams.runtime.admin.diagnose) ---------------------------------------
+@pytest.mark.parametrize(("code", "text", "cause"), [
+    ("_AUTHENTICATION", "SASL authentication error: Authentication failed during authentication "
+     "due to invalid credentials with SASL mechanism SCRAM-SHA-512", "SASL authentication failed"),
+    ("_SSL", "127.0.0.1:9093/bootstrap: SSL handshake failed: error:0A000086:SSL routines::"
+     "certificate verify failed: broker certificate could not be verified",
+     "TLS handshake failed"),
+    ("_TRANSPORT", "127.0.0.1:9093/bootstrap: SSL handshake failed: certificate verify failed",
+     "TLS handshake failed"),
+    ("_TRANSPORT", "127.0.0.1:9093/bootstrap: Disconnected while requesting ApiVersion: might be "
+     "caused by incorrect security.protocol configuration", "the broker closed the connection"),
+])
+def test_a_connection_error_is_named_with_its_cause(code: str, text: str, cause: str) -> None:
+    from confluent_kafka import KafkaError
+
+    from streams.runtime.admin import diagnose
+
+    said = diagnose(KafkaError(getattr(KafkaError, code), text), "127.0.0.1:9093")
+    assert said is not None and said.startswith(f"kafka at 127.0.0.1:9093: {cause}"), said
+    assert text in said
+
+
+def test_a_broker_not_up_yet_is_not_a_configuration_error() -> None:
+    from confluent_kafka import KafkaError
+
+    from streams.runtime.admin import diagnose
+
+    refused = KafkaError(KafkaError._TRANSPORT, "127.0.0.1:9093/bootstrap: Connect to "
+                         "ipv4#127.0.0.1:9093 failed: Connection refused (after 0ms in state CONNECT)")
+    assert diagnose(refused, "127.0.0.1:9093") is None
+    assert diagnose(None, "127.0.0.1:9093") is None
