@@ -81,17 +81,24 @@ class GroupFence:
         self.retry_s, self.warn_every_s = retry_s, warn_every_s
         self._rounds = SharedRound(lambda: self.fetch())
 
-    async def check(self, topic: str, partition: int, member_id: str) -> Ownership:
-        """OWNED or NOT_OWNED for the group member ``member_id``, once the group is settled."""
+    async def check(self, topic: str, partition: int, member_id: str,
+                    max_age_s: float | None = None) -> Ownership:
+        """OWNED or NOT_OWNED for the group member ``member_id``, once the group is settled.
+        ``max_age_s``: a first answer that old will do (``SharedRound.recent``); by default only
+        a round begun after the call counts, as the fence after an intent needs."""
         loop = asyncio.get_running_loop()
         started = warned = loop.time()
+        first = True
         while True:
             try:
-                verdict = ownership(await self._rounds.fresh(), member_id, topic, partition)
+                answer = await (self._rounds.recent(max_age_s) if first and max_age_s is not None
+                                else self._rounds.fresh())
+                verdict = ownership(answer, member_id, topic, partition)
             except Exception as exc:  # noqa: BLE001 - a failed describe fences nothing: retry
                 log.warning("ownership of %s[%d]: coordinator not answering (%s)", topic,
                             partition, exc)
                 verdict = Ownership.UNSETTLED
+            first = False
             if verdict is not Ownership.UNSETTLED:
                 return verdict
             if loop.time() - warned > self.warn_every_s:

@@ -65,6 +65,7 @@ log = logging.getLogger(__name__)
 # the two workers left a fifth of the box idle during a campaign (bench.fanout's CPU figures)
 CHUNKS_IN_FLIGHT = 8
 SEND_THREADS = 24  # SES calls and the walkers' consume() calls
+PRE_FENCE_AGE_S = 0.1  # how old the fence's answer before a chunk's intent may be
 MAX_THROTTLE_RETRIES = 1000
 Allowed = list[tuple[str, dict[str, str]]]  # the addresses a chunk sends, with their variables
 
@@ -241,14 +242,16 @@ class Walker:
         chunks that woke from a throttling backoff as the group began to rebalance. Asked
         first, the wait happens before the intent, while the chunk is still unbegun or
         ``refused``."""
-        await self._fence(key, part, member, campaign, "before the intent")
+        # before: an answer up to 0.1 s old will do (it only waits out a rebalance), so
+        # in a steady send it costs no round of its own
+        await self._fence(key, part, member, campaign, "before the intent", PRE_FENCE_AGE_S)
         await self.send_chunks.put_acked(key, INTENT)
         stop_if_cancelled()  # an await can swallow the walker's cancellation
         await self._fence(key, part, member, campaign, "after the intent")
 
     async def _fence(self, key: bytes, part: int, member: str, campaign: dict[str, Any],
-                     when: str) -> None:
-        if await self.fence.check(FANOUT.name, part, member) is Ownership.NOT_OWNED:
+                     when: str, max_age_s: float | None = None) -> None:
+        if await self.fence.check(FANOUT.name, part, member, max_age_s) is Ownership.NOT_OWNED:
             metrics.FANOUT_FENCED.inc()
             raise Fenced(f"campaign {campaign['campaign_id']} chunk {key.decode()} partition "
                          f"{part}: the coordinator gave the partition to another worker "

@@ -37,3 +37,14 @@ class SharedRound(Generic[T]):
                 continue
             self._round_started = loop.time()
             self._round = loop.run_in_executor(None, self.fetch)
+
+    async def recent(self, max_age_s: float) -> T:
+        """The answer of a round that started at most ``max_age_s`` ago, else a fresh one. For a
+        question asked only to wait out a state (the send fence before a chunk's intent): an
+        answer a little old is as good, and costs no round of its own."""
+        current = self._round
+        loop = asyncio.get_running_loop()
+        if (current is not None and current.done() and not current.cancelled()
+                and current.exception() is None and loop.time() - self._round_started <= max_age_s):
+            return current.result()
+        return await self.fresh()

@@ -34,3 +34,20 @@ def test_waiters_share_a_round_and_never_take_one_begun_before_they_asked():
     # moment later, and the late one) shares round 2: 51 questions, two requests
     assert early == [1] + [2] * 49
     assert late == 2 and rounds == [1, 2]
+
+
+def test_a_recent_answer_is_reused_and_an_old_one_is_asked_again() -> None:
+    calls = []
+
+    def fetch() -> int:
+        calls.append(1)
+        return len(calls)
+
+    async def run() -> list[int]:
+        rounds = SharedRound(fetch)
+        first = await rounds.fresh()
+        again = await rounds.recent(max_age_s=60)  # the round just done: no new request
+        later = await rounds.recent(max_age_s=0)  # too old for this caller: a new round
+        return [first, again, later]
+
+    assert asyncio.run(run()) == [1, 1, 2] and len(calls) == 2
