@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-import psycopg
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from pydantic import ValidationError
 
+from api import sink
 from api.console import paging
 from api.console.web import SignedIn, back, posted, problem_text, render, signed_in, tenant_of
 from api.models import Backfill, JobCreate, JobIn, iso, job_view, public_job_id
@@ -36,12 +36,8 @@ def _last_runs(dsn: str, tenant: str, job_ids: list[str]) -> dict[str, dict[str,
     query = ("SELECT DISTINCT ON (job_id) job_id, decision, outcome, nominal_time FROM ledger "
              "WHERE kind = 'job' AND tenant = %s AND job_id = ANY(%s) "
              "ORDER BY job_id, nominal_time DESC")
-    try:
-        with psycopg.connect(dsn, connect_timeout=5) as conn:
-            rows = conn.execute(query, (tenant, job_ids)).fetchall()
-    except psycopg.errors.UndefinedTable:
-        return {}
-    return {r[0]: {"decision": r[1], "outcome": r[2], "at": r[3]} for r in rows}
+    return {r[0]: {"decision": r[1], "outcome": r[2], "at": r[3]}
+            for r in sink.rows(dsn, query, (tenant, job_ids))}
 
 
 async def _search(request: Request, tenant: dict[str, Any], q: str, cursor: str | None

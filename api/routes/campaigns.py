@@ -25,6 +25,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, EmailStr, Field, model_validator
 from rocksdict import Rdict
 
+from api import sink
 from api.auth import current_tenant
 from api.errors import problem
 from api.models import iso, ms, utc_ms
@@ -366,18 +367,12 @@ async def unknown_recipients(campaign_id: str, request: Request, tenant: Tenant,
     _own(request, tenant, campaign_id)
     window_s = api_state(request).conf.unknown_window_s
 
-    def page() -> list[tuple[Any, ...]]:
-        with psycopg.connect(api_state(request).conf.pg_dsn, connect_timeout=5) as conn:
-            try:
-                return conn.execute(
-                    "SELECT email, reason, completed_at FROM ledger WHERE kind = 'campaign' "
-                    "AND tenant = %s AND campaign_id = %s AND outcome = 'unknown' "
-                    "AND email > %s ORDER BY email LIMIT %s",
-                    (tenant["tenant"], campaign_id, after, limit)).fetchall()
-            except psycopg.errors.UndefinedTable:
-                return []
-
-    rows = await run_in_threadpool(page)
+    rows = await run_in_threadpool(
+        sink.rows, api_state(request).conf.pg_dsn,
+        "SELECT email, reason, completed_at FROM ledger WHERE kind = 'campaign' "
+        "AND tenant = %s AND campaign_id = %s AND outcome = 'unknown' "
+        "AND email > %s ORDER BY email LIMIT %s",
+        (tenant["tenant"], campaign_id, after, limit))
     now = clock.now_ms()
     items = []
     for email, reason, completed in rows:

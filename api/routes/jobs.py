@@ -9,10 +9,10 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-import psycopg
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
+from api import sink
 from api.auth import current_tenant
 from api.errors import problem
 from api.models import (
@@ -322,13 +322,8 @@ def _runs(dsn: str, tenant: str, job_id: str, before: int | None, limit: int,
              "AND (%s::bigint IS NULL OR nominal_time < to_timestamp(%s::bigint / 1000.0) "
              f"AT TIME ZONE 'UTC'){RUN_FILTERS.get(only or '', '')} "
              "ORDER BY nominal_time DESC LIMIT %s")
-    try:
-        with psycopg.connect(dsn, connect_timeout=5) as conn:
-            rows = conn.execute(query, (tenant, job_id, before, before, limit)).fetchall()
-    except psycopg.errors.UndefinedTable:
-        return []
     out = []
-    for row in rows:
+    for row in sink.rows(dsn, query, (tenant, job_id, before, before, limit)):
         run = dict(zip(RUN_COLUMNS, row, strict=True))
         for name in ("nominal_time", "fired_at", "completed_at"):
             run[name] = iso(utc_ms(run[name])) if run[name] is not None else None
