@@ -28,9 +28,10 @@ import pytest
 from cli.demo import Receiver
 from stack import processes
 from streams.campaigns.ownership import Assignment, describe
+from streams.runtime.admin import agent_topics
 from streams.scheduling import schedule
 from streams.topology import APP_ID, FIRED
-from tests.chaos.checker import TALLY, every_second, slot_violations
+from tests.chaos.checker import TALLY, every_second, pg_campaign, slot_violations
 from tests.chaos.test_faults import finish, progress, start_campaign
 from tests.conftest import free_port
 from tests.integration.helpers import ledger, worker_trouble
@@ -76,6 +77,12 @@ def settled(stack, workers: int) -> dict[str, list[int]] | None:
     held = sorted(p for parts in owners.values() for p in parts)
     if assignment.state != "STABLE" or len(owners) != workers or held != list(range(FIRED.partitions)):
         return None
+    # faust hands out co-partitioned topics together: each worker holds the same partition
+    # numbers of every topic an agent consumes (what docs/operations.md tells an operator)
+    for member, tps in assignment.held.items():
+        mine = {p for t, p in tps if t == FIRED.name}
+        for topic in agent_topics():
+            assert {p for t, p in tps if t == topic} == mine, f"{member}: {topic} apart from fired"
     return owners
 
 
@@ -163,6 +170,7 @@ def test_one_to_four_to_two_workers_keep_every_guarantee(stack, three_brokers, a
     TALLY.violations += len(problems)
     TALLY.figures.append(
         f"scale-out 1 → 4 → 2 workers in {time.monotonic() - started:.0f} s: {len(slots)} slots × "
-        f"{JOBS} every-second jobs ({dict(decisions)}) and {RECIPIENTS} recipients judged, "
-        f"{len(problems)} slot violations")
+        f"{JOBS} every-second jobs ({dict(decisions)}) and {RECIPIENTS} recipients judged "
+        f"({dict(Counter(pg_campaign(stack, campaign_id).values()))}), {len(problems)} slot "
+        "violations")
     assert problems == [], problems
