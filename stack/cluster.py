@@ -115,7 +115,7 @@ def stop_node(stack: Stack, node: int, timeout_s: float = 60.0) -> None:
         raise StackError(stack.node_name(node), "not running, nothing to stop")
 
 
-def start_node(stack: Stack, node: int, timeout_s: float = 120.0) -> None:
+def start_node(stack: Stack, node: int, timeout_s: float = 300.0) -> None:
     """Start node ``node`` again (its data dir kept) and wait until the cluster lists every
     broker: the node has caught up with the metadata log and registered."""
     if not stack.start_kafka_node(node, stack.brokers):
