@@ -30,6 +30,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -185,12 +186,19 @@ def import_spike(api: httpx.Client, url: str, at: datetime, count: int) -> list[
     return ids
 
 
-def ticking_jobs(api: httpx.Client, url: str, start: datetime) -> list[str]:
-    """``TICKING_JOBS`` jobs firing every second from ``start`` (for at most an hour)."""
+@contextmanager
+def ticking_jobs(api: httpx.Client, url: str, start: datetime) -> Iterator[list[str]]:
+    """``TICKING_JOBS`` jobs firing every second from ``start`` (for at most an hour), deleted
+    on the way out whatever happened: a failed scenario leaves nothing firing on the box."""
     body = {"schedule": {"every_s": 1, "start": start.isoformat(),
                          "end": (start + timedelta(hours=1)).isoformat()},
             "target": {"type": "webhook", "url": url}}
-    return [api.post("/v1/jobs", json=body).json()["id"] for _ in range(TICKING_JOBS)]
+    jobs = [api.post("/v1/jobs", json=body).json()["id"] for _ in range(TICKING_JOBS)]
+    try:
+        yield jobs
+    finally:
+        for job_id in jobs:
+            api.delete(f"/v1/jobs/{job_id}")  # 404 once stop_ticking has deleted it
 
 
 def stop_ticking(stack: Stack, api: httpx.Client, tenant: str, jobs: list[str],
@@ -308,9 +316,9 @@ def test_fanout_and_recipients_leader_sigkilled_mid_campaign(stack, api):
 def test_active_controller_sigkilled_while_jobs_fire_and_a_campaign_sends(stack, api):
     """The quorum's leader (broker and controller in one JVM) SIGKILLed and restarted after the
     outage, with jobs firing every second and a campaign sending."""
-    with Receiver(port := free_port(), quiet=True) as receiver:
-        start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
-        jobs = ticking_jobs(api, f"http://127.0.0.1:{port}/tick", start)
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+    with Receiver(port := free_port(), quiet=True) as receiver, \
+            ticking_jobs(api, f"http://127.0.0.1:{port}/tick", start) as jobs:
         sleep_until(start + timedelta(seconds=5))
         campaign_id, subject, emails = start_campaign(api, "cluster-controller",
                                                       max_rate_per_s=1500)
@@ -334,9 +342,9 @@ def test_rolling_restart_of_the_three_brokers_while_jobs_fire_and_a_campaign_sen
     """Each node in turn: stopped (SIGTERM, a controlled shutdown), down ``ROLLING_PAUSE_S``,
     started, and the next only once every replica is in sync again; jobs fire every second and
     a campaign sends slowly enough to span the whole restart."""
-    with Receiver(port := free_port(), quiet=True) as receiver:
-        start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
-        jobs = ticking_jobs(api, f"http://127.0.0.1:{port}/tick", start)
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+    with Receiver(port := free_port(), quiet=True) as receiver, \
+            ticking_jobs(api, f"http://127.0.0.1:{port}/tick", start) as jobs:
         sleep_until(start + timedelta(seconds=5))
         campaign_id, subject, emails = start_campaign(api, "cluster-rolling",
                                                       max_rate_per_s=100)
@@ -350,7 +358,7 @@ def test_rolling_restart_of_the_three_brokers_while_jobs_fire_and_a_campaign_sen
             cluster.start_node(stack, node)
             rounds.append(cluster.wait_in_sync(stack))
         rolled_s = time.monotonic() - began
-        sent_by_then = len([1 for _ in ses_call_times(stack, campaign_id)])
+        sent_by_then = len(ses_call_times(stack, campaign_id))
         finish(stack, campaign_id, subject, emails)
         fires = stop_ticking(stack, api, api.tenant, jobs, start, receiver.fires)
     TALLY.figures.append(
