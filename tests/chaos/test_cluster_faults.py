@@ -73,19 +73,34 @@ ROLLING_PAUSE_S = 5  # a node stays down this long in the rolling restart
 
 @pytest.fixture(autouse=True)
 def whole_cluster(stack: Stack) -> Iterator[None]:
-    """Every scenario starts, and leaves, with all three nodes up and every replica in sync: a
-    scenario that failed half-way leaves no node down for the next."""
+    """Every scenario starts, and leaves, with all three nodes up, every replica in sync and the
+    worker and API running: a scenario that failed half-way leaves no node down for the next. A
+    worker or API that died during the scenario is restarted, and the scenario errs naming it
+    and its log's last line (a worker was seen to abort inside librdkafka at a controller's
+    kill)."""
     assert stack.brokers >= 3, "the session's stack has fewer than three brokers"
     _restore(stack)
     yield
-    _restore(stack)
+    died = _restore(stack)
+    assert not died, f"died during the scenario (restarted since): {died}"
 
 
-def _restore(stack: Stack) -> None:
+def _restore(stack: Stack) -> dict[str, str]:
+    """Start whatever is down; the app processes that were, with their log's last line."""
     for node in range(1, stack.brokers + 1):
         if processes.alive(stack.pidfile(stack.node_name(node))) is None:
             cluster.start_node(stack, node)
     cluster.wait_in_sync(stack)
+    died = {}
+    for name in ("worker-1", "api"):
+        if processes.alive(stack.pidfile(name)) is None:
+            lines = stack.log(name).read_text(errors="replace").splitlines()
+            died[name] = lines[-1] if lines else ""
+            if name == "api":
+                stack.start_api()
+            else:
+                stack.start_worker(name)
+    return died
 
 
 # -- what a scenario measures ------------------------------------------------------------------
