@@ -28,8 +28,10 @@ import enum
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from streams.runtime import admin
+from streams.runtime.admin_child import AdminChild
 from streams.runtime.shared_round import SharedRound
 
 log = logging.getLogger(__name__)
@@ -60,15 +62,31 @@ def ownership(assignment: Assignment, member_id: str, topic: str, partition: int
     return Ownership.UNSETTLED  # nobody holds it yet: assignment still being handed out
 
 
+# this process's coordinator requests go through a child process: a librdkafka abort on a
+# coordinator's lost connection takes the child, not the worker (streams.runtime.admin_child)
+_COORDINATOR = AdminChild()
+CHILD_GRACE_S = 20.0  # beyond the request's own timeout: a new child's start and imports
+
+
 def describe(bootstrap: str, group: str, timeout_s: float = 10.0) -> Assignment:
-    described = admin.call(bootstrap, lambda client: client.describe_consumer_groups(
+    """The coordinator's answer for ``group`` (blocking), asked from the child process; raises
+    when it cannot say (the fence then waits and asks again)."""
+    answer = _COORDINATOR.call(f"{__name__}:described", bootstrap, group, timeout_s,
+                               timeout_s=timeout_s + CHILD_GRACE_S)
+    return Assignment(answer["state"], {member: frozenset((t, p) for t, p in tps)
+                                        for member, tps in answer["held"].items()})
+
+
+def described(bootstrap: str, group: str, timeout_s: float) -> dict[str, Any]:
+    """In the child: describe ``group`` through its AdminClient, as JSON values."""
+    got = admin.call(bootstrap, lambda client: client.describe_consumer_groups(
         [group], request_timeout=timeout_s)[group].result())
     held: dict[str, set[tuple[str, int]]] = {}
-    for member in described.members:
+    for member in got.members:
         tps = member.assignment.topic_partitions if member.assignment else []
         held.setdefault(member.member_id, set()).update((tp.topic, tp.partition) for tp in tps)
-    return Assignment(str(described.state).rsplit(".", 1)[-1],
-                      {k: frozenset(v) for k, v in held.items()})
+    return {"state": str(got.state).rsplit(".", 1)[-1],
+            "held": {member: sorted(tps) for member, tps in held.items()}}
 
 
 class GroupFence:
