@@ -22,6 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily
 
 from ops import lag
+from streams.campaigns import ownership
 from streams.runtime.admin import client as admin_client
 from streams.runtime.admin import replication_shortfall
 from streams.topology import APP_ID, FANOUT, FIRED, JOBS
@@ -87,17 +88,17 @@ def readiness(bootstrap: str) -> tuple[bool, dict[str, Any]]:
     admin = admin_client(bootstrap)
     try:
         metadata = admin.list_topics(timeout=3)
-        described = admin.describe_consumer_groups([APP_ID], request_timeout=3)[APP_ID].result()
+        # from the child process the walkers' fence asks through: a probe during a broker's
+        # outage is when librdkafka's coordinator-request abort strikes (streams.runtime.admin_child)
+        group = ownership.describe(bootstrap, APP_ID, timeout_s=3)
     except Exception as exc:  # noqa: BLE001 - any failure here means "not ready", with the reason
         return False, {"broker": f"unreachable: {exc}"}
-    held = {(tp.topic, tp.partition) for m in described.members if m.assignment
-            for tp in m.assignment.topic_partitions}
+    held = set().union(*group.held.values())
     missing = [f"{t.name}[{p}]" for t in MUST_BE_ASSIGNED if t.name in metadata.topics
                for p in metadata.topics[t.name].partitions if (t.name, p) not in held]
-    state = str(described.state).rsplit(".", 1)[-1]
-    ok = state == "STABLE" and not missing and bool(described.members)
-    return ok, {"broker": "ok", "group": APP_ID, "group_state": state,
-                "workers": len(described.members), "unassigned": missing[:20],
+    ok = group.state == "STABLE" and not missing and bool(group.held)
+    return ok, {"broker": "ok", "group": APP_ID, "group_state": group.state,
+                "workers": len(group.held), "unassigned": missing[:20],
                 "replication": _replication(bootstrap)}
 
 
