@@ -255,6 +255,33 @@ def sleep_until(when: datetime) -> None:
     time.sleep(max(0.0, (when - datetime.now(UTC)).total_seconds()))
 
 
+@dataclass
+class Workload:
+    """The campaign a scenario's fault lands in; ``fires`` is filled once its jobs are judged."""
+
+    campaign_id: str
+    fires: Fires | None = None
+
+
+@contextmanager
+def jobs_firing_and_a_campaign_sending(stack: Stack, api: httpx.Client, tag: str,
+                                       max_rate_per_s: int, from_fraction: float
+                                       ) -> Iterator[Workload]:
+    """``TICKING_JOBS`` every-second jobs and an ``N``-recipient campaign, entered once
+    ``from_fraction`` of the campaign is sent: the body injects the fault. On the way out the
+    campaign and the jobs' slots are judged (``finish``, ``stop_ticking``)."""
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+    with Receiver(port := free_port(), quiet=True) as receiver, \
+            ticking_jobs(api, f"http://127.0.0.1:{port}/tick", start) as jobs:
+        sleep_until(start + timedelta(seconds=5))
+        campaign_id, subject, emails = start_campaign(api, tag, max_rate_per_s=max_rate_per_s)
+        at_fraction(stack, campaign_id, N, from_fraction)
+        work = Workload(campaign_id)
+        yield work
+        finish(stack, campaign_id, subject, emails)
+        work.fires = stop_ticking(stack, api, api.tenant, jobs, start, receiver.fires)
+
+
 # -- the scenarios ------------------------------------------------------------------------------
 
 
@@ -331,13 +358,7 @@ def test_fanout_and_recipients_leader_sigkilled_mid_campaign(stack, api):
 def test_active_controller_sigkilled_while_jobs_fire_and_a_campaign_sends(stack, api):
     """The quorum's leader (broker and controller in one JVM) SIGKILLed and restarted after the
     outage, with jobs firing every second and a campaign sending."""
-    start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
-    with Receiver(port := free_port(), quiet=True) as receiver, \
-            ticking_jobs(api, f"http://127.0.0.1:{port}/tick", start) as jobs:
-        sleep_until(start + timedelta(seconds=5))
-        campaign_id, subject, emails = start_campaign(api, "cluster-controller",
-                                                      max_rate_per_s=1500)
-        at_fraction(stack, campaign_id, N, 0.2)
+    with jobs_firing_and_a_campaign_sending(stack, api, "cluster-controller", 1500, 0.2) as work:
         node = cluster.active_controller(stack)
         cluster.kill_node(stack, node)
         TALLY.faults += 1
@@ -345,25 +366,18 @@ def test_active_controller_sigkilled_while_jobs_fire_and_a_campaign_sends(stack,
         cluster.start_node(stack, node)
         in_sync_s = cluster.wait_in_sync(stack)
         elected = cluster.active_controller(stack)
-        finish(stack, campaign_id, subject, emails)
-        fires = stop_ticking(stack, api, api.tenant, jobs, start, receiver.fires)
+    assert work.fires is not None
     TALLY.figures.append(
         f"cluster: active controller (node {node}) SIGKILLed, back after {OUTAGE_S} s, in sync "
-        f"{in_sync_s:.0f} s later, node {elected} leads the quorum; {fires.summary()}; "
-        f"{sending(stack, campaign_id)}")
+        f"{in_sync_s:.0f} s later, node {elected} leads the quorum; {work.fires.summary()}; "
+        f"{sending(stack, work.campaign_id)}")
 
 
 def test_rolling_restart_of_the_three_brokers_while_jobs_fire_and_a_campaign_sends(stack, api):
     """Each node in turn: stopped (SIGTERM, a controlled shutdown), down ``ROLLING_PAUSE_S``,
     started, and the next only once every replica is in sync again; jobs fire every second and
     a campaign sends slowly enough to span the whole restart."""
-    start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
-    with Receiver(port := free_port(), quiet=True) as receiver, \
-            ticking_jobs(api, f"http://127.0.0.1:{port}/tick", start) as jobs:
-        sleep_until(start + timedelta(seconds=5))
-        campaign_id, subject, emails = start_campaign(api, "cluster-rolling",
-                                                      max_rate_per_s=100)
-        at_fraction(stack, campaign_id, N, 0.05)
+    with jobs_firing_and_a_campaign_sending(stack, api, "cluster-rolling", 100, 0.05) as work:
         rounds = []
         began = time.monotonic()
         for node in range(1, stack.brokers + 1):
@@ -373,10 +387,9 @@ def test_rolling_restart_of_the_three_brokers_while_jobs_fire_and_a_campaign_sen
             cluster.start_node(stack, node)
             rounds.append(cluster.wait_in_sync(stack))
         rolled_s = time.monotonic() - began
-        sent_by_then = len(ses_call_times(stack, campaign_id))
-        finish(stack, campaign_id, subject, emails)
-        fires = stop_ticking(stack, api, api.tenant, jobs, start, receiver.fires)
+        sent_by_then = len(ses_call_times(stack, work.campaign_id))
+    assert work.fires is not None
     TALLY.figures.append(
         f"cluster: rolling restart of {stack.brokers} nodes in {rolled_s:.0f} s (in sync "
         f"{', '.join(f'{s:.0f}' for s in rounds)} s after each start), {sent_by_then} SES calls "
-        f"made by its end; {fires.summary()}; {sending(stack, campaign_id)}")
+        f"made by its end; {work.fires.summary()}; {sending(stack, work.campaign_id)}")
