@@ -70,8 +70,12 @@ class AdminChild:
         """``module:function(*args)`` in the child; its JSON result. Arguments and result must
         be JSON values."""
         with self._lock:
-            child = self._child if self._child is not None and self._child.poll() is None \
-                else self._start()
+            child = self._child
+            if child is not None and child.poll() is not None:
+                self._stop(child)  # died between calls: reaped, its pipes closed
+                child = None
+            if child is None:
+                child = self._start()
             assert child.stdin is not None and child.stdout is not None
             try:
                 child.stdin.write(json.dumps([target, list(args)]) + "\n")

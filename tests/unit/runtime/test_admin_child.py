@@ -64,3 +64,15 @@ def test_a_child_that_does_not_answer_in_time_is_killed_and_replaced() -> None:
         os.kill(stuck, 0)  # killed and reaped, not left running
     assert child.call(f"{HERE}:double", 3, timeout_s=30)["twice"] == 6
     assert child.started == 2
+
+
+def test_a_child_that_died_between_calls_is_reaped_and_its_pipes_closed() -> None:
+    child = AdminChild()
+    dead = child.call(f"{HERE}:double", 1, timeout_s=30)["pid"]
+    old = child._child  # noqa: SLF001
+    assert old is not None and old.stdin is not None and old.stdout is not None
+    os.kill(dead, 9)
+    old.wait()  # dead before the next call, not during it
+    assert child.call(f"{HERE}:double", 4, timeout_s=30)["twice"] == 8
+    assert old.stdin.closed and old.stdout.closed
+    assert child.started == 2
