@@ -426,10 +426,15 @@ class Stack:
         return path.read_text().strip()
 
     def kafka_healthy(self, brokers: int | None = None) -> bool:
-        """The cluster lists all its brokers, asked from a child process
-        (``kafka_lists_a_broker``)."""
-        return _port_busy(self.s.kafka_port) and kafka_lists_a_broker(
-            self.s.bootstrap, at_least=brokers or self.brokers, env=self.kafka_env())
+        """Every node lists all the cluster's brokers, each asked on its own address from a
+        child process (``kafka_lists_a_broker``). Asking one: another node's metadata could
+        still lag behind the controller's, and topics created through it right after were
+        given the two brokers it knew of (replication factor 2 on three, seen in CI)."""
+        brokers = brokers or self.brokers
+        return _port_busy(self.s.kafka_port) and all(
+            kafka_lists_a_broker(f"127.0.0.1:{self.node_ports(node)[0]}", at_least=brokers,
+                                 env=self.kafka_env())
+            for node in range(1, brokers + 1))
 
     def stop_kafka(self) -> list[str]:
         """Stop every node at once (TERM to all, then wait): stopped one after another, the
