@@ -23,15 +23,14 @@ send has written (below).
 
 What the campaign page reads from PostgreSQL (read in ``api/console/campaigns.py`` and
 ``api/routes/campaigns.py``): the campaign itself comes from the API's view of its topic, not
-PostgreSQL; ``get_campaign`` runs one ``GROUP BY outcome`` count over the campaign's ledger
-rows, which returns one row per outcome (at most the six of ``CAMPAIGN_OUTCOMES``), and one
-row of SES feedback counts; the "did X get it?" lookup, when an address is given, reads that
-one recipient's row. No recipient list is read, so the page reads less than one page of
-history: issue 31's bound holds. What it does not bound is PostgreSQL's own work: the count
-visits every row the campaign has written so far, and the ledger has no index that leads to
-a campaign's rows (``ledger_job_slots`` leaves them out; the primary key, ``record_id``, is
-not what the count filters on), so each load scans the ledger. The progress JSON is the same
-``get_campaign`` without the template, and is polled by every open campaign page.
+PostgreSQL; ``get_campaign`` reads the campaign's rows of ``campaign_counts``, which the
+ledger's triggers keep as the sinks write (``connectors/ledger.sql``): one row per outcome and
+second of the send, a few hundred at the end of a 1M send, whatever the ledger holds; the "did
+X get it?" lookup, when an address is given, reads that one recipient's row. No recipient list
+is read. Until 2026-11-26 ``get_campaign`` counted the campaign's ledger rows at each load, a
+scan of the ledger that cost a second per load by the end of a 1M send and halved the send's
+rate (docs/performance.md). The progress JSON is the same ``get_campaign`` without the
+template, and is polled by every open campaign page.
 """
 
 from __future__ import annotations

@@ -37,6 +37,12 @@ CREATE TABLE IF NOT EXISTS ledger (
 CREATE INDEX IF NOT EXISTS ledger_job_slots ON ledger (tenant, job_id, nominal_time DESC)
     WHERE kind = 'job';
 
+-- A campaign's recipients recorded unknown, in address order (GET /v1/campaigns/{id}/unknown):
+-- without it each page read the whole ledger. Partial, so it holds only those few rows; a
+-- recipient an SES event resolves to sent leaves it.
+CREATE INDEX IF NOT EXISTS ledger_unknown_recipients ON ledger (tenant, campaign_id, email)
+    WHERE kind = 'campaign' AND outcome = 'unknown';
+
 CREATE TABLE IF NOT EXISTS recipient_outcomes (
     chunk_id     text PRIMARY KEY,
     tenant       text NOT NULL,
@@ -55,24 +61,41 @@ CREATE TABLE IF NOT EXISTS recipient_outcomes (
 CREATE OR REPLACE FUNCTION cronstream_recipient_outcomes_to_ledger() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO ledger (record_id, kind, tenant, job_id, fire_id, nominal_time, decision, reason,
-                        lateness_ms, epoch, attempts, outcome, completed_at, message_id,
-                        campaign_id, email)
-    SELECT DISTINCT ON (r.email)  -- an address twice in one chunk: its last outcome wins
-           NEW.campaign_id || ':' || r.email, 'campaign', NEW.tenant,
-           'campaign-' || NEW.campaign_id, NEW.fire_id, NEW.nominal_time, 'campaign_send',
-           NULLIF(r.reason, ''),
-           GREATEST(0, (EXTRACT(EPOCH FROM NEW.completed_at - NEW.nominal_time) * 1000)::bigint),
-           NEW.epoch, r.attempts, r.outcome, NEW.completed_at, NULLIF(r.message_id, ''),
-           NEW.campaign_id, r.email
-      FROM unnest(NEW.emails, NEW.outcomes, NEW.reasons, NEW.message_ids, NEW.attempts)
-           WITH ORDINALITY AS r(email, outcome, reason, message_id, attempts, n)
-     ORDER BY r.email, r.n DESC
-    ON CONFLICT (record_id) DO UPDATE SET
-           fire_id = EXCLUDED.fire_id, nominal_time = EXCLUDED.nominal_time,
-           reason = EXCLUDED.reason, lateness_ms = EXCLUDED.lateness_ms, epoch = EXCLUDED.epoch,
-           attempts = EXCLUDED.attempts, outcome = EXCLUDED.outcome,
-           completed_at = EXCLUDED.completed_at, message_id = EXCLUDED.message_id;
+    WITH chunk AS (
+        SELECT DISTINCT ON (r.email)  -- an address twice in one chunk: its last outcome wins
+               NEW.campaign_id || ':' || r.email AS record_id, r.email, r.outcome,
+               NULLIF(r.reason, '') AS reason, NULLIF(r.message_id, '') AS message_id,
+               r.attempts
+          FROM unnest(NEW.emails, NEW.outcomes, NEW.reasons, NEW.message_ids, NEW.attempts)
+               WITH ORDINALITY AS r(email, outcome, reason, message_id, attempts, n)
+         ORDER BY r.email, r.n DESC
+    ), before AS (  -- the rows as they were (every part of one statement sees the same snapshot)
+        SELECT l.outcome FROM ledger l JOIN chunk c ON l.record_id = c.record_id
+    ), written AS (
+        INSERT INTO ledger (record_id, kind, tenant, job_id, fire_id, nominal_time, decision,
+                            reason, lateness_ms, epoch, attempts, outcome, completed_at,
+                            message_id, campaign_id, email)
+        SELECT c.record_id, 'campaign', NEW.tenant, 'campaign-' || NEW.campaign_id, NEW.fire_id,
+               NEW.nominal_time, 'campaign_send', c.reason,
+               GREATEST(0, (EXTRACT(EPOCH FROM NEW.completed_at - NEW.nominal_time) * 1000)::bigint),
+               NEW.epoch, c.attempts, c.outcome, NEW.completed_at, c.message_id,
+               NEW.campaign_id, c.email
+          FROM chunk c
+        ON CONFLICT (record_id) DO UPDATE SET
+               fire_id = EXCLUDED.fire_id, nominal_time = EXCLUDED.nominal_time,
+               reason = EXCLUDED.reason, lateness_ms = EXCLUDED.lateness_ms,
+               epoch = EXCLUDED.epoch, attempts = EXCLUDED.attempts, outcome = EXCLUDED.outcome,
+               completed_at = EXCLUDED.completed_at, message_id = EXCLUDED.message_id
+        RETURNING outcome
+    )
+    INSERT INTO campaign_counts AS k (tenant, campaign_id, outcome, at_second, n)
+    SELECT NEW.tenant, NEW.campaign_id, moved.outcome,
+           floor(EXTRACT(EPOCH FROM NEW.completed_at))::bigint, sum(moved.n)
+      FROM (SELECT outcome, 1 AS n FROM written
+            UNION ALL SELECT outcome, -1 FROM before) AS moved
+     GROUP BY moved.outcome HAVING sum(moved.n) <> 0
+     ORDER BY moved.outcome  -- bucket rows locked in one order
+    ON CONFLICT (tenant, campaign_id, outcome, at_second) DO UPDATE SET n = k.n + EXCLUDED.n;
     RETURN NULL;  -- BEFORE trigger: the chunk itself is not kept
 END
 $$;
@@ -109,6 +132,77 @@ CREATE TABLE IF NOT EXISTS ses_feedback (
     PRIMARY KEY (ses_message_id, email, event_type)
 );
 CREATE INDEX IF NOT EXISTS ses_feedback_campaign ON ses_feedback (tenant, campaign_id, email);
+
+-- The delivery count an SES event adds to: each recipient once per kind however often SNS
+-- delivered the event, since the sink upserts on (message id, email, type) and only a row
+-- actually inserted fires the trigger (an upsert's update fires the UPDATE triggers instead).
+CREATE OR REPLACE FUNCTION cronstream_delivery_count(event_type text, bounce_type text)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE event_type WHEN 'Delivery' THEN 'delivered' WHEN 'Complaint' THEN 'complained'
+                           WHEN 'Bounce' THEN CASE bounce_type WHEN 'Permanent' THEN 'bounced' END
+           END
+$$;
+
+CREATE OR REPLACE FUNCTION cronstream_ses_feedback_to_counts() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    status text := cronstream_delivery_count(NEW.event_type, NEW.bounce_type);
+BEGIN
+    IF status IS NOT NULL AND NEW.campaign_id IS NOT NULL THEN
+        INSERT INTO campaign_counts AS k (tenant, campaign_id, outcome, at_second, n)
+        VALUES (NEW.tenant, NEW.campaign_id, status, 0, 1)
+        ON CONFLICT (tenant, campaign_id, outcome, at_second) DO UPDATE SET n = k.n + 1;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Table campaign_counts: how many of a campaign's recipients have each outcome, kept by the
+-- recipient_outcomes trigger as it writes their ledger rows, in buckets of one second of
+-- completed_at (the last ten seconds' buckets give the send's rate); and how many SES said were
+-- delivered, bounced (hard) or complained, kept by ses_feedback's trigger (bucket 0). A
+-- campaign's page and its progress poll read these few rows instead of counting the campaign's
+-- ledger and feedback rows at each load: at 1M recipients that count was a sequential scan of
+-- the ledger, a second per load by the end of the send, and two loads a second halved the
+-- send's rate (docs/performance.md, "Campaign page during a send"). A recipient whose outcome
+-- changes (its chunk recorded again) moves from its old outcome's count to its new one in the
+-- current bucket. One writer per trigger (each sink's tasks.max 1): with more, two chunks'
+-- transactions could take the bucket rows' locks in opposite orders.
+DO $$
+BEGIN
+    IF to_regclass('campaign_counts') IS NULL THEN
+        CREATE TABLE campaign_counts (
+            tenant      text NOT NULL,
+            campaign_id text NOT NULL,
+            outcome     text NOT NULL,
+            at_second   bigint NOT NULL,  -- epoch second of the rows' completed_at
+            n           bigint NOT NULL,
+            PRIMARY KEY (tenant, campaign_id, outcome, at_second)
+        );
+        -- a ledger from before this table: its campaign rows counted once, with no row
+        -- written meanwhile (the lock holds the sink until this transaction, which also
+        -- replaces the trigger's function below, commits)
+        LOCK TABLE ledger IN SHARE MODE;
+        INSERT INTO campaign_counts
+        SELECT tenant, campaign_id, outcome,
+               COALESCE(floor(EXTRACT(EPOCH FROM completed_at))::bigint, 0), count(*)
+          FROM ledger WHERE kind = 'campaign' AND campaign_id IS NOT NULL
+         GROUP BY 1, 2, 3, 4;
+        LOCK TABLE ses_feedback IN SHARE MODE;
+        INSERT INTO campaign_counts
+        SELECT tenant, campaign_id, status, 0, count(DISTINCT email)
+          FROM (SELECT tenant, campaign_id, email,
+                       cronstream_delivery_count(event_type, bounce_type) AS status
+                  FROM ses_feedback WHERE campaign_id IS NOT NULL) AS f
+         WHERE status IS NOT NULL
+         GROUP BY 1, 2, 3;
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER ses_feedback_to_counts
+    AFTER INSERT ON ses_feedback
+    FOR EACH ROW EXECUTE FUNCTION cronstream_ses_feedback_to_counts();
 
 -- A campaign recipient's delivery status: the furthest its SES events went, complaint over a
 -- hard bounce over a soft one or a reject over delivery over a delay over the send, and when.

@@ -9,6 +9,7 @@ from typing import Any
 import psycopg
 
 from stack import isolated
+from stack.local import apply_ledger_sql
 from streams.scheduling.ledger import ChunkOutcomes, recipient_rows
 from tests.waiting import wait_for
 
@@ -37,6 +38,21 @@ def rows(stack, campaign_id: str) -> dict[str, dict[str, Any]]:
                    "extra": (r[8], r[9], r[10], r[11])} for r in found}
 
 
+def kept_counts(stack, campaign_id: str) -> dict[str, int]:
+    """What ``campaign_counts`` holds for the campaign (kept by the triggers), per outcome."""
+    with psycopg.connect(stack.s.pg_dsn) as conn:
+        found = conn.execute("SELECT outcome, sum(n) FROM campaign_counts WHERE campaign_id = %s "
+                             "GROUP BY outcome HAVING sum(n) <> 0", (campaign_id,)).fetchall()
+    return {outcome: int(n) for outcome, n in found}
+
+
+def recounted(stack, campaign_id: str) -> dict[str, int]:
+    with psycopg.connect(stack.s.pg_dsn) as conn:
+        found = conn.execute("SELECT outcome, count(*) FROM ledger WHERE kind = 'campaign' AND "
+                             "campaign_id = %s GROUP BY outcome", (campaign_id,)).fetchall()
+    return dict(found)
+
+
 def test_a_chunk_record_becomes_its_recipients_ledger_rows_and_the_newest_wins(stack):
     campaign = {"campaign_id": f"sink-{uuid.uuid4().hex[:8]}", "tenant": "t-sink",
                 "send_at_ms": 1_700_000_000_000}
@@ -58,6 +74,9 @@ def test_a_chunk_record_becomes_its_recipients_ledger_rows_and_the_newest_wins(s
         == expected
     assert found[f"{campaign['campaign_id']}:a@sink.example"]["extra"] == (
         "campaign", f"campaign-{campaign['campaign_id']}", "campaign_send", 4000)
+    # the counts a campaign's page reads are kept as the rows are written
+    assert kept_counts(stack, campaign["campaign_id"]) == {"sent": 1, "suppressed": 1,
+                                                           "failed": 1, "unknown": 1}
 
     # the same chunk recorded again (found at intent after a crash): its rows take the new outcome
     again = ChunkOutcomes(first.chunk_id, campaign, "fire-1", 3)
@@ -71,3 +90,25 @@ def test_a_chunk_record_becomes_its_recipients_ledger_rows_and_the_newest_wins(s
         staged = conn.execute("SELECT count(*) FROM recipient_outcomes WHERE campaign_id = %s",
                               (campaign["campaign_id"],)).fetchone()
     assert staged == (0,)  # a staging table: the ledger is the record
+    # the recipients recorded again moved from their old outcomes' counts to the new one
+    assert kept_counts(stack, campaign["campaign_id"]) == {"unknown": 4} \
+        == recounted(stack, campaign["campaign_id"])
+
+
+def test_the_counts_of_a_ledger_from_before_them_are_counted_once(stack):
+    """A stack upgraded from before ``campaign_counts``: ``stack up`` applies ledger.sql, which
+    creates the table and counts the campaign rows already in the ledger."""
+    campaign = {"campaign_id": f"sink-{uuid.uuid4().hex[:8]}", "tenant": "t-sink",
+                "send_at_ms": 1_700_000_000_000}
+    chunk = ChunkOutcomes(f"{campaign['campaign_id']}:u1:0", campaign, "fire-1", 1)
+    chunk.add_all([f"r{i}@sink.example" for i in range(5)], "sent", None)
+    assert isolated.call(f"{__name__}:produce", stack.s.bootstrap,
+                         [chunk.record(1_700_000_004_000)], timeout_s=60) == 0
+    wait_for(lambda: len(rows(stack, campaign["campaign_id"])) == 5, timeout_s=60)
+    with psycopg.connect(stack.s.pg_dsn) as conn:
+        conn.execute("DROP TABLE campaign_counts")
+    apply_ledger_sql(pg_host="127.0.0.1", pg_port=stack.s.pg_port)
+    assert kept_counts(stack, campaign["campaign_id"]) == {"sent": 5} \
+        == recounted(stack, campaign["campaign_id"])
+    apply_ledger_sql(pg_host="127.0.0.1", pg_port=stack.s.pg_port)  # idempotent: not twice
+    assert kept_counts(stack, campaign["campaign_id"]) == {"sent": 5}
