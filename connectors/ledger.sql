@@ -90,7 +90,7 @@ BEGIN
     )
     INSERT INTO campaign_counts AS k (tenant, campaign_id, outcome, at_second, n)
     SELECT NEW.tenant, NEW.campaign_id, moved.outcome,
-           floor(EXTRACT(EPOCH FROM NEW.completed_at))::bigint, sum(moved.n)
+           floor(EXTRACT(EPOCH FROM now()))::bigint, sum(moved.n)
       FROM (SELECT outcome, 1 AS n FROM written
             UNION ALL SELECT outcome, -1 FROM before) AS moved
      GROUP BY moved.outcome HAVING sum(moved.n) <> 0
@@ -158,8 +158,10 @@ END
 $$;
 
 -- Table campaign_counts: how many of a campaign's recipients have each outcome, kept by the
--- recipient_outcomes trigger as it writes their ledger rows, in buckets of one second of
--- completed_at (the last ten seconds' buckets give the send's rate); and how many SES said were
+-- recipient_outcomes trigger as it writes their ledger rows, in buckets of the second they were
+-- written (the last ten seconds' buckets give the rate the pending count falls at; by
+-- completed_at it read 0/s for most of a 1M send, whose rows reach the ledger over 10 s after
+-- they complete); and how many SES said were
 -- delivered, bounced (hard) or complained, kept by ses_feedback's trigger (bucket 0). A
 -- campaign's page and its progress poll read these few rows instead of counting the campaign's
 -- ledger and feedback rows at each load: at 1M recipients that count was a sequential scan of
@@ -175,11 +177,12 @@ BEGIN
             tenant      text NOT NULL,
             campaign_id text NOT NULL,
             outcome     text NOT NULL,
-            at_second   bigint NOT NULL,  -- epoch second of the rows' completed_at
+            at_second   bigint NOT NULL,  -- epoch second the rows were written
             n           bigint NOT NULL,
             PRIMARY KEY (tenant, campaign_id, outcome, at_second)
         );
-        -- a ledger from before this table: its campaign rows counted once, with no row
+        -- a ledger from before this table (bucketed by completed_at, long past anyway): its
+        -- campaign rows counted once, with no row
         -- written meanwhile (the lock holds the sink until this transaction, which also
         -- replaces the trigger's function below, commits)
         LOCK TABLE ledger IN SHARE MODE;

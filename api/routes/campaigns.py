@@ -312,9 +312,9 @@ DELIVERY_COUNTS = ("delivered", "bounced", "complained")
 
 def _counts(dsn: str, tenant: str, campaign_id: str) -> tuple[dict[str, int], int]:
     """The campaign's recipients per outcome and per delivery count (``DELIVERY_COUNTS``), and
-    how many were recorded in the last 10 s (its rate), from the counts the ledger's triggers
-    keep (connectors/ledger.sql, ``campaign_counts``): a few rows per second of the send, never
-    the campaign's ledger or feedback rows."""
+    how many reached the ledger in the last 10 s (the rate its pending count falls at), from
+    the counts the ledger's triggers keep (connectors/ledger.sql, ``campaign_counts``): a few
+    rows per second of the send, never the campaign's ledger or feedback rows."""
     query = ("SELECT outcome, sum(n)::bigint, coalesce(sum(n) FILTER (WHERE at_second > "
              "floor(EXTRACT(EPOCH FROM now())) - 10), 0)::bigint FROM campaign_counts "
              "WHERE tenant = %s AND campaign_id = %s GROUP BY outcome HAVING sum(n) <> 0")

@@ -77,6 +77,13 @@ def test_a_chunk_record_becomes_its_recipients_ledger_rows_and_the_newest_wins(s
     # the counts a campaign's page reads are kept as the rows are written
     assert kept_counts(stack, campaign["campaign_id"]) == {"sent": 1, "suppressed": 1,
                                                            "failed": 1, "unknown": 1}
+    # in the bucket of the second they were written, not of their completed_at (2023 here): the
+    # rate a campaign's page shows is how fast outcomes reach the ledger, which lags the send
+    with psycopg.connect(stack.s.pg_dsn) as conn:
+        written_lately = conn.execute(
+            "SELECT sum(n) FROM campaign_counts WHERE campaign_id = %s AND at_second > "
+            "EXTRACT(EPOCH FROM now()) - 300", (campaign["campaign_id"],)).fetchone()
+    assert written_lately == (4,)
 
     # the same chunk recorded again (found at intent after a crash): its rows take the new outcome
     again = ChunkOutcomes(first.chunk_id, campaign, "fire-1", 3)
