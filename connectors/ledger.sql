@@ -58,45 +58,81 @@ CREATE TABLE IF NOT EXISTS recipient_outcomes (
     attempts     integer[] NOT NULL
 );
 
+-- A chunk record's recipients, one row per address: an address twice in one chunk keeps its
+-- last outcome.
+CREATE OR REPLACE FUNCTION cronstream_chunk_rows(campaign text, email_list text[],
+                                                 outcome_list text[], reason_list text[],
+                                                 message_id_list text[], attempt_list integer[])
+RETURNS TABLE (record_id text, email text, outcome text, reason text, message_id text,
+               attempts integer)
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT DISTINCT ON (r.address)
+           campaign || ':' || r.address, r.address, r.what, NULLIF(r.why, ''),
+           NULLIF(r.ses_id, ''), r.tries
+      FROM unnest(email_list, outcome_list, reason_list, message_id_list, attempt_list)
+           WITH ORDINALITY AS r(address, what, why, ses_id, tries, n)
+     ORDER BY r.address, r.n DESC
+$$;
+
 CREATE OR REPLACE FUNCTION cronstream_recipient_outcomes_to_ledger() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    bucket bigint := floor(EXTRACT(EPOCH FROM now()))::bigint;
+    lateness bigint := GREATEST(0, (EXTRACT(EPOCH FROM NEW.completed_at - NEW.nominal_time)
+                                    * 1000)::bigint);
+    inserted integer;
+    recipients integer;
 BEGIN
-    WITH chunk AS (
-        SELECT DISTINCT ON (r.email)  -- an address twice in one chunk: its last outcome wins
-               NEW.campaign_id || ':' || r.email AS record_id, r.email, r.outcome,
-               NULLIF(r.reason, '') AS reason, NULLIF(r.message_id, '') AS message_id,
-               r.attempts
-          FROM unnest(NEW.emails, NEW.outcomes, NEW.reasons, NEW.message_ids, NEW.attempts)
-               WITH ORDINALITY AS r(email, outcome, reason, message_id, attempts, n)
-         ORDER BY r.email, r.n DESC
-    ), before AS (  -- the rows as they were (every part of one statement sees the same snapshot)
-        SELECT l.outcome FROM ledger l JOIN chunk c ON l.record_id = c.record_id
-    ), written AS (
+    -- 1. a chunk recorded for the first time, nearly every one: its rows inserted and counted,
+    -- with no read of the ledger beyond the insert's own key checks
+    WITH written AS (
         INSERT INTO ledger (record_id, kind, tenant, job_id, fire_id, nominal_time, decision,
                             reason, lateness_ms, epoch, attempts, outcome, completed_at,
                             message_id, campaign_id, email)
         SELECT c.record_id, 'campaign', NEW.tenant, 'campaign-' || NEW.campaign_id, NEW.fire_id,
-               NEW.nominal_time, 'campaign_send', c.reason,
-               GREATEST(0, (EXTRACT(EPOCH FROM NEW.completed_at - NEW.nominal_time) * 1000)::bigint),
-               NEW.epoch, c.attempts, c.outcome, NEW.completed_at, c.message_id,
-               NEW.campaign_id, c.email
-          FROM chunk c
-        ON CONFLICT (record_id) DO UPDATE SET
-               fire_id = EXCLUDED.fire_id, nominal_time = EXCLUDED.nominal_time,
-               reason = EXCLUDED.reason, lateness_ms = EXCLUDED.lateness_ms,
-               epoch = EXCLUDED.epoch, attempts = EXCLUDED.attempts, outcome = EXCLUDED.outcome,
-               completed_at = EXCLUDED.completed_at, message_id = EXCLUDED.message_id
+               NEW.nominal_time, 'campaign_send', c.reason, lateness, NEW.epoch, c.attempts,
+               c.outcome, NEW.completed_at, c.message_id, NEW.campaign_id, c.email
+          FROM cronstream_chunk_rows(NEW.campaign_id, NEW.emails, NEW.outcomes, NEW.reasons,
+                                     NEW.message_ids, NEW.attempts) AS c
+        ON CONFLICT (record_id) DO NOTHING
         RETURNING outcome
+    ), counted AS (
+        INSERT INTO campaign_counts AS k (tenant, campaign_id, outcome, at_second, n)
+        SELECT NEW.tenant, NEW.campaign_id, outcome, bucket, count(*)
+          FROM written GROUP BY outcome
+         ORDER BY outcome  -- bucket rows locked in one order
+        ON CONFLICT (tenant, campaign_id, outcome, at_second) DO UPDATE SET n = k.n + EXCLUDED.n
+    )
+    SELECT count(*) INTO inserted FROM written;
+    SELECT count(DISTINCT e) INTO recipients FROM unnest(NEW.emails) AS e;
+    IF inserted = recipients THEN
+        RETURN NULL;  -- BEFORE trigger: the chunk itself is not kept
+    END IF;
+    -- 2. a chunk recorded again (found at intent after a crash, or its unknown recipients
+    -- resolved by SES's events): newest wins, and each row that was there moves from its old
+    -- outcome's count to its new one (a row step 1 just inserted is rewritten as it is: no
+    -- move). Both parts of one statement see the rows as they were before it.
+    WITH chunk AS (
+        SELECT * FROM cronstream_chunk_rows(NEW.campaign_id, NEW.emails, NEW.outcomes,
+                                            NEW.reasons, NEW.message_ids, NEW.attempts)
+    ), before AS (
+        SELECT l.outcome FROM ledger l JOIN chunk c ON l.record_id = c.record_id
+    ), updated AS (
+        UPDATE ledger l SET fire_id = NEW.fire_id, nominal_time = NEW.nominal_time,
+               reason = c.reason, lateness_ms = lateness, epoch = NEW.epoch,
+               attempts = c.attempts, outcome = c.outcome, completed_at = NEW.completed_at,
+               message_id = c.message_id
+          FROM chunk c WHERE l.record_id = c.record_id
+        RETURNING l.outcome
     )
     INSERT INTO campaign_counts AS k (tenant, campaign_id, outcome, at_second, n)
-    SELECT NEW.tenant, NEW.campaign_id, moved.outcome,
-           floor(EXTRACT(EPOCH FROM now()))::bigint, sum(moved.n)
-      FROM (SELECT outcome, 1 AS n FROM written
+    SELECT NEW.tenant, NEW.campaign_id, moved.outcome, bucket, sum(moved.n)
+      FROM (SELECT outcome, 1 AS n FROM updated
             UNION ALL SELECT outcome, -1 FROM before) AS moved
      GROUP BY moved.outcome HAVING sum(moved.n) <> 0
-     ORDER BY moved.outcome  -- bucket rows locked in one order
+     ORDER BY moved.outcome
     ON CONFLICT (tenant, campaign_id, outcome, at_second) DO UPDATE SET n = k.n + EXCLUDED.n;
-    RETURN NULL;  -- BEFORE trigger: the chunk itself is not kept
+    RETURN NULL;
 END
 $$;
 
