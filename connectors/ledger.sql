@@ -8,6 +8,11 @@
 -- nothing in recipient_outcomes: it is a staging table, the ledger is the record.
 -- Column types are those the Debezium JDBC sink derives from the Avro schemas.
 
+-- One transaction, however the file is applied (psql -f too): campaign_counts' backfill below
+-- counts what the ledger holds while its locks keep the sinks out, and the triggers' new
+-- functions go live with the table they write to.
+BEGIN;
+
 CREATE TABLE IF NOT EXISTS ledger (
     record_id    text PRIMARY KEY,
     kind         text NOT NULL,
@@ -170,8 +175,9 @@ CREATE TABLE IF NOT EXISTS ses_feedback (
 CREATE INDEX IF NOT EXISTS ses_feedback_campaign ON ses_feedback (tenant, campaign_id, email);
 
 -- The delivery count an SES event adds to: each recipient once per kind however often SNS
--- delivered the event, since the sink upserts on (message id, email, type) and only a row
--- actually inserted fires the trigger (an upsert's update fires the UPDATE triggers instead).
+-- delivered the event, since the sink upserts on (message id, email, type): a row inserted
+-- adds one, a row upserted again moves its one only if what it counts as changed (an upsert
+-- that updates fires the UPDATE triggers, not the INSERT ones).
 CREATE OR REPLACE FUNCTION cronstream_delivery_count(event_type text, bounce_type text)
 RETURNS text LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE event_type WHEN 'Delivery' THEN 'delivered' WHEN 'Complaint' THEN 'complained'
@@ -182,11 +188,24 @@ $$;
 CREATE OR REPLACE FUNCTION cronstream_ses_feedback_to_counts() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
-    status text := cronstream_delivery_count(NEW.event_type, NEW.bounce_type);
+    counted_as text := cronstream_delivery_count(NEW.event_type, NEW.bounce_type);
+    was text;
 BEGIN
-    IF status IS NOT NULL AND NEW.campaign_id IS NOT NULL THEN
+    IF TG_OP = 'UPDATE' THEN  -- an event upserted again: counted once, moved if it changed
+        was := cronstream_delivery_count(OLD.event_type, OLD.bounce_type);
+        IF was IS NOT DISTINCT FROM counted_as AND OLD.campaign_id IS NOT DISTINCT FROM
+                NEW.campaign_id AND OLD.tenant = NEW.tenant THEN
+            RETURN NULL;
+        END IF;
+        IF was IS NOT NULL AND OLD.campaign_id IS NOT NULL THEN
+            UPDATE campaign_counts SET n = n - 1
+             WHERE tenant = OLD.tenant AND campaign_id = OLD.campaign_id AND outcome = was
+               AND at_second = 0;
+        END IF;
+    END IF;
+    IF counted_as IS NOT NULL AND NEW.campaign_id IS NOT NULL THEN
         INSERT INTO campaign_counts AS k (tenant, campaign_id, outcome, at_second, n)
-        VALUES (NEW.tenant, NEW.campaign_id, status, 0, 1)
+        VALUES (NEW.tenant, NEW.campaign_id, counted_as, 0, 1)
         ON CONFLICT (tenant, campaign_id, outcome, at_second) DO UPDATE SET n = k.n + 1;
     END IF;
     RETURN NULL;
@@ -195,17 +214,17 @@ $$;
 
 -- Table campaign_counts: how many of a campaign's recipients have each outcome, kept by the
 -- recipient_outcomes trigger as it writes their ledger rows, in buckets of the second they were
--- written (the last ten seconds' buckets give the rate the pending count falls at; by
+-- written (the last ten seconds' buckets give the rate the pending count falls at; bucketed by
 -- completed_at it read 0/s for most of a 1M send, whose rows reach the ledger over 10 s after
--- they complete); and how many SES said were
--- delivered, bounced (hard) or complained, kept by ses_feedback's trigger (bucket 0). A
--- campaign's page and its progress poll read these few rows instead of counting the campaign's
--- ledger and feedback rows at each load: at 1M recipients that count was a sequential scan of
--- the ledger, a second per load by the end of the send, and two loads a second halved the
--- send's rate (docs/performance.md, "Campaign page during a send"). A recipient whose outcome
--- changes (its chunk recorded again) moves from its old outcome's count to its new one in the
--- current bucket. One writer per trigger (each sink's tasks.max 1): with more, two chunks'
--- transactions could take the bucket rows' locks in opposite orders.
+-- they complete); and how many SES said were delivered, bounced (hard) or complained, kept by
+-- ses_feedback's trigger (bucket 0). A campaign's page and its progress poll read these few rows
+-- instead of counting the campaign's ledger and feedback rows at each load: at 1M recipients
+-- that count was a sequential scan of the ledger, a second per load by the end of the send, and
+-- two loads a second halved the send's rate (docs/performance.md, "Campaign page during a
+-- send"). A recipient whose outcome changes (its chunk recorded again) moves from its old
+-- outcome's count to its new one in the current bucket. One writer per trigger (each sink's
+-- tasks.max 1): with more, two chunks' transactions could take the bucket rows' locks in
+-- opposite orders.
 DO $$
 BEGIN
     IF to_regclass('campaign_counts') IS NULL THEN
@@ -217,10 +236,9 @@ BEGIN
             n           bigint NOT NULL,
             PRIMARY KEY (tenant, campaign_id, outcome, at_second)
         );
-        -- a ledger from before this table (bucketed by completed_at, long past anyway): its
-        -- campaign rows counted once, with no row
-        -- written meanwhile (the lock holds the sink until this transaction, which also
-        -- replaces the trigger's function below, commits)
+        -- a ledger from before this table: its campaign rows counted once (bucketed by
+        -- completed_at, long past anyway). The locks hold the sinks until this transaction
+        -- commits, with the triggers' new functions: no row is written uncounted meanwhile
         LOCK TABLE ledger IN SHARE MODE;
         INSERT INTO campaign_counts
         SELECT tenant, campaign_id, outcome,
@@ -229,18 +247,18 @@ BEGIN
          GROUP BY 1, 2, 3, 4;
         LOCK TABLE ses_feedback IN SHARE MODE;
         INSERT INTO campaign_counts
-        SELECT tenant, campaign_id, status, 0, count(DISTINCT email)
-          FROM (SELECT tenant, campaign_id, email,
-                       cronstream_delivery_count(event_type, bounce_type) AS status
+        SELECT tenant, campaign_id, counted_as, 0, count(*)  -- as the trigger counts
+          FROM (SELECT tenant, campaign_id,
+                       cronstream_delivery_count(event_type, bounce_type) AS counted_as
                   FROM ses_feedback WHERE campaign_id IS NOT NULL) AS f
-         WHERE status IS NOT NULL
+         WHERE counted_as IS NOT NULL
          GROUP BY 1, 2, 3;
     END IF;
 END
 $$;
 
 CREATE OR REPLACE TRIGGER ses_feedback_to_counts
-    AFTER INSERT ON ses_feedback
+    AFTER INSERT OR UPDATE ON ses_feedback
     FOR EACH ROW EXECUTE FUNCTION cronstream_ses_feedback_to_counts();
 
 -- A campaign recipient's delivery status: the furthest its SES events went, complaint over a
@@ -263,3 +281,5 @@ SELECT DISTINCT ON (tenant, campaign_id, email)
                           WHEN 'Reject' THEN 4 WHEN 'Delivery' THEN 3
                           WHEN 'DeliveryDelay' THEN 2 ELSE 1 END DESC,
           event_ms DESC;
+
+COMMIT;

@@ -317,12 +317,14 @@ def _counts(dsn: str, tenant: str, campaign_id: str) -> tuple[dict[str, int], in
     rows per second of the send, never the campaign's ledger or feedback rows."""
     query = ("SELECT outcome, sum(n)::bigint, coalesce(sum(n) FILTER (WHERE at_second > "
              "floor(EXTRACT(EPOCH FROM now())) - 10), 0)::bigint FROM campaign_counts "
-             "WHERE tenant = %s AND campaign_id = %s GROUP BY outcome HAVING sum(n) <> 0")
+             "WHERE tenant = %s AND campaign_id = %s GROUP BY outcome")
     try:
         with psycopg.connect(dsn, connect_timeout=5) as conn:
             rows = conn.execute(query, (tenant, campaign_id)).fetchall()
     except psycopg.errors.UndefinedTable:  # before the stack applied connectors/ledger.sql
         return {}, 0
+    # an outcome whose total is back to 0 still gives its recent moves to the rate: the last
+    # unknown recipients resolved to sent are +k sent and -k unknown, no progress
     return {row[0]: row[1] for row in rows}, sum(row[2] for row in rows)
 
 

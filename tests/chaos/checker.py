@@ -170,16 +170,17 @@ class UnknownVerdict:
 
 def unknown_verdict(chunks: dict[str, dict[str, Any]], states: dict[str, list[tuple[int, Any]]],
                     calls: list[dict[str, Any]], stops_ms: list[int],
-                    slack_ms: int = 3000) -> UnknownVerdict:
+                    slack_ms: int = 3000, read_late_ms: int = 1000) -> UnknownVerdict:
     """Judge each chunk recorded ``unknown`` (``chunks``: chunk id → its RecipientOutcomes
     record) by its last ``intent`` in the send-chunks changelog (``states``) and the SES calls
     made for it after that (``calls``: ``GET /_local/calls`` of the campaign). Allowed: no
     request after the intent (the walker stopped between its durable intent and the call), or
     one that SES accepted, or one that was out at a stop (``stops_ms``: the kill and every
     revocation of a walker; answered no more than ``slack_ms`` before it, since the walker
-    records a refusal only once the answer is in; and arrived no more than ``slack_ms`` after
-    it, since the server stamps a request when it reads it: in CI, requests the killed worker
-    had written were read and answered 150-250 ms after the kill). A violation: every request
+    records a refusal only once the answer is in; and, for the kill (the first stop), arrived
+    no more than ``read_late_ms`` after it, since the server stamps a request when it reads it:
+    in CI, requests the killed worker had written were read and answered 150-250 ms after the
+    kill; a revoked walker is alive and stops calling). A violation: every request
     after the intent was refused and answered well before each stop. That chunk was waiting to
     retry with nothing sent, so its next owner had to send it."""
     by_chunk: dict[str, list[dict[str, Any]]] = {}
@@ -204,7 +205,8 @@ def unknown_verdict(chunks: dict[str, dict[str, Any]], states: dict[str, list[tu
             continue
         verdict.request_out.add(chunk_id)
         if not any(c["outcome"] == "accepted" or any(
-                c["arrived_ms"] <= stop + slack_ms and c["answered_ms"] >= stop - slack_ms
+                c["arrived_ms"] <= stop + (read_late_ms if stop == kill else 0)
+                and c["answered_ms"] >= stop - slack_ms
                 for stop in stops_ms) for c in after):
             verdict.violations.append(
                 f"chunk {chunk_id}: recorded unknown, but its {len(after)} requests after its "

@@ -4,12 +4,14 @@ the trigger of connectors/ledger.sql, through the real broker, Connect and Postg
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
+import pytest
 
 from stack import isolated
-from stack.local import apply_ledger_sql
+from stack.local import LEDGER_SQL
 from streams.scheduling.ledger import ChunkOutcomes, recipient_rows
 from tests.waiting import wait_for
 
@@ -102,20 +104,76 @@ def test_a_chunk_record_becomes_its_recipients_ledger_rows_and_the_newest_wins(s
         == recounted(stack, campaign["campaign_id"])
 
 
-def test_the_counts_of_a_ledger_from_before_them_are_counted_once(stack):
+@pytest.fixture
+def scratch(stack) -> Iterator[psycopg.Connection[Any]]:
+    """A connection whose ``search_path`` is a schema of its own holding every table, function
+    and trigger of connectors/ledger.sql: its triggers fired by plain SQL, beside the sinks'
+    tables (which they never touch) and without Kafka."""
+    schema = f"scratch_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(stack.s.pg_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+        conn.execute(f"SET search_path TO {schema}")
+        conn.execute(LEDGER_SQL.read_text())
+        try:
+            yield conn
+        finally:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def record_chunk(conn: psycopg.Connection[Any], chunk_id: str, outcomes: dict[str, str]) -> None:
+    """A chunk as the sink writes it: the trigger turns it into ledger rows and counts."""
+    conn.execute(
+        "INSERT INTO recipient_outcomes VALUES (%s, 't-up', 'c-up', 'f', now(), 1, now(), %s, %s, "
+        "%s, %s, %s) ON CONFLICT (chunk_id) DO NOTHING",
+        (chunk_id, list(outcomes), list(outcomes.values()), [""] * len(outcomes),
+         [""] * len(outcomes), [1] * len(outcomes)))
+
+
+def feedback(conn: psycopg.Connection[Any], email: str, event: str, bounce: str | None) -> None:
+    """An SES event as the feedback sink writes it: upserted on (message id, email, type)."""
+    conn.execute(
+        "INSERT INTO ses_feedback (tenant, email, event_type, bounce_type, ses_message_id, "
+        "event_ms, campaign_id, sns_message_id, sns_topic_arn, received_ms) VALUES ('t-up', %s, "
+        "%s, %s, %s, 0, 'c-up', 'sns', 'arn', 0) ON CONFLICT (ses_message_id, email, event_type) "
+        "DO UPDATE SET bounce_type = EXCLUDED.bounce_type", (email, event, bounce, f"m-{email}"))
+
+
+def counts_in(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    found = conn.execute("SELECT outcome, sum(n) FROM campaign_counts WHERE campaign_id = 'c-up' "
+                         "GROUP BY outcome HAVING sum(n) <> 0").fetchall()
+    return {outcome: int(n) for outcome, n in found}
+
+
+def test_the_counts_of_a_ledger_from_before_them_are_counted_once(scratch) -> None:
     """A stack upgraded from before ``campaign_counts``: ``stack up`` applies ledger.sql, which
-    creates the table and counts the campaign rows already in the ledger."""
-    campaign = {"campaign_id": f"sink-{uuid.uuid4().hex[:8]}", "tenant": "t-sink",
-                "send_at_ms": 1_700_000_000_000}
-    chunk = ChunkOutcomes(f"{campaign['campaign_id']}:u1:0", campaign, "fire-1", 1)
-    chunk.add_all([f"r{i}@sink.example" for i in range(5)], "sent", None)
-    assert isolated.call(f"{__name__}:produce", stack.s.bootstrap,
-                         [chunk.record(1_700_000_004_000)], timeout_s=60) == 0
-    wait_for(lambda: len(rows(stack, campaign["campaign_id"])) == 5, timeout_s=60)
-    with psycopg.connect(stack.s.pg_dsn) as conn:
-        conn.execute("DROP TABLE campaign_counts")
-    apply_ledger_sql(pg_host="127.0.0.1", pg_port=stack.s.pg_port)
-    assert kept_counts(stack, campaign["campaign_id"]) == {"sent": 5} \
-        == recounted(stack, campaign["campaign_id"])
-    apply_ledger_sql(pg_host="127.0.0.1", pg_port=stack.s.pg_port)  # idempotent: not twice
-    assert kept_counts(stack, campaign["campaign_id"]) == {"sent": 5}
+    creates the table and counts the rows the ledger and the feedback table already hold, as
+    the triggers would have; applied again, it counts nothing twice."""
+    record_chunk(scratch, "c-up:u:0", {"a@up.example": "sent", "b@up.example": "sent",
+                                        "c@up.example": "failed"})
+    feedback(scratch, "a@up.example", "Delivery", None)
+    feedback(scratch, "b@up.example", "Bounce", "Permanent")
+    kept = {"sent": 2, "failed": 1, "delivered": 1, "bounced": 1}
+    assert counts_in(scratch) == kept
+    scratch.execute("DROP TABLE campaign_counts")  # as before the upgrade
+    scratch.execute(LEDGER_SQL.read_text())
+    assert counts_in(scratch) == kept
+    scratch.execute(LEDGER_SQL.read_text())
+    assert counts_in(scratch) == kept
+
+
+def test_an_event_upserted_again_moves_its_count_only_if_it_changed(scratch) -> None:
+    feedback(scratch, "a@up.example", "Bounce", "Transient")  # a soft bounce: not counted
+    assert counts_in(scratch) == {}
+    feedback(scratch, "a@up.example", "Bounce", "Transient")  # SNS delivered it twice
+    assert counts_in(scratch) == {}
+    feedback(scratch, "a@up.example", "Bounce", "Permanent")  # the same event, now hard
+    assert counts_in(scratch) == {"bounced": 1}
+    feedback(scratch, "a@up.example", "Bounce", "Permanent")
+    assert counts_in(scratch) == {"bounced": 1}
+
+
+def test_a_chunk_recorded_again_moves_each_recipient_once(scratch) -> None:
+    record_chunk(scratch, "c-up:u:1", {"a@up.example": "unknown", "b@up.example": "unknown"})
+    record_chunk(scratch, "c-up:u:1", {"a@up.example": "sent", "b@up.example": "unknown",
+                                        "c@up.example": "sent"})  # c: new in this record
+    assert counts_in(scratch) == {"sent": 2, "unknown": 1}

@@ -34,6 +34,19 @@ def test_a_request_the_server_read_just_after_the_kill_is_allowed() -> None:
     assert verdict.violations == []
 
 
+def test_a_request_read_well_after_the_kill_was_not_the_killed_workers() -> None:
+    verdict = judged({"arrived_ms": 101_500, "answered_ms": 101_510, "outcome": "refused"},
+                     stops=[KILL, KILL + 30_000])
+    assert len(verdict.violations) == 1
+
+
+def test_a_request_read_after_a_revocation_is_not_excused() -> None:
+    """A revoked walker is alive: it stops calling, and what it had out was read before."""
+    verdict = judged({"arrived_ms": 100_150, "answered_ms": 100_160, "outcome": "refused"},
+                     stops=[KILL - 50_000, KILL])
+    assert len(verdict.violations) == 1
+
+
 def test_a_refusal_long_after_every_stop_is_a_violation() -> None:
     verdict = judged({"arrived_ms": 91_000, "answered_ms": 91_010, "outcome": "refused"},
                      stops=[KILL - 50_000])
