@@ -40,12 +40,16 @@ def rows(stack, campaign_id: str) -> dict[str, dict[str, Any]]:
                    "extra": (r[8], r[9], r[10], r[11])} for r in found}
 
 
-def kept_counts(stack, campaign_id: str) -> dict[str, int]:
+def counts_in(conn: psycopg.Connection[Any], campaign_id: str = "c-up") -> dict[str, int]:
     """What ``campaign_counts`` holds for the campaign (kept by the triggers), per outcome."""
-    with psycopg.connect(stack.s.pg_dsn) as conn:
-        found = conn.execute("SELECT outcome, sum(n) FROM campaign_counts WHERE campaign_id = %s "
-                             "GROUP BY outcome HAVING sum(n) <> 0", (campaign_id,)).fetchall()
+    found = conn.execute("SELECT outcome, sum(n) FROM campaign_counts WHERE campaign_id = %s "
+                         "GROUP BY outcome HAVING sum(n) <> 0", (campaign_id,)).fetchall()
     return {outcome: int(n) for outcome, n in found}
+
+
+def kept_counts(stack, campaign_id: str) -> dict[str, int]:
+    with psycopg.connect(stack.s.pg_dsn) as conn:
+        return counts_in(conn, campaign_id)
 
 
 def recounted(stack, campaign_id: str) -> dict[str, int]:
@@ -136,12 +140,6 @@ def feedback(conn: psycopg.Connection[Any], email: str, event: str, bounce: str 
         "event_ms, campaign_id, sns_message_id, sns_topic_arn, received_ms) VALUES ('t-up', %s, "
         "%s, %s, %s, 0, 'c-up', 'sns', 'arn', 0) ON CONFLICT (ses_message_id, email, event_type) "
         "DO UPDATE SET bounce_type = EXCLUDED.bounce_type", (email, event, bounce, f"m-{email}"))
-
-
-def counts_in(conn: psycopg.Connection[Any]) -> dict[str, int]:
-    found = conn.execute("SELECT outcome, sum(n) FROM campaign_counts WHERE campaign_id = 'c-up' "
-                         "GROUP BY outcome HAVING sum(n) <> 0").fetchall()
-    return {outcome: int(n) for outcome, n in found}
 
 
 def test_the_counts_of_a_ledger_from_before_them_are_counted_once(scratch) -> None:
