@@ -21,7 +21,7 @@ from streams.runtime import settings
 from streams.runtime.admin import client as admin_client
 from streams.runtime.admin import committed_offsets, end_offsets
 from streams.runtime.settings import REPO_ROOT, Settings
-from streams.topology import APP_ID, TopicSpec
+from streams.topology import TopicSpec, consumer_group
 
 RESULTS = REPO_ROOT / "bench" / "results"
 
@@ -125,9 +125,10 @@ def stack_with_workers(count: int, ready_timeout_s: float = 900) -> tuple[Settin
 
 
 def wait_consumed(bootstrap: str, topic: TopicSpec, every_s: float = 1.0,
-                  group: str = APP_ID) -> float:
-    """Seconds until the workers' group (or ``group``) has consumed everything written to
-    ``topic`` so far."""
+                  group: str | None = None) -> float:
+    """Seconds until the group that consumes ``topic`` (``streams.topology.consumer_group``),
+    or ``group``, has consumed everything written to it so far."""
+    group = group or consumer_group(topic)
     started = time.monotonic()
     while group_lag(bootstrap, group, topic.name) > 0:
         time.sleep(every_s)

@@ -4,7 +4,8 @@ Read this module to draw the graph: the API produces ``TENANTS``, ``JOBS`` and `
 (bulk imports go to ``JOB_IMPORTS``, copied into ``JOBS`` at the pace it is applied);
 the scheduler agent materialises jobs in the ``JOBS_TABLE`` (RocksDB, changelog-backed) and its
 punctuator emits due slots to ``FIRED`` plus decisions that need no execution to ``LEDGER``; the
-executor agent consumes ``FIRED``, calls the target and writes the outcome to ``LEDGER``
+executor (a consumer of its own, ``EXECUTOR_GROUP``) reads ``FIRED`` in batches, calls the
+target and writes the outcome to ``LEDGER``
 (compacted, key = record id), which the Debezium JDBC sink upserts into Postgres; failures past
 their retries go to ``DLQ``. ``JOBS``, ``JOB_COMMANDS``, ``FIRED`` and ``LEDGER`` are all
 partitioned by job id (``partition_for``), so one worker owns a job's definition, its slots, its
@@ -172,6 +173,11 @@ TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, DONE_TABLE, SEND_CHUNKS_TABLE, UNKN
                                  REPUTATION_TABLE)
 
 APP_ID = "cronstream"
+# The executor's consumer group: it holds the committed offsets of ``FIRED`` and nothing else.
+# The executor reads the fired topic with a librdkafka consumer of its own, assigned by hand the
+# partitions faust gives its worker of the jobs topic (streams.execution.reader), so the group
+# never has members: offsets only.
+EXECUTOR_GROUP = f"{APP_ID}-executor"
 LEDGER_SINK_TABLE = "ledger"
 OUTCOMES_SINK_TABLE = "recipient_outcomes"
 FEEDBACK_SINK_TABLE = "ses_feedback"
@@ -225,16 +231,12 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
         produces=(FIRED,), doc="trigger / backfill: the job's owner emits the slots.",
     ),
     ProcessorSpec(
-        "observe_decisions", "agent", "streams.scheduling.scheduler", consumes=(LEDGER,),
-        produces=(JOBS,),
-        doc="Every decision resolves its slot for the reconciler; the decision of a job's last "
-            "slot deletes the job (a tombstone) if it asked for delete_after_completion.",
-    ),
-    ProcessorSpec(
         "fire_due", "punctuator", "streams.scheduling.scheduler",
-        produces=(FIRED, LEDGER, SCHEDULER_PROGRESS),
+        produces=(FIRED, LEDGER, SCHEDULER_PROGRESS, JOBS),
         tables=(JOBS_TABLE,), reads=(SCHEDULER_PROGRESS,),
-        doc="Every 50 ms: decide due slots (fire / skip by misfire policy), mark progress.",
+        doc="Every 50 ms: decide due slots (fire / skip by misfire policy), mark progress; a job "
+            "that asked for delete_after_completion is deleted (a tombstone) once its last "
+            "slot's decision is recorded.",
     ),
     ProcessorSpec(
         "reconcile", "punctuator", "streams.scheduling.scheduler", produces=(FIRED, LEDGER),
@@ -251,10 +253,13 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
             "reached the agent (the group's commits would stop for good).",
     ),
     ProcessorSpec(
-        "execute_fired", "agent", "streams.execution.executor", consumes=(FIRED,),
+        "execute_fired", "client", "streams.execution.executor", consumes=(FIRED,),
         produces=(LEDGER, DLQ, FANOUT), tables=(DONE_TABLE,),
-        doc="Reads fired slots into its run queue; its dispatcher starts the next fairly (tenants "
-            "take turns, a per-host limit, stale turns expired) and records each outcome.",
+        doc="A librdkafka consumer of its own (group cronstream-executor, the partitions of the "
+            "worker's jobs) reads fired slots in batches into the run queue; its dispatcher "
+            "starts the next fairly (tenants take turns, a per-host limit, stale turns expired), "
+            "records each outcome, resolves the scheduler's pending slot in-process, and marks "
+            "the fire ids done in batches.",
     ),
     ProcessorSpec(
         "apply_suppressions", "agent", "streams.campaigns.fanout", consumes=(SUPPRESSIONS,),
@@ -296,6 +301,11 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
             f"delivery status beside the ledger and the campaigns' delivery counts.",
     ),
 )
+
+
+def consumer_group(topic: TopicSpec) -> str:
+    """The consumer group whose committed offsets say how far ``topic`` is processed."""
+    return EXECUTOR_GROUP if topic == FIRED else APP_ID
 
 
 def partition_for(key: str, count: int | None = None) -> int:

@@ -8,6 +8,7 @@ Wiring, in the order the data flows::
 
     campaigns.fanout   <- execution.executor (a campaign's tick becomes its fan-out)
     execution.executor <- scheduling.scheduler (what is done, what runs: the reconciler's view)
+    scheduling.scheduler <- execution.executor (a slot's outcome on the ledger, in-process)
     scheduling.scheduler <-> scheduling.imports (the window of copies not applied yet)
 
 so scheduling imports neither execution nor campaigns, and execution does not import campaigns
@@ -44,7 +45,9 @@ def wire(rt: Runtime) -> None:
     targets.consult_suppressions(suppressed.Suppressions(
         rt.settings.bootstrap, rt.settings.home / "workers" / f"{rt.worker_id}-suppressions.sqlite3"))
     window = imports.ImportWindow()  # the import copier's copies apply_jobs has not applied
-    scheduler.register(rt, runs, deciding, window)
+    schedule = scheduler.register(rt, runs, deciding, window)
+    runs.on_decided = schedule.slot_decided  # an outcome on the ledger resolves its slot
+
     imports.register(rt, window)
     commit_watch.register(rt.app)
 

@@ -24,7 +24,7 @@ from api.console.web import SignedIn, operator_only, render, signed_in
 from api.state import api_state
 from ops import graph, lag
 from streams.runtime.admin import end_offsets
-from streams.topology import APP_ID, DLQ, FIRED
+from streams.topology import DLQ, FIRED, consumer_group
 
 router = APIRouter()
 Who = Annotated[SignedIn, Depends(signed_in)]
@@ -116,7 +116,7 @@ async def ops_page(request: Request, who: Who) -> Response:
         if isinstance(answer, httpx.Response) and answer.status_code == 200:
             health += [(str(answer.url), series, value) for series, value in _health(answer.text)]
     health_error = None if health else "no worker's /metrics answered"
-    backlog: dict[str, Any] = lag.run_backlog(rows, APP_ID, FIRED.name)
+    backlog: dict[str, Any] = lag.run_backlog(rows, consumer_group(FIRED), FIRED.name)
     return render(request, "ops.html", who, rows=[r.as_dict() for r in rows], backlog=backlog,
                   chart=HISTORY.chart(), health=health, health_error=health_error,
                   dlq=await run_in_threadpool(_dlq_records, conf.bootstrap))

@@ -25,11 +25,12 @@ from ops import lag
 from streams.campaigns import ownership
 from streams.runtime.admin import client as admin_client
 from streams.runtime.admin import replication_shortfall
-from streams.topology import APP_ID, FANOUT, FIRED, JOBS
+from streams.topology import APP_ID, FANOUT, FIRED, JOBS, consumer_group
 
 LAG_CACHE_S = 5.0
 # every partition of these must be held by a worker for the system to be able to fire and send
-MUST_BE_ASSIGNED = (JOBS, FIRED, FANOUT)
+# (each worker's executor reads the fired partitions of the jobs partitions it holds)
+MUST_BE_ASSIGNED = (JOBS, FANOUT)
 
 
 def _operator(request: Request) -> None:
@@ -147,6 +148,6 @@ def build_router(bootstrap: str) -> APIRouter:
         _operator(request)
         rows = await run_in_threadpool(cache.rows)
         return {"items": [r.as_dict() for r in rows if group is None or r.group == group],
-                "run_backlog": lag.run_backlog(rows, APP_ID, FIRED.name)}
+                "run_backlog": lag.run_backlog(rows, consumer_group(FIRED), FIRED.name)}
 
     return router

@@ -1,23 +1,31 @@
 """The executor: runs fired slots against their targets and records outcomes on the ledger.
 
-    cronstream.fired ──▶ [execute_fired] ──▶ webhook / Kafka record ──▶ cronstream.ledger
-                               │                                   └──▶ cronstream.dlq (retries spent)
-                         table fires-done (fire ids already run: replays are not run again)
+    cronstream.fired ──▶ FiredReader (librdkafka, batches) ──▶ [execute_fired] ──▶ target
+                                                                   │      └──▶ cronstream.ledger
+                                                                   │           cronstream.dlq
+                         table fires-done ◀── DoneMarks (batched) ─┘
 
-The agent reads ahead (up to ``MAX_WAITING`` slots) into a run queue, and a dispatcher starts
-what runs next (``streams.execution.dispatch``): tenants take turns, a host gets at most
-``CRONSTREAM_RUNS_PER_HOST`` calls at once, and a slot whose turn comes after its
-``max_lateness_s`` is recorded ``expired_stale`` instead of run. Slots run concurrently (up to
-``MAX_IN_FLIGHT``) with manual acks, so an offset is committed only after its slot's outcome is
-on the ledger: a crash re-runs at most what was read and not resolved (at-least-once; webhooks
-carry the fire id so receivers can dedupe). Before a slot joins the queue:
+A fired record's commit protocol, in order (``run`` and ``record``):
 
-- fencing: a record whose epoch is older than one already seen on its partition was written by
-  a zombie scheduler after a newer owner took over, and is dropped (counted, logged);
-- dedupe: a fire id in the done table, or in flight, is not run again; a running slot's own
-  record delivered again is left unacknowledged to that slot (``streams.execution.replays``);
-- (when its turn comes) overlap: the job's policy decides about a slot whose previous run is
-  still in flight.
+1. read: the reader hands a batch over; each record is taken once (``offsets.Taken``), its
+   epoch checked (a zombie scheduler's record is dropped), its fire id looked up in the done
+   marks (a slot done, running or begun before a crash is not run again: ``replays``);
+2. queued: new slots wait in the run queue (``dispatch``: tenants take turns, a per-host limit,
+   a turn that comes past ``max_lateness_s`` is ``expired_stale``), read ahead up to
+   ``MAX_WAITING`` so a small tenant's slot need not wait behind a spike's hundred thousand;
+3. run: the target is attempted with its retries (``targets.Targets``), after a durable intent
+   for the kinds a person could receive twice (``targets.AT_MOST_ONCE``);
+4. ledger: the outcome is produced and acknowledged (with a dead letter if it failed), a turn's
+   records in one batch (``Outbox``); the scheduler's pending slot is resolved in-process
+   (``on_decided``: jobs, fired and ledger are co-partitioned, nothing needs reading back);
+5. done: the fire id is marked done (``DoneMarks``: visible at once, durable in batches);
+6. commit: once the mark is acknowledged the record is resolved, and the partition's commit may
+   pass it (only the contiguous resolved prefix is committed, every ``COMMIT_EVERY_S``).
+
+A crash anywhere before 6 reads the record again from the commit, and the marks make that
+harmless: a slot whose outcome was lost is run again (at-least-once; webhooks carry the fire
+id), a done one is not, an email whose intent was marked is recorded ``unknown`` and not sent
+again. The worker's partitions of the jobs topic are the executor's (``assign``/``revoke``).
 """
 
 from __future__ import annotations
@@ -25,27 +33,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-import aiohttp
+from confluent_kafka import Message
 
-from streams.adapters import ses
 from streams.execution import overlap, targets
 from streams.execution.dispatch import RunQueue, Waiting, expiry_reason
+from streams.execution.done_marks import DoneMarks
+from streams.execution.offsets import Taken
+from streams.execution.reader import Assigned, FiredReader, Notice
 from streams.execution.replays import Arrival, Position, classify
-from streams.runtime import metrics, retry
+from streams.runtime import admin, metrics, retry
 from streams.runtime.app import Runtime
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
-from streams.runtime.emit import Emitter
-from streams.runtime.event_context import event_task
+from streams.runtime.emit import Emitter, Outbox
 from streams.runtime.fencing import EpochFence
-from streams.runtime.views import StartedOnce, TopicView
+from streams.runtime.views import TopicView
 from streams.scheduling.ledger import job_entry
 from streams.scheduling.priority import Gate
 from streams.scheduling.reconciler import ExecutorQueue
-from streams.topology import DLQ, DONE_TABLE, FIRED, INTENT, LEDGER, TENANTS
+from streams.topology import APP_ID, DLQ, DONE_TABLE, INTENT, JOBS, LEDGER, TENANTS
 
 log = logging.getLogger(__name__)
 
@@ -58,160 +69,233 @@ MAX_IN_FLIGHT = 256
 # (streams.execution.dispatch) rather than in the fired topic's order
 MAX_WAITING = 100_000
 BACKLOG_EVERY_S = 1.0  # the backlog gauges' refresh while nothing else wakes the dispatcher
+COMMIT_EVERY_S = 1.0
+RECORD_RETRY_S = (0.2, 5.0)  # backoff of a ledger write the broker refused: first, cap
 
-FanOut = Callable[[dict[str, Any]], Awaitable[tuple[bool, str]]]
-Taken = tuple[Any, Any, dict[str, Any]]  # (stream, event, fired record) of a slot read
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """A fired record taken up: where it was read, and the record."""
+
+    partition: int
+    offset: int
+    fired: dict[str, Any]
+
+
+class Reader(Protocol):
+    """The fired topic's reader as the executor drives it (``reader.FiredReader``)."""
+
+    room: Any  # threading.Event: set while the executor has room for more
+
+    def start(self, loop: asyncio.AbstractEventLoop, deliver: Callable[[Notice], None]) -> None: ...
+    def assign(self, partitions: set[int]) -> None: ...
+    def revoke(self, partitions: set[int]) -> None: ...
+    def commit(self, offsets: dict[int, int], on_failed: Callable[[int, int], None]) -> None: ...
+
+
+class Sender(Protocol):
+    def send(self, topic: Any, key: str, value: bytes | None,
+             partition: int | None = None) -> asyncio.Future[None]: ...
+
+
+class Attempts(Protocol):
+    async def attempt(self, fired: dict[str, Any]) -> targets.CallResult: ...
 
 
 class Executor:
     """Runs the fired records of this worker's partitions; also the scheduler's ``Runs``: what
-    is done (the done table), what runs now, and how far it has taken each partition up."""
+    is done (the done marks), what runs now, and how far it has taken each partition up."""
 
-    def __init__(self, done: Any, fan_out: FanOut, *, bootstrap: str = "", worker_id: str = "",
-                 tenants: Callable[[], TopicView] | None = None,
-                 per_host: int = 256) -> None:
-        self.done = done  # the done table (a faust table in a worker), co-partitioned with fired
-        self.fan_out = fan_out  # a campaign's tick becomes its fan-out (streams.campaigns)
-        self.bootstrap, self.worker_id = bootstrap, worker_id
+    def __init__(self, marks: DoneMarks, targets_: Attempts, reader: Reader, outbox: Sender,
+                 deciding: Gate, *, per_host: int = 256,
+                 clock: Callable[[], int] = now_ms) -> None:
+        self.marks, self.targets, self.reader, self.outbox = marks, targets_, reader, outbox
+        self.deciding, self.clock = deciding, clock
+        # the scheduler's side: a slot's decision is on the ledger (streams.worker wires it)
+        self.on_decided: Callable[[str], None] = lambda fire_id: None
+        self.partitions: set[int] = set()  # the partitions the worker gave the executor
+        self.taken = Taken()
         self.running: dict[str, int] = {}  # job id -> runs in flight
-        self.waiting: RunQueue[Taken] = RunQueue(per_host)  # read, not yet started
+        self.waiting: RunQueue[Slot] = RunQueue(per_host)  # read, not yet started
         self.active = 0  # slots being run or resolved now (at most MAX_IN_FLIGHT)
-        self.buffered: dict[str, Waiting[Taken]] = {}  # job -> its slot held by buffer_one
+        self.buffered: dict[str, Waiting[Slot]] = {}  # job -> its slot held by buffer_one
         self.in_flight: dict[str, Position] = {}  # fire id -> where its running record was read
         self.taken_up: dict[int, tuple[int, int]] = {}  # partition -> (fired_ms, next offset)
         self.fence = EpochFence()
         self.replays = 0
-        self._woken: asyncio.Event | None = None
-        self._dispatcher: asyncio.Task[None] | None = None
-        self._room: asyncio.Event | None = None
-        self._emitter: Emitter | None = None
-        self._client: aiohttp.ClientSession | None = None
-        # the tenants' SSRF allow-lists, read from their compacted topic
-        self._tenants = StartedOnce(tenants or (lambda: TopicView(bootstrap, TENANTS)))
-        self._ses: Any = None
+        self._inbox: deque[list[Message]] = deque()  # batches read, not yet taken up
+        self._inbox_size = 0
+        self._inbox_ready = asyncio.Event()
+        self._woken = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
 
-    # lazily created inside the worker's event loop
-    @property
-    def woken(self) -> asyncio.Event:
-        if self._woken is None:
-            self._woken = asyncio.Event()
-        return self._woken
+    # -- partitions ------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the reader and the executor's tasks on the running loop (once)."""
+        if self._tasks:
+            return
+        loop = asyncio.get_running_loop()
+        self.reader.start(loop, self.deliver)
+        self._tasks = [loop.create_task(self._supervised(step), name=f"executor-{step.__name__}")
+                       for step in (self.intake, self.dispatching, self.committing)]
 
-    @property
-    def emitter(self) -> Emitter:
-        if self._emitter is None:
-            self._emitter = Emitter(self.bootstrap, f"executor-{self.worker_id}")
-        return self._emitter
+    async def _supervised(self, step: Callable[[], Any]) -> None:
+        """Run one of the executor's tasks for the life of the worker, again if it ever fails
+        (it logs why): a stopped intake or dispatcher would stop every run of the worker."""
+        while True:
+            try:
+                await step()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("executor task %s failed; started again", step.__name__)
+                await asyncio.sleep(1.0)
 
-    @property
-    def client(self) -> aiohttp.ClientSession:
-        if self._client is None:
-            self._client = targets.new_session(MAX_IN_FLIGHT)
-        return self._client
+    def assign(self, partitions: set[int]) -> None:
+        """After a recovery: the worker's partitions now. The done table's are recovered, so
+        the reader may start on the new ones, from their commits."""
+        gone = self.partitions - partitions
+        if gone:
+            self.revoke(gone)
+        new = partitions - self.partitions
+        self.partitions |= new
+        self.marks.assigned |= new
+        if new:
+            self.reader.assign(new)
 
-    @property
-    def ses(self) -> Any:
-        if self._ses is None:
-            self._ses = ses.client()
-        return self._ses
+    def revoke(self, partitions: set[int]) -> None:
+        """The partitions go (a rebalance): what is resolved is committed, the slots still
+        waiting are dropped (the next owner reads them from the commit), runs already started
+        finish, and nothing of these partitions is committed again from here."""
+        mine = partitions & self.partitions
+        if not mine:
+            return
+        self.reader.commit({p: o for p, o in self.taken.committable().items() if p in mine},
+                           self.taken.uncommitted)
+        self.reader.revoke(mine)
+        self.partitions -= mine
+        for part in mine:
+            self.fence.forget(part)
+            self.taken.forget(part)
+            self.marks.forget(part)
+            self.taken_up.pop(part, None)
+        gone = self.waiting.remove_if(lambda slot: slot.partition in mine)
+        for job_id, held in list(self.buffered.items()):
+            if held.item.partition in mine:
+                gone.append(self.buffered.pop(job_id))
+        for waiting in gone:
+            self.in_flight.pop(waiting.item.fired["fire_id"], None)
+        log.info("partitions %s revoked: %d waiting slots left to their next owner",
+                 sorted(mine), len(gone))
+        self.wake()
 
-    async def allowed_targets(self, tenant: str) -> list[str]:
-        """The tenant's SSRF allow-list (``streams.runtime.views.StartedOnce``)."""
-        record = (await self._tenants.get()).get(tenant)
-        return list(record["allowed_targets"]) if record else []
+    # -- reading -----------------------------------------------------------------------------------
+    def deliver(self, notice: Notice) -> None:
+        """On the loop, from the reader's thread, in the order it read and was told."""
+        if isinstance(notice, Assigned):
+            for part, start in notice.starts.items():
+                if part in self.partitions:
+                    self.taken.assign(part, start)
+            return
+        self._inbox.append(notice)
+        self._inbox_size += len(notice)
+        if self._inbox_size + len(self.waiting) >= MAX_WAITING:
+            self.reader.room.clear()  # read ahead no further until the dispatcher takes some
+        self._inbox_ready.set()
 
-    async def accept(self, stream: Any, event: Any) -> None:
-        fired = codec().decode(event.value)
-        part = event.message.partition
-        self.taken_up[part] = (fired["fired_ms"], event.message.offset + 1)  # the reconciler's
+    async def intake(self) -> None:
+        """Take up the batches read, a burst's decisions first (``streams.scheduling.priority``)."""
+        while True:
+            await self._inbox_ready.wait()
+            self._inbox_ready.clear()
+            while self._inbox:
+                await self.deciding.passed()
+                batch = self._inbox.popleft()
+                self._inbox_size -= len(batch)
+                self.accept(batch)
+                self.wake()
+                await asyncio.sleep(0)  # the runs' callbacks between two batches
+
+    def accept(self, batch: list[Message]) -> None:
+        for msg in batch:
+            part, offset = msg.partition(), msg.offset()
+            if not self.taken.take(part, offset):
+                continue  # its partition was revoked, or it was read before
+            try:
+                fired = codec().decode(msg.value())
+            except Exception:
+                log.exception("fired record at partition %d offset %d cannot be decoded; "
+                              "skipped", part, offset)
+                self.taken.resolve(part, offset)
+                continue
+            self.taken_up[part] = (fired["fired_ms"], offset + 1)  # the reconciler's
+            self.take(Slot(part, offset, fired))
+
+    def take(self, slot: Slot) -> None:
+        fired, part, offset = slot.fired, slot.partition, slot.offset
         fid, job_id = fired["fire_id"], fired["job_id"]
         if not self.fence.admit(part, fired["epoch"]):
             log.warning("fenced %s of job %s tenant %s: epoch %d < %d on partition %d offset %d",
                         fid, job_id, fired["tenant"], fired["epoch"], self.fence.highest[part],
-                        part, event.message.offset)
-            await stream.ack(event)
+                        part, offset)
+            self.taken.resolve(part, offset)
             return
-        # get_in: the record's partition is the done table's (co-partitioned), and a RocksDB
-        # read without faust's mapping layers was 4 % of a draining executor's GIL time
-        arrival = classify(self.done.get_in(part, fid.encode()), self.in_flight.get(fid),
-                           (part, event.message.offset))
+        arrival = classify(self.marks.get(part, fid), self.in_flight.get(fid), (part, offset))
         if arrival is Arrival.UNKNOWN_SEND:
-            # an email whose send began before a crash: it may have left. Never send it twice
-            # (Borgcron: prefer a skip to a double); resolve it as unknown and say so.
-            await self.record(fired, fired["decision"], "at-most-once: the send began before a "
-                              "crash and its outcome is unknown; not re-sent", "unknown", part)
-            await stream.ack(event)
+            # a send begun before a crash may have left: never again (Borgcron: prefer a skip to
+            # a double); it is resolved as unknown, and said so
+            self.resolve(Waiting(slot, fired["tenant"], "", fired["nominal_ms"], None),
+                         fired["decision"], "at-most-once: the send began before a crash and its "
+                         "outcome is unknown; not re-sent", outcome="unknown")
             return
         if arrival is Arrival.REDELIVERED:
-            log.info("fire %s of job %s: its running record (partition %d offset %d) delivered "
-                     "again; left to the running slot to acknowledge", fid, job_id, part,
-                     event.message.offset)
+            log.info("fire %s of job %s: its running record (partition %d offset %d) read "
+                     "again; left to the running slot", fid, job_id, part, offset)
             return
         if arrival is not Arrival.NEW:
             self.replays += 1
             log.info("fire %s already done or running; not run again (partition %d offset %d)",
-                     fid, part, event.message.offset)
-            await stream.ack(event)
+                     fid, part, offset)
+            self.taken.resolve(part, offset)
             return
         # from here the slot is the executor's until resolved: waiting counts as in flight
-        self.waiting.push(Waiting((stream, event, fired), fired["tenant"],
-                                  targets.host_of(fired["target"]), fired["nominal_ms"],
-                                  fired["run_by_ms"]))
-        self.in_flight[fid] = (part, event.message.offset)
-        self.wake()
-        if len(self.waiting) >= MAX_WAITING:
-            # read ahead no further until the dispatcher takes some. This stalls the worker's
-            # other agents too (faust hands records to them one at a time); pausing the fired
-            # partitions instead would lose records: faust drops what it fetched for a
-            # partition paused before delivery, and commits past the gap
-            self.room.clear()
-            await self.room.wait()
+        self.waiting.push(Waiting(slot, fired["tenant"], targets.host_of(fired["target"]),
+                                  fired["nominal_ms"], fired["run_by_ms"]))
+        self.in_flight[fid] = (part, offset)
 
-    @property
-    def room(self) -> asyncio.Event:
-        if self._room is None:
-            self._room = asyncio.Event()
-            self._room.set()
-        return self._room
-
+    # -- dispatching ---------------------------------------------------------------------------
     def wake(self) -> None:
-        self.woken.set()
+        self._woken.set()
 
-    def start_dispatcher(self, deciding: Gate) -> None:
-        """The dispatcher's task, started by the agent (again if an earlier one ended)."""
-        if self._dispatcher is None or self._dispatcher.done():
-            if self._dispatcher is not None and not self._dispatcher.cancelled() \
-                    and self._dispatcher.exception() is not None:
-                log.error("the run dispatcher had stopped; started again",
-                          exc_info=self._dispatcher.exception())
-            self._dispatcher = asyncio.get_running_loop().create_task(self.dispatching(deciding))
-
-    async def dispatching(self, deciding: Gate) -> None:
-        """The dispatcher: whenever a slot arrives or a run ends, start what has room
-        (``streams.execution.dispatch`` picks which), a burst's decisions first."""
+    async def dispatching(self) -> None:
+        """Whenever a slot arrives or a run ends, start what has room (``dispatch`` picks
+        which), a burst's decisions first."""
         while True:
-            # the backlog's figures are kept fresh while nothing happens too
+            # the backlog's figures are kept fresh while nothing happens too. Why not
+            # ``wait_for``: on 3.11 it swallows a cancellation that meets the event being set
+            # (python/cpython#86296), and the worker's shutdown then never ends
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.woken.wait(), BACKLOG_EVERY_S)
-            self.woken.clear()
-            await deciding.passed()  # a burst is decided first (streams.scheduling.priority)
+                async with asyncio.timeout(BACKLOG_EVERY_S):
+                    await self._woken.wait()
+            self._woken.clear()
+            await self.deciding.passed()
             self.dispatch()
 
     def dispatch(self) -> None:
         """Start waiting slots while fewer than ``MAX_IN_FLIGHT`` are being resolved: run them,
         or resolve them without a run (expired, or skipped/held by the job's overlap policy)."""
         while self.active < MAX_IN_FLIGHT:
-            chosen, expired = self.waiting.take(now_ms(), MAX_IN_FLIGHT - self.active)
+            now = self.clock()
+            chosen, expired = self.waiting.take(now, MAX_IN_FLIGHT - self.active)
             for waiting in expired:
                 metrics.RUNS_EXPIRED.inc()
-                self.resolve(waiting, "expired_stale", expiry_reason(waiting, now_ms()))
+                self.resolve(waiting, "expired_stale", expiry_reason(waiting, now))
             if chosen is None:
                 break
-            stream, event, fired = chosen.item
-            job_id = fired["job_id"]
-            action = overlap.decide(fired["overlap"], self.running.get(job_id, 0) > 0)
+            job_id = chosen.item.fired["job_id"]
+            action = overlap.decide(chosen.item.fired["overlap"], self.running.get(job_id, 0) > 0)
             if action is overlap.Action.RUN:
-                self.start(chosen)
+                self.start_run(chosen)
                 continue
             self.waiting.ended(chosen.host)  # not run now: its host's room is given back
             if action is overlap.Action.SKIP:
@@ -221,50 +305,47 @@ class Executor:
                 self.buffered[job_id] = chosen
                 if held is not None:
                     self.resolve(held, "skipped_overlap", "buffer_one: replaced by a newer slot")
-        if len(self.waiting) < MAX_WAITING:
-            self.room.set()
+        if self._inbox_size + len(self.waiting) < MAX_WAITING:
+            self.reader.room.set()
         oldest = self.waiting.oldest_nominal_ms()
         metrics.RUN_BACKLOG.set(len(self.waiting) + self.active + len(self.buffered))
-        metrics.RUN_BACKLOG_AGE.set(0 if oldest is None else max(0, now_ms() - oldest) / 1000)
+        metrics.RUN_BACKLOG_AGE.set(0 if oldest is None else max(0, self.clock() - oldest) / 1000)
 
-    def start(self, chosen: Waiting[Taken]) -> None:
+    def start_run(self, chosen: Waiting[Slot]) -> None:
         self.active += 1
-        stream, event, fired = chosen.item
-        self.running[fired["job_id"]] = self.running.get(fired["job_id"], 0) + 1
-        event_task(event, self.run(chosen))  # table writes need its partition
+        job_id = chosen.item.fired["job_id"]
+        self.running[job_id] = self.running.get(job_id, 0) + 1
+        asyncio.get_running_loop().create_task(self.run(chosen))
 
-    def resolve(self, waiting: Waiting[Taken], decision: str, reason: str) -> None:
-        """Resolve a slot without running it: the decision on the ledger, then acknowledged."""
+    def resolve(self, waiting: Waiting[Slot], decision: str, reason: str,
+                outcome: str = "not_run") -> None:
+        """Resolve a slot without running it: its decision recorded like a run's outcome."""
         self.active += 1
-        event_task(waiting.item[1], self.resolved(waiting.item, decision, reason))
+        asyncio.get_running_loop().create_task(self.resolved(waiting.item, decision, reason,
+                                                             outcome))
 
-    async def resolved(self, taken: Taken, decision: str, reason: str) -> None:
-        stream, event, fired = taken
+    async def resolved(self, slot: Slot, decision: str, reason: str, outcome: str) -> None:
         try:
-            await self.record(fired, decision, reason, "not_run", event.message.partition)
-            await stream.ack(event)
+            await self.record(slot, decision, reason, outcome)
         except Exception:
-            log.exception("fire %s of job %s tenant %s partition %d offset %d: %s not recorded; "
-                          "left unacked for redelivery", fired["fire_id"], fired["job_id"],
-                          fired["tenant"], event.message.partition, event.message.offset,
-                          decision)
+            self._not_recorded(slot, decision)
         finally:
-            self.in_flight.pop(fired["fire_id"], None)
+            self.in_flight.pop(slot.fired["fire_id"], None)
             self.active -= 1
             self.wake()
 
-    async def run(self, chosen: Waiting[Taken]) -> None:
-        """One slot's run, the executor's commit protocol in order: run the target (with its
-        retries), the outcome acknowledged on the ledger, the fire id marked done, a dead letter
-        if it failed, and only then the fired record acknowledged. A crash anywhere before the
-        acknowledgement redelivers the record, and the done mark makes that harmless; an
-        exception leaves the record unacknowledged (faust would otherwise ack it) for redelivery."""
-        stream, event, fired = chosen.item
-        fid, job_id, part = fired["fire_id"], fired["job_id"], event.message.partition
+    async def run(self, chosen: Waiting[Slot]) -> None:
+        """One slot's run: steps 3 to 5 of the module's protocol, in order."""
+        slot = chosen.item
+        fired = slot.fired
+        fid, job_id = fired["fire_id"], fired["job_id"]
         host_held = True  # the host's room is held while its target is called, no longer
         try:
-            metrics.FIRE_LATENESS.observe(max(0, now_ms() - fired["nominal_ms"]) / 1000)
-            # 1. run
+            metrics.FIRE_LATENESS.observe(max(0, self.clock() - fired["nominal_ms"]) / 1000)
+            if fired["target"]["type"] in targets.AT_MOST_ONCE:
+                # the durable intent: acknowledged before the first attempt, so a worker that
+                # takes over after a crash knows the send may have happened and does not repeat it
+                await self.marks.put_acked(slot.partition, fid, INTENT)
             result, attempts = await self.attempts(fired)
             self.waiting.ended(chosen.host)
             host_held = False
@@ -273,17 +354,9 @@ class Executor:
                 else result.note
             outcome = "succeeded" if result.ok else "unknown" if result.unknown else "failed"
             metrics.EXECUTIONS.labels(outcome).inc()
-            # 2. ledger acknowledged, 3. done
-            await self.record(fired, fired["decision"], reason, outcome, part, attempts, result)
-            # 4. dead letter
-            if not result.ok:
-                await self.dead_letter(fired, attempts, result)
-            # 5. acknowledged
-            await stream.ack(event)
+            await self.record(slot, fired["decision"], reason, outcome, attempts, result)
         except Exception:
-            log.exception("fire %s of job %s tenant %s partition %d offset %d: outcome not "
-                          "recorded; left unacked for redelivery", fid, job_id, fired["tenant"],
-                          part, event.message.offset)
+            self._not_recorded(slot, fired["decision"])
         finally:
             self.in_flight.pop(fid, None)
             self.running[job_id] -= 1
@@ -297,40 +370,18 @@ class Executor:
                 self.waiting.push(held)  # its turn again, now that the run it waited for ended
             self.wake()
 
-    def revoked(self, partition: int) -> None:
-        """A partition went to another worker: its records are the new owner's to run; the
-        ones still waiting here are dropped, unacknowledged (runs already started finish)."""
-        self.fence.forget(partition)
-        gone = self.waiting.remove_if(lambda taken: taken[1].message.partition == partition)
-        for job_id, held in list(self.buffered.items()):
-            if held.item[1].message.partition == partition:
-                gone.append(self.buffered.pop(job_id))
-        for waiting in gone:
-            self.in_flight.pop(waiting.item[2]["fire_id"], None)
-        if gone:
-            log.info("partition %d revoked: %d waiting slots left to its new owner", partition,
-                     len(gone))
-        self.wake()
+    def _not_recorded(self, slot: Slot, decision: str) -> None:
+        fired = slot.fired
+        log.exception("fire %s of job %s tenant %s partition %d offset %d: %s not recorded; "
+                      "its record stays uncommitted and is read again at the next assignment",
+                      fired["fire_id"], fired["job_id"], fired["tenant"], slot.partition,
+                      slot.offset, decision)
 
     async def attempts(self, fired: dict[str, Any]) -> tuple[targets.CallResult, int]:
         max_attempts = max(1, fired["retry_max_attempts"])
         result = targets.CallResult(False, None, "not attempted")
-        kind = fired["target"]["type"]
-        if kind == "email":
-            # the durable intent: on the changelog before SES is called, so a worker that takes
-            # over after a crash knows the send may have happened and does not repeat it
-            await self.done.put_acked(fired["fire_id"].encode(), INTENT)
         for attempt in range(1, max_attempts + 1):
-            if kind == "campaign":
-                ok, note = await self.fan_out(fired)
-                result = targets.CallResult(ok, None, None if ok else note, note=note)
-            elif kind == "kafka":
-                result = await targets.produce_record(self.emitter, fired)
-            elif kind == "email":
-                result = await asyncio.to_thread(targets.send_email, self.ses, fired)
-            else:
-                result = await targets.call_webhook(self.client, fired,
-                                                    await self.allowed_targets(fired["tenant"]))
+            result = await self.targets.attempt(fired)
             if result.ok or result.final or not retry.retryable(result.status_code):
                 return result, attempt
             if attempt < max_attempts:
@@ -338,45 +389,73 @@ class Executor:
                                                     fired["retry_max_backoff_s"], fired["fire_id"]))
         return result, max_attempts
 
-    async def record(self, fired: dict[str, Any], decision: str, reason: str | None,
-                     outcome: str, partition: int, attempts: int = 0,
-                     result: targets.CallResult | None = None) -> None:
-        """Put the slot's outcome on the ledger and wait for the broker's acknowledgement, then
-        mark the fire id done: the done mark never runs ahead of the ledger, so a slot whose
-        outcome was lost in a crash is run (or resolved) again rather than taken for done."""
-        done = now_ms()
+    async def record(self, slot: Slot, decision: str, reason: str | None, outcome: str,
+                     attempts: int = 0, result: targets.CallResult | None = None) -> None:
+        """Steps 4 and 5: the outcome on the ledger (and a dead letter if the run failed),
+        acknowledged, the scheduler told, then the done mark, whose acknowledgement resolves the
+        record for the commit. The mark never runs ahead of the ledger, so a slot whose outcome
+        was lost in a crash is run (or resolved) again rather than taken for done."""
+        fired = slot.fired
+        fid = fired["fire_id"]
         entry = job_entry(
-            fire_id=fired["fire_id"], job=fired, nominal_ms=fired["nominal_ms"],
-            decision=decision, reason=reason,
-            lateness_ms=max(0, fired["fired_ms"] - fired["nominal_ms"]), epoch=fired["epoch"],
-            outcome=outcome, attempts=attempts,
+            fire_id=fid, job=fired, nominal_ms=fired["nominal_ms"], decision=decision,
+            reason=reason, lateness_ms=max(0, fired["fired_ms"] - fired["nominal_ms"]),
+            epoch=fired["epoch"], outcome=outcome, attempts=attempts,
             status_code=result.status_code if result else None,
             error=result.error if result else None,
             message_id=result.message_id if result else None,
-            fired_ms=fired["fired_ms"] if attempts else None, completed_ms=done,
+            fired_ms=fired["fired_ms"] if attempts else None, completed_ms=self.clock(),
         )
-        await self.emitter.send(LEDGER, fired["fire_id"], codec().encode("LedgerEntry", entry),
-                                partition)
-        self.done[fired["fire_id"].encode()] = outcome.encode()
-        if outcome == "failed":
-            log.warning("fire %s of job %s tenant %s failed after %d attempts: %s",
-                        fired["fire_id"], fired["job_id"], fired["tenant"], attempts,
-                        result.error if result else None)
+        records: list[tuple[Any, bytes, int | None]] = [
+            (LEDGER, codec().encode("LedgerEntry", entry), slot.partition)]
+        if outcome == "failed" and result is not None:
+            log.warning("fire %s of job %s tenant %s failed after %d attempts: %s", fid,
+                        fired["job_id"], fired["tenant"], attempts, result.error)
+            records.append((DLQ, codec().encode("DeadLetter", self.dead_letter(
+                fired, attempts, result)), None))
+        await self._acknowledged(slot, records)
+        self.on_decided(fid)
+        self.marks.mark(slot.partition, fid, outcome.encode(),
+                        lambda: self.taken.resolve(slot.partition, slot.offset))
 
-    async def dead_letter(self, fired: dict[str, Any], attempts: int,
-                          result: targets.CallResult) -> None:
-        letter = {
+    async def _acknowledged(self, slot: Slot, records: list[tuple[Any, bytes, int | None]]) -> None:
+        """Produce ``records`` and wait for the broker, again after a refusal (backoff) while
+        the partition is this worker's: the run has happened, only its record is missing."""
+        fid = slot.fired["fire_id"]
+        attempt = 0
+        while True:
+            try:
+                await asyncio.gather(*(self.outbox.send(topic, fid, value, partition)
+                                       for topic, value, partition in records))
+                return
+            except Exception as exc:
+                attempt += 1
+                if slot.partition not in self.partitions:
+                    raise
+                log.warning("fire %s of job %s partition %d offset %d: ledger write refused "
+                            "(%s); attempt %d, retrying", fid, slot.fired["job_id"],
+                            slot.partition, slot.offset, exc, attempt)
+                await asyncio.sleep(retry.backoff_s(attempt, *RECORD_RETRY_S, fid))
+
+    def dead_letter(self, fired: dict[str, Any], attempts: int,
+                    result: targets.CallResult) -> dict[str, Any]:
+        return {
             "fire_id": fired["fire_id"], "job_id": fired["job_id"], "tenant": fired["tenant"],
             "nominal_ms": fired["nominal_ms"], "attempts": attempts,
             "last_error": result.error or "", "last_status_code": result.status_code,
-            "failed_ms": now_ms(), "target": fired["target"],
+            "failed_ms": self.clock(), "target": fired["target"],
         }
-        await self.emitter.send(DLQ, fired["fire_id"], codec().encode("DeadLetter", letter))
+
+    # -- committing ----------------------------------------------------------------------------
+    async def committing(self) -> None:
+        """Step 6, every ``COMMIT_EVERY_S``: each partition's resolved prefix."""
+        while True:
+            await asyncio.sleep(COMMIT_EVERY_S)
+            self.reader.commit(self.taken.committable(), self.taken.uncommitted)
 
     # -- the scheduler's view of the runs (streams.scheduling.scheduler.Runs) -------------------
     def done_mark(self, partition: int, fid: str) -> bytes | None:
-        mark: bytes | None = self.done.get_in(partition, fid.encode())
-        return mark
+        return self.marks.get(partition, fid)
 
     def in_flight_ids(self) -> set[str]:
         return set(self.in_flight)
@@ -388,29 +467,32 @@ class Executor:
                 for part, (fired_ms, next_offset) in list(self.taken_up.items())}
 
 
-def register(rt: Runtime, fan_out: FanOut, deciding: Gate) -> Executor:
-    """The executor's sub-topology on ``rt``'s app: the fired topic's agent and the done table;
-    ``fan_out`` runs a campaign's tick (``streams.campaigns.fanout``); ``deciding`` is the
-    scheduler's gate, which a burst's runs wait behind (``streams.scheduling.priority``)."""
-    app = rt.app
-    fired_topic = rt.topic(FIRED)
-    executor = Executor(rt.table(DONE_TABLE), fan_out, bootstrap=rt.settings.bootstrap,
-                        worker_id=rt.worker_id, per_host=rt.settings.runs_per_host)
-    metrics.RUNS_PER_HOST.set(rt.settings.runs_per_host)
+def register(rt: Runtime, fan_out: targets.FanOut, deciding: Gate) -> Executor:
+    """The executor's sub-topology on ``rt``'s app: the done table, the fired topic's reader
+    (started with the worker, given the worker's partitions after each recovery), ``fan_out``
+    runs a campaign's tick (``streams.campaigns.fanout``), ``deciding`` is the scheduler's gate,
+    which a burst's runs wait behind (``streams.scheduling.priority``)."""
+    app, conf = rt.app, rt.settings
+    done_table = rt.table(DONE_TABLE)
+    emitter = Emitter(conf.bootstrap, f"executor-{rt.worker_id}")
+    changelog = next(t for t in admin.changelog_topics() if t.name == DONE_TABLE.changelog(APP_ID))
+    allowed = targets.AllowLists(lambda: TopicView(conf.bootstrap, TENANTS))
+    executor = Executor(
+        DoneMarks(done_table, emitter, changelog),
+        targets.Targets(fan_out, lambda: emitter, allowed, MAX_IN_FLIGHT),
+        FiredReader(conf.bootstrap, f"executor-{rt.worker_id}"), Outbox(emitter), deciding,
+        per_host=conf.runs_per_host)
+    metrics.RUNS_PER_HOST.set(conf.runs_per_host)
 
-    @app.agent(fired_topic, name=f"{__name__}.execute_fired")
-    async def execute_fired(stream: Any) -> Any:
-        acking = stream.noack()
-        executor.start_dispatcher(deciding)
-        async for event in acking.events():
-            executor.start_dispatcher(deciding)  # again, if it ever stopped (it logs why)
-            await deciding.passed()  # a burst is decided first (streams.scheduling.priority)
-            await executor.accept(acking, event)  # into the run queue: the dispatcher runs it
+    @done_table.on_recover
+    async def execute_fired() -> None:
+        """After each recovery: the reader and the executor's tasks started (the first time),
+        and the worker's partitions of the jobs topic handed over, their done marks restored."""
+        executor.start()
+        executor.assign({tp.partition for tp in app.consumer.assignment() if tp.topic == JOBS.name})
 
     @app.on_partitions_revoked.connect
     async def _on_revoked(app: Any, revoked: set[Any], **kwargs: Any) -> None:
-        for tp in revoked:
-            if tp.topic == FIRED.name:
-                executor.revoked(tp.partition)
+        executor.revoke({tp.partition for tp in revoked if tp.topic == JOBS.name})
 
     return executor

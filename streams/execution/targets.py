@@ -1,4 +1,7 @@
-"""Runs one attempt of a slot against its target: an HTTP webhook, a Kafka record or an email.
+"""Runs one attempt of a slot against its target: an HTTP webhook, a Kafka record, an email or a
+campaign's fan-out. ``Targets`` is the one switch over the kinds: a new kind of target is a
+function here and a line in ``Targets.attempt`` (and, if a repeat could be seen by a person, a
+line in ``AT_MOST_ONCE``), nothing in the executor.
 
 Webhooks carry the fire id (``X-Cronstream-Fire-Id``) so receivers can dedupe our at-least-once
 delivery; redirects are never followed (a redirect could lead past the SSRF guard). The client is
@@ -10,6 +13,8 @@ never write cronstream's own topics or another tenant's.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -20,6 +25,7 @@ import aiohttp
 from streams.adapters import ses
 from streams.execution import ssrf, suppressed
 from streams.runtime.emit import Emitter
+from streams.runtime.views import StartedOnce
 from streams.topology import TopicSpec
 
 FIRE_ID_HEADER = "X-Cronstream-Fire-Id"
@@ -155,3 +161,61 @@ def send_email(ses_client: Any, fired: dict[str, Any]) -> CallResult:
     return CallResult(False, None, f"{result.outcome.value}: {result.error}",
                       final=result.outcome in (ses.Outcome.PERMANENT, ses.Outcome.UNKNOWN),
                       unknown=result.outcome is ses.Outcome.UNKNOWN)
+
+
+# kinds whose attempt a person could receive twice: the executor writes a durable intent before
+# their first attempt, and a slot found with only that intent after a crash is recorded
+# ``unknown`` and never attempted again (streams.execution.replays); webhooks and Kafka records
+# are at-least-once (the fire id travels with them so receivers can dedupe)
+AT_MOST_ONCE = frozenset({"email"})
+
+FanOut = Callable[[dict[str, Any]], Awaitable[tuple[bool, str]]]
+
+
+class AllowLists:
+    """The tenants' SSRF allow-lists, read from their compacted topic through one view started
+    once however many runs ask at the same time (``streams.runtime.views.StartedOnce``)."""
+
+    def __init__(self, view: Callable[[], Any]) -> None:
+        self._view = StartedOnce(view)
+
+    async def __call__(self, tenant: str) -> list[str]:
+        record = (await self._view.get()).get(tenant)
+        return list(record["allowed_targets"]) if record else []
+
+
+class Targets:
+    """The clients every kind of target is attempted with, made on first use inside the
+    worker's event loop, and the one switch over the kinds (``attempt``)."""
+
+    def __init__(self, fan_out: FanOut, emitter: Callable[[], Emitter],
+                 allowed: Callable[[str], Awaitable[list[str]]], max_connections: int,
+                 ses_client: Callable[[], Any] = ses.client) -> None:
+        self.fan_out = fan_out  # a campaign's tick becomes its fan-out (streams.campaigns)
+        self._emitter, self._allowed = emitter, allowed
+        self._max_connections = max_connections
+        self._ses_client = ses_client
+        self._session: aiohttp.ClientSession | None = None
+        self._ses: Any = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = new_session(self._max_connections)
+        return self._session
+
+    async def attempt(self, fired: dict[str, Any]) -> CallResult:
+        """One attempt at the slot's target (retries are the executor's)."""
+        kind = fired["target"]["type"]
+        if kind == "webhook":
+            return await call_webhook(self.session, fired, await self._allowed(fired["tenant"]))
+        if kind == "campaign":
+            ok, note = await self.fan_out(fired)
+            return CallResult(ok, None, None if ok else note, note=note)
+        if kind == "kafka":
+            return await produce_record(self._emitter(), fired)
+        if kind == "email":
+            if self._ses is None:
+                self._ses = self._ses_client()
+            return await asyncio.to_thread(send_email, self._ses, fired)
+        return CallResult(False, None, f"unknown target type {kind!r}", final=True)

@@ -23,7 +23,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec
 
 from streams.runtime.kafka_config import Replication, client_config, replication_for
-from streams.topology import APP_ID, PROCESSORS, TABLES, TOPICS, TopicSpec
+from streams.topology import APP_ID, EXECUTOR_GROUP, FIRED, PROCESSORS, TABLES, TOPICS, TopicSpec
 
 
 def changelog_topics() -> tuple[TopicSpec, ...]:
@@ -323,24 +323,37 @@ def agent_topics() -> tuple[str, ...]:
     return tuple(sorted({t.name for p in PROCESSORS if p.kind == "agent" for t in p.consumes}))
 
 
-def seed_group_offsets(bootstrap: str, group: str = APP_ID, timeout_s: float = 120.0,
+def group_topics(group: str) -> tuple[str, ...]:
+    """The topics whose offsets ``group`` commits: the faust agents' for the workers' group, the
+    fired topic for the executor's (``streams.execution.reader``)."""
+    if group == EXECUTOR_GROUP:
+        return (FIRED.name,)
+    return agent_topics()
+
+
+def seed_group_offsets(bootstrap: str, timeout_s: float = 120.0,
                        new_client_on_retry: bool = False) -> int:
-    """``_seed_group_offsets``, retried while a new broker's group coordinator is still loading
-    (the first request to a fresh cluster's ``__consumer_offsets`` times out).
+    """``_seed_group_offsets`` of the workers' group and the executor's, each retried while a
+    new broker's group coordinator is still loading (the first request to a fresh cluster's
+    ``__consumer_offsets`` times out).
     ``new_client_on_retry``: each retry on a client of its own, for a short-lived process
     (``prepare_cluster``): on a fresh three-broker cluster the same client asked again after
     that timeout aborted the process (librdkafka: `eonce->refcnt > 0`), every time."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return _seed_group_offsets(bootstrap, group)
-        except KafkaException as exc:
-            if time.monotonic() > deadline:
-                raise
-            log.info("group %s: coordinator not ready (%s); retrying", group, exc)
-            if new_client_on_retry:
-                replace_client(bootstrap)
-            time.sleep(2)
+    seeded = 0
+    for group in (APP_ID, EXECUTOR_GROUP):
+        while True:
+            try:
+                seeded += _seed_group_offsets(bootstrap, group)
+                break
+            except KafkaException as exc:
+                if time.monotonic() > deadline:
+                    raise
+                log.info("group %s: coordinator not ready (%s); retrying", group, exc)
+                if new_client_on_retry:
+                    replace_client(bootstrap)
+                time.sleep(2)
+    return seeded
 
 
 def _seed_group_offsets(bootstrap: str, group: str, timeout_s: float = 15.0) -> int:
@@ -363,13 +376,19 @@ def _seed_group_offsets(bootstrap: str, group: str, timeout_s: float = 15.0) -> 
     committed = committed_offsets(bootstrap, group, timeout_s)
     admin = client(bootstrap)
     metadata = admin.list_topics(timeout=timeout_s).topics
-    missing = [TopicPartition(name, p) for name in agent_topics() if name in metadata
+    missing = [TopicPartition(name, p) for name in group_topics(group) if name in metadata
                for p in metadata[name].partitions if (name, p) not in committed]
     if not missing:
         return 0
-    starts = admin.list_offsets({tp: OffsetSpec.earliest() for tp in missing},
-                                request_timeout=timeout_s)
+    # the executor's group starts where the workers' group left the fired topic when the
+    # executor read it through faust (an upgrade), else at the log start like every other
+    inherited = committed_offsets(bootstrap, APP_ID, timeout_s) if group != APP_ID else {}
+    fresh = [tp for tp in missing if (tp.topic, tp.partition) not in inherited]
+    starts = admin.list_offsets({tp: OffsetSpec.earliest() for tp in fresh},
+                                request_timeout=timeout_s) if fresh else {}
     offsets = [TopicPartition(tp.topic, tp.partition, f.result().offset) for tp, f in starts.items()]
+    offsets += [TopicPartition(tp.topic, tp.partition, inherited[(tp.topic, tp.partition)])
+                for tp in missing if (tp.topic, tp.partition) in inherited]
     try:
         done = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)],
                                                   request_timeout=timeout_s)[group].result()
@@ -384,5 +403,6 @@ def _seed_group_offsets(bootstrap: str, group: str, timeout_s: float = 15.0) -> 
         log.info("group %s: %d partitions without a commit left to their owners (%s)", group,
                  len(offsets), exc)
         return 0
-    log.info("group %s: committed the log start of %d partitions", group, len(offsets))
+    log.info("group %s: committed a start for %d partitions (%d inherited from group %s)", group,
+             len(offsets), len(offsets) - len(fresh), APP_ID)
     return len(offsets)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -22,28 +22,45 @@ from streams.topology import TopicSpec
 log = logging.getLogger(__name__)
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
+Delivered = tuple[int, int, bytes]  # where an acknowledged record landed: partition, offset, key
 
 
 class Emitter:
+    """A librdkafka producer and the thread that polls it for deliveries, both made at the
+    first record (building a worker's sub-topologies connects nowhere)."""
+
     def __init__(self, bootstrap: str, client_id: str, **overrides: Any) -> None:
         # acks=all and idempotence (producer_config): an acknowledged record is on every
         # in-sync replica, and a retry after a lost answer writes no duplicate
-        config: dict[str, Any] = {
+        self._config: dict[str, Any] = {
             **producer_config(bootstrap),
             "client.id": client_id,
             "partitioner": "murmur2_random",
             "linger.ms": 5,
+            **overrides,
         }
-        config.update(overrides)
-        self._producer = Producer(config)
+        self._made: Producer | None = None
+        self._making = threading.Lock()
         self._closed = threading.Event()
-        self._poller = threading.Thread(target=self._poll_loop, name=f"{client_id}-poll",
-                                        daemon=True)
-        self._poller.start()
+        self._poller: threading.Thread | None = None
 
-    def _poll_loop(self) -> None:
+    @property
+    def _producer(self) -> Producer:
+        made = self._made
+        if made is None:
+            with self._making:
+                if self._made is None:
+                    self._made = Producer(self._config)
+                    self._poller = threading.Thread(
+                        target=self._poll_loop, args=(self._made,),
+                        name=f"{self._config['client.id']}-poll", daemon=True)
+                    self._poller.start()
+                made = self._made
+        return made
+
+    def _poll_loop(self, producer: Producer) -> None:
         while not self._closed.is_set():
-            self._producer.poll(0.05)
+            producer.poll(0.05)
 
     def produce(self, topic: TopicSpec, key: str, value: bytes | None,
                 partition: int | None = None, on_delivery: DeliveryCallback | None = None,
@@ -91,6 +108,26 @@ class Emitter:
         self.produce_all(topic, records, partition, countdown.delivered, headers)
         return done
 
+    def acked_offsets(self, topic: TopicSpec,
+                      by_partition: Mapping[int, Sequence[tuple[str, bytes | None]]]
+                      ) -> asyncio.Future[list[Delivered]]:
+        """Produce records of ``topic`` already grouped by partition; the future resolves once
+        the broker has acknowledged all of them, with where each landed (partition, offset,
+        key), or fails with the first error. One wake of the event loop for the whole batch,
+        as ``acked``; the executor's done marks need the offsets (``GuardedTable.write_acked``)."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[list[Delivered]] = loop.create_future()
+        count = sum(len(records) for records in by_partition.values())
+        if not count:
+            done.set_result([])
+            return done
+        landed: list[Delivered] = []
+        countdown = _Countdown(count, lambda error: loop.call_soon_threadsafe(
+            _resolve, done, error, landed), landed)
+        for partition, records in by_partition.items():
+            self.produce_all(topic, records, partition, countdown.delivered)
+        return done
+
     async def send(self, topic: TopicSpec, key: str, value: bytes | None,
                    partition: int | None = None,
                    headers: dict[str, str | bytes] | None = None) -> None:
@@ -99,7 +136,9 @@ class Emitter:
 
     def flush(self, timeout_s: float = 30.0) -> int:
         """Block until queued records are acknowledged; returns how many are still in flight."""
-        remaining: int = self._producer.flush(timeout_s)
+        if self._made is None:
+            return 0
+        remaining: int = self._made.flush(timeout_s)
         return remaining
 
     def close(self) -> None:
@@ -107,20 +146,60 @@ class Emitter:
         if remaining:
             log.error("producer closed with %d undelivered records", remaining)
         self._closed.set()
-        self._poller.join(timeout=1)
+        if self._poller is not None:
+            self._poller.join(timeout=1)
+
+
+class Outbox:
+    """Records sent during one turn of the event loop go to the producer together, and every
+    sender waits on the one future of that batch. Why: a spike's runs each end with a ledger
+    record, and a future per record, woken from the delivery thread one by one, was a
+    cross-thread wake per run; here a turn's runs share one. Create it inside its loop."""
+
+    def __init__(self, emitter: Emitter) -> None:
+        self.emitter = emitter
+        self._records: dict[tuple[TopicSpec, int | None], list[tuple[str, bytes | None]]] = {}
+        self._batch: asyncio.Future[None] | None = None
+
+    def send(self, topic: TopicSpec, key: str, value: bytes | None,
+             partition: int | None = None) -> asyncio.Future[None]:
+        """Queue one record; the future resolves when the broker has acknowledged every record of
+        its batch (or fails with the first error: then every sender of the batch retries)."""
+        if self._batch is None:
+            loop = asyncio.get_running_loop()
+            self._batch = loop.create_future()
+            loop.call_soon(self._flush)
+        self._records.setdefault((topic, partition), []).append((key, value))
+        return self._batch
+
+    def _flush(self) -> None:
+        batch, records = self._batch, self._records
+        self._batch, self._records = None, {}
+        if batch is None:
+            return
+        loop = asyncio.get_running_loop()
+        countdown = _Countdown(sum(len(r) for r in records.values()),
+                               lambda error: loop.call_soon_threadsafe(_resolve, batch, error))
+        for (topic, partition), queued in records.items():
+            self.emitter.produce_all(topic, queued, partition, countdown.delivered)
 
 
 class _Countdown:
     """Counts a batch's deliveries down; reports once: at the first error, or when all are in.
-    Delivery callbacks run on whichever thread polls or flushes the producer, hence the lock."""
+    Delivery callbacks run on whichever thread polls or flushes the producer, hence the lock.
+    ``landed``, when given, collects where each record landed."""
 
-    def __init__(self, count: int, report: Callable[[Exception | None], None]) -> None:
+    def __init__(self, count: int, report: Callable[[Exception | None], None],
+                 landed: list[Delivered] | None = None) -> None:
         self._left = count
         self._report: Callable[[Exception | None], None] | None = report
         self._lock = threading.Lock()
+        self._landed = landed
 
-    def delivered(self, err: KafkaError | None, _msg: Message) -> None:
+    def delivered(self, err: KafkaError | None, msg: Message) -> None:
         with self._lock:
+            if self._landed is not None and err is None:
+                self._landed.append((msg.partition(), msg.offset(), msg.key()))
             self._left -= 1
             report = self._report
             if report is None or (err is None and self._left):
@@ -129,10 +208,10 @@ class _Countdown:
         report(None if err is None else KafkaException(err))
 
 
-def _resolve(future: asyncio.Future[None], error: Exception | None) -> None:
+def _resolve(future: asyncio.Future[Any], error: Exception | None, result: Any = None) -> None:
     if future.done():
         return
     if error is None:
-        future.set_result(None)
+        future.set_result(result)
     else:
         future.set_exception(error)

@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import faust
+from faust.types import TP
+from rocksdict import WriteBatch
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +103,27 @@ class GuardedTable(faust.Table):
                                       self._own_acked.setdefault(tp, set()))
         if advanced is not None:
             self.data.set_persisted_offset(tp, advanced)
+
+    def write_acked(self, partition: int, rows: Iterable[tuple[bytes, bytes, int]]) -> None:
+        """Write ``rows`` (key, value, changelog offset) that this process produced to the
+        table's changelog itself and the broker acknowledged: one RocksDB write batch for them
+        and the persisted offset, advanced as ``_on_changelog_sent`` advances it (over an
+        unbroken run of this process's own offsets). Why not ``table[key] = value``: that is
+        one changelog send through faust's buffer (a loop turn each) and one RocksDB write and
+        offset update per key; the executor writes a spike's done marks a batch at a time."""
+        tp = TP(self.changelog_topic.get_topic_name(), partition)
+        db = self.data._db_for_partition(partition)  # noqa: SLF001
+        batch = WriteBatch(raw_mode=True)
+        own = self._own_acked.setdefault(tp, set())
+        persisted = self.data.persisted_offset(tp)
+        through = None
+        for key, value, offset in rows:
+            batch.put(key, value)
+            advanced = contiguous_advance(persisted if through is None else through, offset, own)
+            through = advanced if advanced is not None else through
+        if through is not None:
+            batch.put(self.data.offset_key, str(through).encode())
+        db.write(batch)
 
     def apply_changelog_batch(self, batch: Iterable[Any]) -> None:
         events = list(batch)

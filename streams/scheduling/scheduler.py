@@ -5,7 +5,7 @@ Graph (names from ``streams.topology``)::
     cronstream.jobs ─────────▶ [apply_jobs] ──▶ table jobs (RocksDB + changelog)
                                      │             └─▶ per-partition DueIndex (rebuilt on recovery)
     cronstream.job-commands ─▶ [apply_job_commands]  (trigger, backfill)
-    cronstream.ledger ───────▶ [observe_decisions]   (resolves the reconciler's pending slots;
+    the executor, in-process ─▶ slot_decided          (resolves the reconciler's pending slot;
                                                       deletes a completed job that asked to be)
 
     punctuator fire_due (50 ms)  ─┬─▶ cronstream.fired   slots to run (+ reconciler pending)
@@ -304,21 +304,34 @@ class ScheduleState:
         self.decide(part, job, slot, verdict, self.clock(), ready=ready)
         schedule_next(index, job, ready.following)
         if ready.following is None and job["delete_after_completion"]:
-            self.last_slot_decided(part, job_id, ready.fid)
+            self.last_slot_decided(part, job_id, ready.fid, verdict.runs)
 
     # -- completed jobs ------------------------------------------------------------------------
-    def last_slot_decided(self, part: int, job_id: str, fid: str) -> None:
-        """A job that asked to be deleted once completed had its last slot decided here: it is
-        deleted when the decision is on the ledger, not now, so the reconciler can still re-drive
-        or expire a lost run of it (it reads the job). A slot already recorded (decided before a
-        takeover, or the same one-off again after an update) deletes it at once."""
-        if self.outcome_recorded(part, fid):
+    def last_slot_decided(self, part: int, job_id: str, fid: str, runs: bool) -> None:
+        """A job that asked to be deleted once completed had its last slot decided here: a slot
+        sent to run deletes it when its outcome is on the ledger (``slot_decided``), not now, so
+        the reconciler can still re-drive or expire a lost run of it (it reads the job). A slot
+        decided without a run (its ledger record is produced already), or already recorded
+        (decided before a takeover, or the same one-off again after an update), deletes it now."""
+        if not runs or self.outcome_recorded(part, fid):
             self.delete_completed(part, job_id)
         else:
             self.completing[fid] = (part, job_id)
 
+    def slot_decided(self, fid: str) -> None:
+        """The executor's outcome of a slot is on the ledger (acknowledged): the reconciler stops
+        waiting for it, and a job whose last slot it was is deleted if it asked to be. Called
+        in-process: jobs, fired and ledger are co-partitioned, so the executor that recorded it
+        is this worker's. Why not read the ledger back (an agent on ``cronstream.ledger``, as
+        before): that read every run's record a second time, decoded by faust one record per
+        event-loop turn, to learn what this process already knew. A decision recorded anywhere
+        else (a previous owner, a zombie) is found by the reconciler's sweep in the done table
+        (``recorded``) and by a takeover (``Partitions.take_completed``)."""
+        self.reconciler.resolve(fid)
+        self.decision_recorded(fid)
+
     def decision_recorded(self, fid: str) -> None:
-        """A decision on the ledger (``observe_decisions``): the last slot of a job to delete?"""
+        """A slot's decision is recorded: the last slot of a job to delete?"""
         if self.completing:
             found = self.completing.pop(fid, None)
             if found is not None:
@@ -422,6 +435,7 @@ class ScheduleState:
                           reason=reason, lateness_ms=lateness_ms, epoch=self.epoch,
                           outcome="not_run", completed_ms=now)
         self.emitter.produce(LEDGER, fid, codec().encode("LedgerEntry", entry), partition)
+        self.slot_decided(fid)  # as the ledger's reader did: nothing waits for it any more
 
     # -- commands ------------------------------------------------------------------------------
     def command(self, partition: int, cmd: dict[str, Any]) -> None:
@@ -511,7 +525,6 @@ def register(rt: Runtime, runs: Runs, deciding: Gate, window: ImportWindow) -> S
     app, health = rt.app, rt.health
     jobs_topic = rt.topic(JOBS)
     commands_topic = rt.topic(JOB_COMMANDS)
-    ledger_topic = rt.topic(LEDGER)
     jobs_table = rt.table(JOBS_TABLE)
     state = ScheduleState(jobs_table, runs, bootstrap=rt.settings.bootstrap, worker_id=rt.worker_id)
 
@@ -581,15 +594,6 @@ def register(rt: Runtime, runs: Runs, deciding: Gate, window: ImportWindow) -> S
         """trigger / backfill: the job's owner emits the slots, with its epoch."""
         async for event in stream.events():
             state.command(event.message.partition, codec().decode(event.value))
-
-    @app.agent(ledger_topic, name=f"{__name__}.observe_decisions")
-    async def observe_decisions(stream: Any) -> Any:
-        """Every decision on the ledger resolves the slot for the reconciler, and deletes a job
-        whose last slot it is if the job asked for that (keys only: cheap)."""
-        async for event in stream.events():
-            fid = event.key.decode()
-            state.reconciler.resolve(fid)
-            state.decision_recorded(fid)
 
     @app.timer(interval=FIRE_TICK_S, name=f"{__name__}.fire_due")
     async def fire_due() -> None:

@@ -31,6 +31,7 @@ from streams.campaigns.ownership import Assignment, describe
 from streams.runtime.admin import agent_topics
 from streams.scheduling import schedule
 from streams.topology import APP_ID, FIRED
+from streams.topology import JOBS as JOBS_TOPIC
 from tests.chaos.checker import TALLY, every_second, pg_campaign, slot_violations
 from tests.chaos.test_faults import finish, progress, start_campaign
 from tests.conftest import free_port
@@ -56,13 +57,14 @@ def three_brokers(stack) -> None:
 
 
 def fired_owners(assignment: Assignment) -> dict[str, list[int]]:
-    """Worker name → the partitions of ``cronstream.fired`` it holds as an active (standby
-    replicas are changelog partitions, not the fired topic's)."""
+    """Worker name → the partitions of ``cronstream.fired`` its executor reads: those of the
+    jobs topic it holds as an active (streams.execution.reader; standby replicas are changelog
+    partitions, not the jobs topic's)."""
     owners: dict[str, list[int]] = {}
     for member, tps in assignment.held.items():
         match = WORKER.match(member)
         name = match.group(1) if match else member
-        owners[name] = sorted(p for t, p in tps if t == FIRED.name)
+        owners[name] = sorted(p for t, p in tps if t == JOBS_TOPIC.name)
     return dict(sorted(owners.items()))
 
 
@@ -80,9 +82,9 @@ def settled(stack, workers: int) -> dict[str, list[int]] | None:
     # faust hands out co-partitioned topics together: each worker holds the same partition
     # numbers of every topic an agent consumes (what docs/operations.md tells an operator)
     for member, tps in assignment.held.items():
-        mine = {p for t, p in tps if t == FIRED.name}
+        mine = {p for t, p in tps if t == JOBS_TOPIC.name}
         for topic in agent_topics():
-            assert {p for t, p in tps if t == topic} == mine, f"{member}: {topic} apart from fired"
+            assert {p for t, p in tps if t == topic} == mine, f"{member}: {topic} apart from jobs"
     return owners
 
 

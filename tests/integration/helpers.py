@@ -72,9 +72,10 @@ def executor_caught_up(stack, job_ids: list[str]) -> Callable[[], bool]:
     partitions written so far. The executor acknowledges a fired record only once its outcome is
     on the ledger, after the call (``streams.execution.executor``): any run such a record made,
     a replayed or backfilled one's included, has called its target by then."""
-    from streams.topology import APP_ID, FIRED, partition_for
+    from streams.topology import FIRED, consumer_group, partition_for
 
-    return caught_up(stack, APP_ID, sorted({(FIRED.name, partition_for(j)) for j in job_ids}))
+    return caught_up(stack, consumer_group(FIRED),
+                     sorted({(FIRED.name, partition_for(j)) for j in job_ids}))
 
 
 def fired_slot(fire_id: str) -> datetime:
@@ -111,12 +112,14 @@ def group_positions(stack) -> str:
     """The workers' group position on every partition of the topics that hold work orders
     (committed offset / end): a partition whose commit sits below its end is waiting on a worker."""
     from streams.runtime.admin import committed_offsets, end_offsets
-    from streams.topology import APP_ID, FANOUT, FIRED
+    from streams.topology import FANOUT, FIRED, consumer_group
 
     tps = [(t.name, p) for t in (FANOUT, FIRED) for p in range(t.partitions)]
     try:
         ends = end_offsets(stack.s.bootstrap, tps)
-        committed = committed_offsets(stack.s.bootstrap, APP_ID)
+        committed = {tp: offset for t in (FANOUT, FIRED)
+                     for tp, offset in committed_offsets(stack.s.bootstrap, consumer_group(t)).items()
+                     if tp[0] == t.name}
     except Exception as exc:  # noqa: BLE001 - a diagnostic: say why it is missing
         return f"--- group positions unavailable: {exc!r}"
     return "--- group positions (committed/end): " + ", ".join(

@@ -25,7 +25,16 @@ from ops import lag
 from stack import processes
 from streams.runtime.admin import client as admin_client
 from streams.runtime.kafka_config import client_config, producer_config
-from streams.topology import APP_ID, FANOUT, FIRED, JOBS, LEDGER, RECIPIENT_OUTCOMES, partition_for
+from streams.topology import (
+    APP_ID,
+    FANOUT,
+    FIRED,
+    JOBS,
+    LEDGER,
+    RECIPIENT_OUTCOMES,
+    consumer_group,
+    partition_for,
+)
 from tests.conftest import free_port
 from tests.integration.helpers import (
     caught_up,
@@ -135,8 +144,9 @@ def test_lag_through_the_api_and_prometheus(stack, api, lag_group):
                         rf'topic="{topic}"}} (\S+)', scraped)
     assert seconds and aged(float(seconds.group(1)), lag_group.oldest_ms, lag_group.since, until,
                             0.001), scraped
-    # the workers' own group is there too, as kafka-consumer-groups sees it
-    assert f'cronstream_consumer_lag{{group="{APP_ID}",partition="0",topic="{FIRED.name}"}}' in scraped
+    # the executor's group is there too (its fired offsets), as kafka-consumer-groups sees it
+    assert (f'cronstream_consumer_lag{{group="{consumer_group(FIRED)}",partition="0",'
+            f'topic="{FIRED.name}"}}') in scraped
 
 
 def metric(text: str, name: str, **labels: str) -> float:
@@ -275,8 +285,8 @@ def test_console_tools_recipe_replays_fired_without_resending(stack, api):
         processes.stop(stack.pidfile("worker-1"))
         try:
             reset = wait_for(lambda: (r := cli(
-                "kafka", "consumer-groups", "--group", APP_ID, "--reset-offsets", "--topic",
-                f"{FIRED.name}:{part}", "--to-offset", str(offsets[0]), "--execute",
+                "kafka", "consumer-groups", "--group", consumer_group(FIRED), "--reset-offsets",
+                "--topic", f"{FIRED.name}:{part}", "--to-offset", str(offsets[0]), "--execute",
                 check=False)).returncode == 0 and "inactive" not in r.stdout + r.stderr and r,
                 timeout_s=60, every_s=3)
             assert str(offsets[0]) in reset.stdout

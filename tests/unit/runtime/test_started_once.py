@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from streams.execution.executor import Executor
+from streams.execution.targets import AllowLists
 
 
 class SlowView:
@@ -32,8 +32,8 @@ def test_a_spikes_first_round_starts_one_tenants_view():
     release = threading.Event()
 
     async def main() -> list[list[str]]:
-        executor = Executor(done=None, fan_out=None, tenants=lambda: SlowView(release))
-        asking = [asyncio.ensure_future(executor.allowed_targets("t1")) for _ in range(64)]
+        allowed = AllowLists(lambda: SlowView(release))
+        asking = [asyncio.ensure_future(allowed("t1")) for _ in range(64)]
         await asyncio.sleep(0)  # every caller has asked (and waits) before the view is ready
         release.set()
         return await asyncio.gather(*asking)

@@ -115,12 +115,24 @@ def test_a_completed_job_is_deleted_once_its_last_slot_is_on_the_ledger():
 
 
 def test_a_skipped_last_slot_deletes_it_too():
-    """A paused one-off: its slot is recorded skipped_paused by the scheduler itself."""
+    """A paused one-off: its slot is recorded skipped_paused by the scheduler itself, whose
+    ledger record is produced before the tombstone: no decision is coming from elsewhere."""
     state, _, recorder = state_with(one_off("paused", paused=True, delete_after_completion=True))
     state.fire_due()
-    assert recorder.topics == [LEDGER.name]
-    state.decision_recorded(fire_id("paused", T))
+    assert recorder.topics == [LEDGER.name, JOBS.name]
     assert tombstones(recorder) == ["paused"]
+
+
+def test_the_executors_outcome_resolves_the_pending_slot_and_deletes_the_job():
+    """``slot_decided``, called in-process by the executor once its ledger record is
+    acknowledged: the reconciler stops waiting for the slot, and the completed job goes."""
+    state, _, recorder = state_with(one_off("doomed", delete_after_completion=True))
+    state.fire_due()
+    fid = fire_id("doomed", T)
+    assert fid in state.reconciler.pending and tombstones(recorder) == []
+    state.slot_decided(fid)
+    assert fid not in state.reconciler.pending
+    assert tombstones(recorder) == ["doomed"]
 
 
 def test_a_recurring_job_is_deleted_after_its_last_slot_only():

@@ -1,0 +1,148 @@
+"""The done table's writes, in batches: which fire ids have run (their outcome), or may have
+begun to (an email's intent).
+
+A mark is what makes a fired record's redelivery harmless (a replay, a re-drive, a backfill of a
+slot that ran, a crash before the commit), so it must be durable before the executor commits
+past its record, and visible at once to everyone who asks whether a fire id is done. Written
+one at a time through faust's table, a spike's marks cost a changelog send each through faust's
+buffer (one event-loop turn apiece) plus a RocksDB write and a persisted-offset update each:
+most of what a run cost besides its HTTP call. Here:
+
+1. ``mark`` queues the mark and makes it visible to ``get`` at once (``pending``);
+2. at the end of the event loop's turn, every queued mark goes to the table's changelog in one
+   librdkafka batch per partition (``Emitter.acked_offsets``: one wake when all are in);
+3. once the broker has acknowledged them, one RocksDB write batch per partition holds them and
+   the persisted offset (``GuardedTable.write_acked``), they leave ``pending``, and each mark's
+   ``on_durable`` runs (the executor resolves its record: its commit may pass it now).
+
+faust still reads the changelog as before: the other worker's standby replica applies these
+records, and recovery after a rebalance reads what the persisted offset does not cover. A
+changelog write that fails is queued again (logged): until it is acknowledged the record is not
+resolved, so nothing is committed past it, and ``pending`` keeps answering for it here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from streams.runtime.emit import Delivered
+from streams.topology import TopicSpec
+
+log = logging.getLogger(__name__)
+
+
+class Table(Protocol):
+    """The done table as the marks need it (``streams.runtime.state.GuardedTable``)."""
+
+    def get_in(self, partition: int, key: bytes) -> bytes | None: ...
+    def write_acked(self, partition: int, rows: list[tuple[bytes, bytes, int]]) -> None: ...
+
+
+class Producer(Protocol):
+    def acked_offsets(self, topic: TopicSpec, by_partition: dict[int, list[tuple[str, bytes | None]]]
+                      ) -> asyncio.Future[list[Delivered]]: ...
+
+
+@dataclass(slots=True)
+class _Mark:
+    partition: int
+    fire_id: str
+    value: bytes
+    on_durable: Callable[[], None] | None
+
+
+class DoneMarks:
+    def __init__(self, table: Table, producer: Producer, changelog: TopicSpec) -> None:
+        self.table, self.producer, self.changelog = table, producer, changelog
+        # fire id -> its newest mark not yet in RocksDB (queued or on its way to the broker)
+        self.pending: dict[str, _Mark] = {}
+        self._queued: list[_Mark] = []
+        self._flush_scheduled = False
+        # partitions whose RocksDB this worker holds now: a mark acknowledged after its
+        # partition was revoked is on the changelog, which the next owner reads
+        self.assigned: set[int] = set()
+        self.batches = 0  # changelog batches acknowledged (for the benchmark's figures)
+
+    def get(self, partition: int, fire_id: str) -> bytes | None:
+        """The fire id's mark: a pending one first, else what RocksDB holds."""
+        mark = self.pending.get(fire_id)
+        if mark is not None:
+            return mark.value
+        return self.table.get_in(partition, fire_id.encode())
+
+    def mark(self, partition: int, fire_id: str, value: bytes,
+             on_durable: Callable[[], None] | None = None) -> None:
+        """Queue a mark (visible to ``get`` now); ``on_durable`` runs once the broker has it."""
+        entry = _Mark(partition, fire_id, value, on_durable)
+        self.pending[fire_id] = entry
+        self._queued.append(entry)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    async def put_acked(self, partition: int, fire_id: str, value: bytes) -> None:
+        """Mark and wait until the broker has the mark: an email's durable intent before SES is
+        called, so a worker that takes over after a crash knows the send may have happened."""
+        durable = asyncio.get_running_loop().create_future()
+        self.mark(partition, fire_id, value, lambda: durable.done() or durable.set_result(None))
+        await durable
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        queued, self._queued = self._queued, []
+        if not queued:
+            return
+        by_partition: dict[int, list[_Mark]] = defaultdict(list)
+        for entry in queued:
+            by_partition[entry.partition].append(entry)
+        sent = self.producer.acked_offsets(self.changelog, {
+            partition: [(entry.fire_id, entry.value) for entry in entries]
+            for partition, entries in by_partition.items()})
+        sent.add_done_callback(lambda future: self._acknowledged(queued, by_partition, future))
+
+    def _acknowledged(self, queued: list[_Mark], by_partition: dict[int, list[_Mark]],
+                      future: asyncio.Future[list[Delivered]]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            error: Any = "cancelled" if future.cancelled() else future.exception()
+            log.warning("%d done marks not acknowledged (%s): queued again; their records stay "
+                        "uncommitted until they are", len(queued), error)
+            for entry in queued:
+                if self.pending.get(entry.fire_id) is entry:
+                    self._queued.append(entry)
+            if self._queued and not self._flush_scheduled:
+                self._flush_scheduled = True
+                asyncio.get_running_loop().call_later(0.5, self._flush)
+            return
+        self.batches += 1
+        # a partition's records land in the order they were produced (one idempotent producer),
+        # so its acknowledged offsets, sorted, are its marks' in queue order
+        offsets: dict[int, list[int]] = defaultdict(list)
+        for partition, offset, _key in future.result():
+            offsets[partition].append(offset)
+        rows: dict[int, list[tuple[bytes, bytes, int]]] = defaultdict(list)
+        for partition, landed in offsets.items():
+            if partition not in self.assigned:
+                continue
+            rows[partition] = [(entry.fire_id.encode(), entry.value, offset) for entry, offset
+                               in zip(by_partition[partition], sorted(landed), strict=True)]
+        for partition, written in rows.items():
+            try:
+                self.table.write_acked(partition, written)
+            except Exception:  # the changelog has them: the next recovery reads them back
+                log.exception("done marks of partition %d not written to RocksDB (%d marks, "
+                              "offsets %d-%d); the changelog holds them", partition,
+                              len(written), written[0][2], written[-1][2])
+        for entry in queued:
+            if self.pending.get(entry.fire_id) is entry:
+                del self.pending[entry.fire_id]
+            if entry.on_durable is not None:
+                entry.on_durable()
+
+    def forget(self, partition: int) -> None:
+        """The partition was revoked: its RocksDB is no longer this worker's to write."""
+        self.assigned.discard(partition)

@@ -1,0 +1,234 @@
+"""The executor's commit protocol, on fakes (no broker): a fired record is run, its outcome
+acknowledged on the ledger, the scheduler told, its done mark made visible and then acknowledged,
+and only then does the partition's commit pass it (``streams.execution.executor``)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from bench.spike import job, webhook_target
+from streams.execution.done_marks import DoneMarks
+from streams.execution.executor import Executor
+from streams.execution.reader import Assigned
+from streams.execution.targets import CallResult
+from streams.runtime.codec import codec
+from streams.scheduling.priority import Gate
+from streams.scheduling.schedule import fire_id
+from streams.topology import DLQ, INTENT, LEDGER, TopicSpec
+from tests.unit.fakes import schedule_state
+
+SLOT = 1_800_000_000_000
+CHANGELOG = TopicSpec(name="done-changelog", key="fire_id", schema="", compacted=True, doc="")
+
+
+def fired_record(job_id: str, target: dict[str, Any] | None = None) -> bytes:
+    """A fired record as the scheduler writes it (``ScheduleState.emit_fired``)."""
+    state = schedule_state()
+    j = codec().decode(job(job_id, "0 * * * * *", SLOT - 60_000,
+                           target=target or webhook_target("http://127.0.0.1:9/hook")))
+    state.emit_fired(0, j, fire_id(job_id, SLOT), SLOT, "fired", SLOT + 5)
+    return state._emitter.values[0]
+
+
+class Msg:
+    def __init__(self, partition: int, offset: int, value: bytes) -> None:
+        self._at, self._value = (partition, offset), value
+
+    def partition(self) -> int:
+        return self._at[0]
+
+    def offset(self) -> int:
+        return self._at[1]
+
+    def value(self) -> bytes:
+        return self._value
+
+
+class World:
+    """Every fake the executor talks to, writing one log of what happened in order; the test
+    answers the broker's acknowledgements itself (``ack_ledger``, ``ack_marks``)."""
+
+    def __init__(self, result: CallResult | None = None) -> None:
+        self.log: list[tuple[str, Any]] = []
+        self.result = result or CallResult(True, 200, None)
+        self.ledger: list[asyncio.Future[None]] = []
+        self.marks: list[tuple[asyncio.Future[Any], dict[int, list[tuple[str, bytes | None]]]]] = []
+        self.rows: dict[bytes, bytes] = {}
+        self.room = threading.Event()
+        self.room.set()
+        self.deliver: Callable[[Any], None] | None = None
+        self.next_offset = 500
+
+    # the reader
+    def start(self, loop: Any, deliver: Callable[[Any], None]) -> None:
+        self.deliver = deliver
+
+    def assign(self, partitions: set[int]) -> None:
+        self.log.append(("assign", sorted(partitions)))
+
+    def revoke(self, partitions: set[int]) -> None:
+        self.log.append(("revoke", sorted(partitions)))
+
+    def commit(self, offsets: dict[int, int], on_failed: Any) -> None:
+        if offsets:
+            self.log.append(("commit", dict(offsets)))
+
+    # the ledger's outbox
+    def send(self, topic: TopicSpec, key: str, value: bytes | None,
+             partition: int | None = None) -> asyncio.Future[None]:
+        self.log.append((f"{topic.name} sent", key))
+        future = asyncio.get_running_loop().create_future()
+        self.ledger.append(future)
+        return future
+
+    # the done table's changelog producer and its RocksDB
+    def acked_offsets(self, topic: TopicSpec, by_partition: dict[int, list[tuple[str, bytes | None]]]
+                      ) -> asyncio.Future[Any]:
+        self.log.append(("marks sent", [(k, v) for r in by_partition.values() for k, v in r]))
+        future = asyncio.get_running_loop().create_future()
+        self.marks.append((future, by_partition))
+        return future
+
+    def get_in(self, partition: int, key: bytes) -> bytes | None:
+        return self.rows.get(key)
+
+    def write_acked(self, partition: int, rows: list[tuple[bytes, bytes, int]]) -> None:
+        self.log.append(("marks written", [(k.decode(), v, o) for k, v, o in rows]))
+        self.rows.update((k, v) for k, v, _ in rows)
+
+    # the targets
+    async def attempt(self, fired: dict[str, Any]) -> CallResult:
+        self.log.append(("attempt", fired["fire_id"]))
+        return self.result
+
+    def ack_ledger(self) -> None:
+        for future in self.ledger:
+            if not future.done():
+                future.set_result(None)
+
+    def ack_marks(self) -> None:
+        for future, by_partition in self.marks:
+            if not future.done():
+                landed = []
+                for partition, records in by_partition.items():
+                    for key, _ in records:
+                        landed.append((partition, self.next_offset, key.encode()))
+                        self.next_offset += 1
+                future.set_result(landed)
+
+
+def executor_in(world: World) -> Executor:
+    executor = Executor(DoneMarks(world, world, CHANGELOG), world, world, world, Gate(),
+                        clock=lambda: SLOT + 10)
+    executor.on_decided = lambda fid: world.log.append(("decided", fid))
+    executor.start()
+    executor.assign({0})
+    assert world.deliver is not None
+    world.deliver(Assigned({0: 10}))
+    return executor
+
+
+async def until(condition: Callable[[], bool], turns: int = 1_000) -> None:
+    """Let the loop run until ``condition`` holds (turns of the loop, not time)."""
+    for _ in range(turns):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the executor never got there")
+
+
+def test_run_then_ledger_acknowledged_then_done_then_commit():
+    world = World()
+    fid = fire_id("job-a", SLOT)
+
+    async def main() -> None:
+        executor = executor_in(world)
+        world.deliver([Msg(0, 10, fired_record("job-a"))])
+        await until(lambda: world.ledger)
+        assert world.log[1:] == [("attempt", fid), (f"{LEDGER.name} sent", fid)]
+        assert executor.taken.committable() == {}, "nothing is resolved before the ledger is acked"
+        world.ack_ledger()
+        await until(lambda: world.marks)
+        assert world.log[3:] == [("decided", fid), ("marks sent", [(fid, b"succeeded")])]
+        assert executor.done_mark(0, fid) == b"succeeded", "visible before it is durable"
+        assert executor.taken.committable() == {}, "the mark is not acknowledged yet"
+        world.ack_marks()
+        await until(lambda: executor.taken.commit_point(0) == 11)
+        assert world.log[5:] == [("marks written", [(fid, b"succeeded", 500)])]
+        executor.reader.commit(executor.taken.committable(), executor.taken.uncommitted)
+        assert world.log[-1] == ("commit", {0: 11})
+
+    asyncio.run(main())
+
+
+def test_a_failed_run_writes_its_dead_letter_before_the_mark():
+    world = World(CallResult(False, 500, "HTTP 500"))
+    fid = fire_id("job-f", SLOT)
+
+    async def main() -> None:
+        executor_in(world)
+        world.deliver([Msg(0, 10, fired_record("job-f"))])
+        await until(lambda: world.ledger)
+        assert (f"{DLQ.name} sent", fid) in world.log and not world.marks
+        world.ack_ledger()
+        await until(lambda: world.marks)
+        assert world.log[-1] == ("marks sent", [(fid, b"failed")])
+
+    asyncio.run(main())
+
+
+def test_an_email_intent_is_acknowledged_before_its_only_attempt():
+    world = World()
+    email = {"type": "email", "email_from": "a@example.com", "email_to": "b@example.com",
+             "subject": "hi", "text": "hello"}
+    fid = fire_id("job-e", SLOT)
+
+    async def main() -> None:
+        executor_in(world)
+        world.deliver([Msg(0, 10, fired_record("job-e", email))])
+        await until(lambda: world.marks)
+        assert world.log[-1] == ("marks sent", [(fid, INTENT)])
+        assert ("attempt", fid) not in world.log, "attempted before the intent was durable"
+        world.ack_marks()
+        await until(lambda: world.ledger)
+        written = world.log.index(("marks written", [(fid, INTENT, 500)]))
+        assert written < world.log.index(("attempt", fid))
+
+    asyncio.run(main())
+
+
+def test_a_record_of_a_done_fire_id_is_resolved_without_a_run():
+    world = World()
+    fid = fire_id("job-d", SLOT)
+    world.rows[fid.encode()] = b"succeeded"
+
+    async def main() -> None:
+        executor = executor_in(world)
+        world.deliver([Msg(0, 10, fired_record("job-d")), Msg(0, 11, fired_record("job-d"))])
+        await until(lambda: executor.taken.commit_point(0) == 12)
+        assert not any(event == "attempt" for event, _ in world.log)
+        assert executor.replays == 2
+
+    asyncio.run(main())
+
+
+def test_a_revoked_partitions_waiting_slots_are_dropped_and_its_records_not_taken():
+    world = World()
+
+    async def main() -> None:
+        executor = executor_in(world)
+        executor.accept([Msg(0, 10, fired_record("job-r"))])  # waiting, not started yet
+        assert len(executor.waiting) == 1
+        executor.revoke({0})
+        assert world.log[-1] == ("revoke", [0])
+        world.deliver([Msg(0, 11, fired_record("job-s"))])  # read before the revocation
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert not any(event == "attempt" for event, _ in world.log)
+        assert len(executor.waiting) == 0 and executor.in_flight == {}
+        assert executor.taken.commit_point(0) is None, "nothing of it is committed from here"
+
+    asyncio.run(main())
