@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from streams.runtime.emit import Delivered
+from streams.runtime.emit import Landed
 from streams.topology import TopicSpec
 
 log = logging.getLogger(__name__)
@@ -40,12 +40,13 @@ class Table(Protocol):
     """The done table as the marks need it (``streams.runtime.state.GuardedTable``)."""
 
     def get_in(self, partition: int, key: bytes) -> bytes | None: ...
-    def write_acked(self, partition: int, rows: list[tuple[bytes, bytes, int]]) -> None: ...
+    def write_acked(self, partition: int, rows: list[tuple[bytes, bytes]],
+                    offsets: range | None) -> None: ...
 
 
 class Producer(Protocol):
     def acked_offsets(self, topic: TopicSpec, by_partition: dict[int, list[tuple[str, bytes | None]]]
-                      ) -> asyncio.Future[list[Delivered]]: ...
+                      ) -> asyncio.Future[list[Landed]]: ...
 
 
 @dataclass(slots=True)
@@ -106,7 +107,7 @@ class DoneMarks:
         sent.add_done_callback(lambda future: self._acknowledged(queued, by_partition, future))
 
     def _acknowledged(self, queued: list[_Mark], by_partition: dict[int, list[_Mark]],
-                      future: asyncio.Future[list[Delivered]]) -> None:
+                      future: asyncio.Future[list[Landed]]) -> None:
         if future.cancelled() or future.exception() is not None:
             error: Any = "cancelled" if future.cancelled() else future.exception()
             log.warning("%d done marks not acknowledged (%s): queued again; their records stay "
@@ -119,24 +120,20 @@ class DoneMarks:
                 asyncio.get_running_loop().call_later(0.5, self._flush)
             return
         self.batches += 1
-        # a partition's records land in the order they were produced (one idempotent producer),
-        # so its acknowledged offsets, sorted, are its marks' in queue order
-        offsets: dict[int, list[int]] = defaultdict(list)
-        for partition, offset, _key in future.result():
-            offsets[partition].append(offset)
-        rows: dict[int, list[tuple[bytes, bytes, int]]] = defaultdict(list)
-        for partition, landed in offsets.items():
+        for partition, first, last, count in future.result():
             if partition not in self.assigned:
                 continue
-            rows[partition] = [(entry.fire_id.encode(), entry.value, offset) for entry, offset
-                               in zip(by_partition[partition], sorted(landed), strict=True)]
-        for partition, written in rows.items():
+            rows = [(entry.fire_id.encode(), entry.value) for entry in by_partition[partition]]
+            # a partition's group is contiguous unless another writer's record came between two
+            # of ours (a zombie's): then its offsets are not all ours, and the persisted offset
+            # must not pass them (``GuardedTable``), so the next recovery reads them
+            own = range(first, last + 1) if last - first + 1 == count else None
             try:
-                self.table.write_acked(partition, written)
+                self.table.write_acked(partition, rows, own)
             except Exception:  # the changelog has them: the next recovery reads them back
                 log.exception("done marks of partition %d not written to RocksDB (%d marks, "
-                              "offsets %d-%d); the changelog holds them", partition,
-                              len(written), written[0][2], written[-1][2])
+                              "offsets %d-%d); the changelog holds them", partition, count,
+                              first, last)
         for entry in queued:
             if self.pending.get(entry.fire_id) is entry:
                 del self.pending[entry.fire_id]

@@ -104,26 +104,28 @@ class GuardedTable(faust.Table):
         if advanced is not None:
             self.data.set_persisted_offset(tp, advanced)
 
-    def write_acked(self, partition: int, rows: Iterable[tuple[bytes, bytes, int]]) -> None:
-        """Write ``rows`` (key, value, changelog offset) that this process produced to the
-        table's changelog itself and the broker acknowledged: one RocksDB write batch for them
-        and the persisted offset, advanced as ``_on_changelog_sent`` advances it (over an
-        unbroken run of this process's own offsets). Why not ``table[key] = value``: that is
-        one changelog send through faust's buffer (a loop turn each) and one RocksDB write and
-        offset update per key; the executor writes a spike's done marks a batch at a time."""
+    def write_acked(self, partition: int, rows: list[tuple[bytes, bytes]],
+                    offsets: range | None) -> None:
+        """Write ``rows`` (key, value) that this process produced to the table's changelog
+        itself and the broker acknowledged at ``offsets`` (in order; None when other writers'
+        records came between them): one RocksDB write batch for them and the persisted offset,
+        advanced as ``_on_changelog_sent`` advances it, over an unbroken run of this process's
+        own offsets. Why not ``table[key] = value``: that is one changelog send through faust's
+        buffer (a loop turn each) and one RocksDB write and offset update per key; the executor
+        writes a spike's done marks a batch at a time."""
         tp = TP(self.changelog_topic.get_topic_name(), partition)
-        db = self.data._db_for_partition(partition)  # noqa: SLF001
         batch = WriteBatch(raw_mode=True)
-        own = self._own_acked.setdefault(tp, set())
-        persisted = self.data.persisted_offset(tp)
-        through = None
-        for key, value, offset in rows:
+        for key, value in rows:
             batch.put(key, value)
-            advanced = contiguous_advance(persisted if through is None else through, offset, own)
-            through = advanced if advanced is not None else through
-        if through is not None:
-            batch.put(self.data.offset_key, str(through).encode())
-        db.write(batch)
+        if offsets is not None:
+            own = self._own_acked.setdefault(tp, set())
+            persisted = through = self.data.persisted_offset(tp)
+            for offset in offsets:
+                advanced = contiguous_advance(through, offset, own)
+                through = advanced if advanced is not None else through
+            if through != persisted and through is not None:
+                batch.put(self.data.offset_key, str(through).encode())
+        self.data._db_for_partition(partition).write(batch)  # noqa: SLF001
 
     def apply_changelog_batch(self, batch: Iterable[Any]) -> None:
         events = list(batch)

@@ -94,7 +94,7 @@ def test_campaign_create_upload_schedule_watch_and_suppress(stack, api, tmp_path
 
 
 def test_topology_prints_every_format_and_renders_when_graphviz_is_there(tmp_path):
-    assert "processor: execute_fired (streams.execution.executor)" in cli("topology").stdout
+    assert "client: execute_fired (streams.execution.executor)" in cli("topology").stdout
     assert cli("topology", "--format", "mermaid").stdout.startswith("flowchart LR")
     assert cli("topology", "--format", "dot").stdout.startswith("digraph cronstream")
     bad = cli("topology", "--render", str(tmp_path / "g.gif"), check=False)
