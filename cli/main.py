@@ -50,9 +50,9 @@ def _api(args: argparse.Namespace) -> int:
 
     from streams.runtime import settings
 
-    port = args.port or settings.load().api_port
-    uvicorn.run("api.app:create_app", factory=True, host=args.host, port=port,
-                log_level="info")
+    conf = settings.check_or_exit("api")  # every setting's problem, one line each, now
+    uvicorn.run("api.app:create_app", factory=True, host=args.host or conf.api_host,
+                port=args.port or conf.api_port, log_level="info")
     return 0
 
 
@@ -60,14 +60,37 @@ def _sink(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from stack.local import StackError, register_sink
+    from streams.runtime import settings
 
+    conf = settings.load()
     try:
-        register_sink(args.connect_url, pg_host=args.pg_host, pg_port=args.pg_port,
+        register_sink(args.connect_url or conf.connect_url, conf,
                       schemas_dir=Path(args.schemas_dir))
-    except StackError as exc:
+    except (StackError, SystemExit) as exc:
         print(f"cronstream sink register: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _config(args: argparse.Namespace) -> int:
+    """``config check``: every setting's effective value (secrets masked) and where it came
+    from, then each problem a worker and the API would stop at; exit 1 if any."""
+    from streams.runtime import settings
+
+    try:
+        conf = settings.load()
+    except SystemExit as exc:
+        print(f"config: {exc}", file=sys.stderr)
+        return 1
+    rows = settings.effective(conf)
+    width = max(len(name) for name, _, _ in rows)
+    for name, value, source in rows:
+        print(f"{name:<{width}}  {value}  [{source}]")
+    roles = ("worker", "api") if args.role == "all" else (args.role,)
+    problems = sorted({p for role in roles for p in settings.validate(conf, role)})
+    for problem in problems:
+        print(f"config: {problem}", file=sys.stderr)
+    return 1 if problems else 0
 
 
 def _tenant(args: argparse.Namespace) -> int:
@@ -140,7 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     api = sub.add_parser("api", help="run the HTTP API")
     api.add_argument("--port", type=int, default=None)
-    api.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 in containers)")
+    api.add_argument("--host", default=None, help="bind address (default CRONSTREAM_API_HOST, "
+                     "else 127.0.0.1; 0.0.0.0 in containers)")
     api.set_defaults(func=_api)
 
     tenant = sub.add_parser("tenant", help="tenants and their API keys")
@@ -162,11 +186,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     sink = sub.add_parser("sink", help="register the ledger → Postgres Kafka Connect sink")
     sink.add_argument("action", choices=["register"])
-    sink.add_argument("--connect-url", default="http://127.0.0.1:18083")
-    sink.add_argument("--pg-host", default="127.0.0.1")
-    sink.add_argument("--pg-port", type=int, default=15432)
+    sink.add_argument("--connect-url", default=None,
+                      help="Kafka Connect's REST URL (default CRONSTREAM_CONNECT_URL)")
     sink.add_argument("--schemas-dir", required=True, help="schemas/ as the Connect worker sees it")
     sink.set_defaults(func=_sink)
+
+    config = sub.add_parser("config", help="the effective configuration")
+    config.add_argument("action", choices=["check"])
+    config.add_argument("--role", choices=["all", "worker", "api", "cli"], default="all",
+                        help="whose start-up checks to apply (default: a worker's and the API's)")
+    config.set_defaults(func=_config)
 
     resources.add_parsers(sub)
     operate.add_parsers(sub)

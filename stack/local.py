@@ -498,15 +498,15 @@ class Stack:
 
     @property
     def connect_url(self) -> str:
-        return f"http://127.0.0.1:{self.s.connect_port}"
+        return self.s.connect_url
 
     def connect_healthy(self) -> bool:
         plugins = httpx.get(f"{self.connect_url}/connector-plugins", timeout=3).json()
         return any(p["class"].endswith("JdbcSinkConnector") for p in plugins)
 
     def register_sink(self) -> None:
-        register_sink(self.connect_url, pg_host="127.0.0.1", pg_port=self.s.pg_port,
-                      schemas_dir=REPO_ROOT / "schemas", log=self.log("connect"))
+        register_sink(self.connect_url, self.s, schemas_dir=REPO_ROOT / "schemas",
+                      log=self.log("connect"))
 
     # -- postgresql ----------------------------------------------------------------------------
     def _pg_bin(self) -> Path:
@@ -574,20 +574,26 @@ class Stack:
         _wait(name, self.postgres_healthy, 30, log)
         import psycopg
 
-        with psycopg.connect(self.s.pg_dsn.replace("dbname=cronstream", "dbname=postgres"),
-                             autocommit=True) as conn:
+        with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname='cronstream'").fetchone()
             if not exists:
                 conn.execute("CREATE DATABASE cronstream")
+
+    @property
+    def admin_dsn(self) -> str:
+        """The stack's PostgreSQL as the settings reach it, in the database ``postgres`` (that
+        ``cronstream`` is created from)."""
+        from psycopg import conninfo
+
+        return conninfo.make_conninfo(self.s.pg_dsn, dbname="postgres")
 
     def postgres_healthy(self) -> bool:
         """False when nothing answers: after a machine restart ``postmaster.pid`` is left behind
         with no server, and ``up`` must start one (pg_ctl clears the stale file), not crash."""
         import psycopg
 
-        dsn = self.s.pg_dsn.replace("dbname=cronstream", "dbname=postgres")
         try:
-            with psycopg.connect(dsn, connect_timeout=2) as conn:
+            with psycopg.connect(self.admin_dsn, connect_timeout=2) as conn:
                 return conn.execute("SELECT 1").fetchone() == (1,)
         except psycopg.OperationalError:
             return False
@@ -780,31 +786,39 @@ class Stack:
         return f"{head}: {len(short)} below it:\n  " + "\n  ".join(short)
 
 
-def apply_ledger_sql(*, pg_host: str, pg_port: int, password: str | None = None) -> None:
+def apply_ledger_sql(dsn: str) -> None:
     """Create the ledger tables and the trigger that explodes chunk outcomes into ledger rows
     (connectors/ledger.sql, idempotent) before any sink writes."""
     import psycopg
+    from psycopg import conninfo
 
+    where = conninfo.conninfo_to_dict(dsn)
     try:
-        with psycopg.connect(host=pg_host, port=pg_port, dbname="cronstream", user="cronstream",
-                             password=password, autocommit=True, connect_timeout=10) as conn:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
             conn.execute(LEDGER_SQL.read_text())
     except psycopg.Error as exc:
-        raise StackError("postgres", f"could not create the ledger tables on {pg_host}:{pg_port} "
-                         f"({LEDGER_SQL.name}): {str(exc).strip()[:300]}") from exc
+        raise StackError("postgres", f"could not create the ledger tables on {where.get('host')}:"
+                         f"{where.get('port')} ({LEDGER_SQL.name}): {str(exc).strip()[:300]}"
+                         ) from exc
 
 
-def register_sink(connect_url: str, *, pg_host: str, pg_port: int, schemas_dir: Path,
+def sink_specs(conf: Settings, schemas_dir: Path) -> list[dict[str, Any]]:
+    """The sinks' configs (connectors/*.json) for this deployment: its JDBC URL, user and
+    password (or a config provider's reference to it), and where the Connect worker finds
+    ``schemas/``."""
+    params = conf.pg_params
+    return [json.loads(Template(template.read_text()).substitute(
+        PG_URL=json.dumps(conf.pg_jdbc_url)[1:-1], PG_USER=json.dumps(params["user"])[1:-1],
+        PG_PASSWORD=json.dumps(conf.sink_pg_password)[1:-1],
+        SCHEMAS_DIR=json.dumps(str(schemas_dir))[1:-1])) for template in SINK_TEMPLATES]
+
+
+def register_sink(connect_url: str, conf: Settings, *, schemas_dir: Path,
                   log: Path | None = None, timeout_s: float = 60) -> None:
     """Create the ledger's Postgres tables, then create or update each sink (PUT config is
     idempotent) and wait for it to be RUNNING."""
-    # the local cluster uses trust auth on loopback; Debezium insists on some password
-    password = os.environ.get("CRONSTREAM_PG_PASSWORD", "local-trust-auth")
-    apply_ledger_sql(pg_host=pg_host, pg_port=pg_port, password=password)
-    for template in SINK_TEMPLATES:
-        spec = json.loads(Template(template.read_text()).substitute(
-            PG_HOST=pg_host, PG_PORT=pg_port, PG_PASSWORD=password,
-            SCHEMAS_DIR=str(schemas_dir)))
+    apply_ledger_sql(conf.pg_dsn)
+    for spec in sink_specs(conf, schemas_dir):
         _register_one(connect_url, spec, log, timeout_s)
 
 

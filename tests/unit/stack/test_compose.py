@@ -55,7 +55,8 @@ def test_the_app_image_holds_every_package_and_file_the_app_reads():
     assert files <= copied, f"files not in the image: {sorted(files - copied)}"
 
 
-def test_registering_the_sinks_without_postgres_names_postgres_and_touches_no_connector():
+def test_registering_the_sinks_without_postgres_names_postgres_and_touches_no_connector(
+        monkeypatch):
     """``cronstream sink register`` (docker-compose's sink-setup) before Postgres answers: a clear
     error naming the component and address, not a psycopg traceback, and no connector created
     (the Connect URL is unreachable too; reaching it would be a different error)."""
@@ -65,9 +66,11 @@ def test_registering_the_sinks_without_postgres_names_postgres_and_touches_no_co
     from tests.conftest import free_port
 
     port = free_port()
+    monkeypatch.delenv("CRONSTREAM_PG_DSN", raising=False)
+    monkeypatch.setenv("CRONSTREAM_PG_PORT", str(port))
     with pytest.raises(StackError, match=rf"postgres: could not create the ledger tables on "
                                          rf"127\.0\.0\.1:{port} \(ledger\.sql\)"):
-        register_sink(f"http://127.0.0.1:{free_port()}", pg_host="127.0.0.1", pg_port=port,
+        register_sink(f"http://127.0.0.1:{free_port()}", settings.load(),
                       schemas_dir=REPO_ROOT / "schemas")
 
 
