@@ -72,6 +72,30 @@ def _sink(args: argparse.Namespace) -> int:
     return 0
 
 
+def _topics(args: argparse.Namespace) -> int:
+    """``topics align``: the delete-policy topics' retention as the topology declares it (an
+    upgrade's step: ``cronstream.recipients`` made by an older version kept 7 days)."""
+    from streams.runtime import admin, settings
+
+    for change in admin.align_retention(settings.load().bootstrap) or ["every topic as declared"]:
+        print(change)
+    return 0
+
+
+def _recipients(args: argparse.Namespace) -> int:
+    """``recipients prune``: what the API's pruner does each hour, now, printed per partition."""
+    from streams.campaigns import retention
+    from streams.runtime import settings
+
+    bootstrap = settings.load().bootstrap
+    for part in retention.prune(bootstrap, retention.campaign_records(bootstrap),
+                                dry_run=args.dry_run):
+        gone = part.keep_from - part.log_start
+        print(f"partition {part.partition}: log start {part.log_start} -> {part.keep_from} "
+              f"({gone} records {'would go' if args.dry_run else 'deleted'})")
+    return 0
+
+
 def _config(args: argparse.Namespace) -> int:
     """``config check``: every setting's effective value (secrets masked) and where it came
     from, then each problem a worker and the API would stop at; exit 1 if any."""
@@ -190,6 +214,17 @@ def build_parser() -> argparse.ArgumentParser:
                       help="Kafka Connect's REST URL (default CRONSTREAM_CONNECT_URL)")
     sink.add_argument("--schemas-dir", required=True, help="schemas/ as the Connect worker sees it")
     sink.set_defaults(func=_sink)
+
+    topics = sub.add_parser("topics", help="cronstream's topics on the cluster")
+    topics.add_argument("action", choices=["align"],
+                        help="align: set the delete-policy topics' retention.ms as declared")
+    topics.set_defaults(func=_topics)
+
+    recipients = sub.add_parser("recipients", help="cronstream.recipients")
+    recipients.add_argument("action", choices=["prune"], help="delete what no campaign can read "
+                            "any more (the API does it every CRONSTREAM_RECIPIENTS_PRUNE_INTERVAL_S)")
+    recipients.add_argument("--dry-run", action="store_true", help="say it, delete nothing")
+    recipients.set_defaults(func=_recipients)
 
     config = sub.add_parser("config", help="the effective configuration")
     config.add_argument("action", choices=["check"])

@@ -735,6 +735,8 @@ class Stack:
                              f"{exc}", self.log("kafka")) from exc
         if prepared["created"]:
             say(f"created topics {', '.join(prepared['created'])}")
+        for change in prepared.get("aligned", []):
+            say(f"topic config aligned with the topology: {change}")
         if prepared["seeded"]:
             say("committed the log start of the workers' partitions (a new owner resumes there)")
         self.start_connect()
