@@ -18,8 +18,9 @@ def _stack(args: argparse.Namespace) -> int:
     stack = Stack(settings.load())
     try:
         if args.action == "up":
+            part = "services" if args.services_only else "apps" if args.apps_only else "all"
             stack.up(with_app=not args.infra_only, workers=args.workers, brokers=args.brokers,
-                     secure=True if args.secure else None)
+                     secure=True if args.secure else None, part=part)
             if stack.secure:
                 print(f"[stack] Kafka listens on SASL_SSL; for the CLI: "
                       f"source {stack.secure_dir / 'client.env'}")
@@ -87,12 +88,10 @@ def _recipients(args: argparse.Namespace) -> int:
     from streams.campaigns import retention
     from streams.runtime import settings
 
-    bootstrap = settings.load().bootstrap
-    for part in retention.prune(bootstrap, retention.campaign_records(bootstrap),
-                                dry_run=args.dry_run):
-        gone = part.keep_from - part.log_start
-        print(f"partition {part.partition}: log start {part.log_start} -> {part.keep_from} "
-              f"({gone} records {'would go' if args.dry_run else 'deleted'})")
+    for part, before, after in retention.prune_report(settings.load().bootstrap,
+                                                      dry_run=args.dry_run):
+        print(f"partition {part}: log start {before} -> {after} "
+              f"({after - before} records {'would go' if args.dry_run else 'deleted'})")
     return 0
 
 
@@ -171,6 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
     stack.add_argument("--infra-only", action="store_true",
                        help="start Kafka, Connect and PostgreSQL but no worker or API")
     stack.add_argument("--workers", type=int, default=1, help="worker processes to start")
+    stack.add_argument("--services-only", action="store_true",
+                       help="PostgreSQL and Kafka only, listening on CRONSTREAM_STACK_HOST")
+    stack.add_argument("--apps-only", action="store_true",
+                       help="Connect, its sinks, the SES server, workers and the API, against "
+                       "the Kafka and PostgreSQL the settings name")
     stack.add_argument("--secure", action="store_true",
                        help="a SASL_SSL listener (SCRAM-SHA-512 and PLAIN) with a CA and broker "
                        "certificate generated into CRONSTREAM_HOME; fixed per CRONSTREAM_HOME")

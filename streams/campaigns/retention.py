@@ -235,6 +235,19 @@ def campaign_records(bootstrap: str) -> Callable[[], list[dict[str, Any]]]:
     return read
 
 
+def prune_report(bootstrap: str, now: int | None = None, dry_run: bool = False
+                 ) -> list[list[int]]:
+    """``prune`` with a view of its own, as [partition, log start before, after] lists (JSON:
+    ``cronstream recipients prune`` and a test's child process, ``stack.isolated``)."""
+    return [[p.partition, p.log_start, p.keep_from]
+            for p in prune(bootstrap, campaign_records(bootstrap), now, dry_run=dry_run)]
+
+
+def orders_pending(bootstrap: str) -> int:
+    """How many (campaign, partition) fan-out orders the workers have not acknowledged."""
+    return len(pending_orders(bootstrap))
+
+
 class Pruner:
     """``prune`` every ``interval_s`` on a daemon thread (the API runs one): a failed round is
     logged and tried again at the next."""

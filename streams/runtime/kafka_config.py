@@ -37,6 +37,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from streams.runtime.settings import resolve_secret_files
+
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN", "OAUTHBEARER")
 OAUTH_PROVIDERS = ("oidc", "unsecured", "aws-msk-iam")
@@ -88,7 +90,9 @@ class KafkaSecurity:
     def from_env(cls, env: Mapping[str, str] | None = None) -> KafkaSecurity:
         """Read and check the settings: a SASL protocol without a user or password, or an
         unknown protocol or mechanism, stops here with the variable's name."""
-        env = os.environ if env is None else env
+        # a secret may come from a file (NAME_FILE: streams.runtime.settings), in any process
+        env = dict(os.environ if env is None else env)
+        resolve_secret_files(env)
         protocol = (env.get("CRONSTREAM_KAFKA_SECURITY_PROTOCOL") or "PLAINTEXT").upper()
         if protocol not in PROTOCOLS:
             raise KafkaConfigError(f"CRONSTREAM_KAFKA_SECURITY_PROTOCOL={protocol!r} is not one "

@@ -77,6 +77,9 @@ class Settings:
     worker_web_port: int
     worker_metrics_port: int
     ses_port: int
+    # the address the local stack's services listen on, and every default endpoint names
+    # (CRONSTREAM_STACK_HOST): another than loopback runs them as on another host
+    host: str = "127.0.0.1"
 
     @property
     def bootstrap(self) -> str:
@@ -88,7 +91,7 @@ class Settings:
             listed = (self.home / "kafka" / "bootstrap").read_text().strip()
         except OSError:
             listed = ""
-        return listed or f"127.0.0.1:{self.kafka_port}"
+        return listed or f"{self.host}:{self.kafka_port}"
 
     # -- PostgreSQL ------------------------------------------------------------------------------
     @property
@@ -107,7 +110,7 @@ class Settings:
                 raise SettingsError(f"CRONSTREAM_PG_DSN is not a PostgreSQL connection string: "
                                     f"{str(exc).splitlines()[0]}") from exc
         else:
-            params = {"host": os.environ.get("CRONSTREAM_PG_HOST") or "127.0.0.1",
+            params = {"host": os.environ.get("CRONSTREAM_PG_HOST") or self.host,
                       "port": str(self.pg_port),
                       "dbname": os.environ.get("CRONSTREAM_PG_DATABASE") or "cronstream",
                       "user": os.environ.get("CRONSTREAM_PG_USER") or "cronstream"}
@@ -159,7 +162,7 @@ class Settings:
         """The API's URL as its users reach it (``CRONSTREAM_API_URL``): the CLI's default, and
         the base of every campaign email's ``List-Unsubscribe`` link, so in production the
         public https URL of the load balancer in front of the API."""
-        return os.environ.get("CRONSTREAM_API_URL") or f"http://127.0.0.1:{self.api_port}"
+        return os.environ.get("CRONSTREAM_API_URL") or f"http://{self.host}:{self.api_port}"
 
     @property
     def api_host(self) -> str:
@@ -176,7 +179,7 @@ class Settings:
     def connect_url(self) -> str:
         """Kafka Connect's REST URL (``CRONSTREAM_CONNECT_URL``): ``sink register`` and
         ``stack`` talk to it."""
-        return os.environ.get("CRONSTREAM_CONNECT_URL") or f"http://127.0.0.1:{self.connect_port}"
+        return os.environ.get("CRONSTREAM_CONNECT_URL") or f"http://{self.host}:{self.connect_port}"
 
     @property
     def recipients_prune_interval_s(self) -> int:
@@ -190,7 +193,7 @@ class Settings:
 
     @property
     def ses_endpoint(self) -> str:
-        return os.environ.get("CRONSTREAM_SES_ENDPOINT") or f"http://127.0.0.1:{self.ses_port}"
+        return os.environ.get("CRONSTREAM_SES_ENDPOINT") or f"http://{self.host}:{self.ses_port}"
 
     @property
     def ses_max_rate_per_s(self) -> float:
@@ -319,6 +322,7 @@ def load() -> Settings:
         worker_web_port=_int("CRONSTREAM_WORKER_WEB_PORT", 16066),
         worker_metrics_port=_int("CRONSTREAM_WORKER_METRICS_PORT", 16166),
         ses_port=_int("CRONSTREAM_SES_PORT", 18025),
+        host=os.environ.get("CRONSTREAM_STACK_HOST") or "127.0.0.1",
     )
 
 
@@ -341,6 +345,9 @@ def _kafka_env(name: str) -> Callable[[Settings], object]:
 
 
 SETTINGS: tuple[Setting, ...] = (
+    Setting("CRONSTREAM_STACK_HOST", "`127.0.0.1`", "the local stack only: the address its "
+            "services listen on, and the host of every default endpoint below", "`stack`",
+            lambda s: s.host),
     Setting("CRONSTREAM_HOME", "`.local/` of the checkout", "state: a worker's RocksDB tables "
             "(`workers/<id>`), the API's view stores (`api/`); a persistent volume per process",
             "worker, API, CLI", lambda s: s.home),
