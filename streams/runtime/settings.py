@@ -554,3 +554,12 @@ def check_or_exit(role: str) -> Settings:
     if problems:
         raise SettingsError("\n".join(f"config: {p}" for p in problems))
     return s
+
+
+def markdown_table() -> str:
+    """``SETTINGS`` as the table of docs/deploy.md (a unit test keeps the two the same)."""
+    lines = ["| variable | default | what | read by |", "|---|---|---|---|"]
+    for s in SETTINGS:
+        name = f"`{s.name}`" + (f" (or `{s.name}_FILE`)" if s.secret else "")
+        lines.append(f"| {name} | {s.default} | {s.doc} | {s.used_by} |")
+    return "\n".join(lines)
