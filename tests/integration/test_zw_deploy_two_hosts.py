@@ -34,13 +34,14 @@ import httpx
 import psycopg
 import pytest
 
-from cli.demo import Receiver, wait_for_key
+from cli.demo import wait_for_key
 from stack import isolated
 from streams.runtime import settings
 from streams.runtime.clock import now_ms
 from streams.runtime.settings import REPO_ROOT
 from streams.topology import DAY_MS, RECIPIENTS
 from tests.conftest import free_port
+from tests.integration.helpers import skeleton_job_lands
 from tests.integration.test_campaigns import campaign_body, csv_lines, upload
 from tests.waiting import wait_for
 
@@ -225,19 +226,8 @@ def test_nothing_is_configured_at_or_listens_on_loopback(deploy: Deploy) -> None
 
 
 def test_a_job_fires_across_the_hosts_into_postgres(deploy: Deploy) -> None:
-    port = free_port()
-    with client(deploy) as api, Receiver(port, quiet=True, host=HOST_IP) as receiver:
-        end = datetime.now(UTC) + timedelta(seconds=8)
-        created = api.post("/v1/jobs", json={
-            "schedule": {"cron": "*/2 * * * * *", "end": end.isoformat()},
-            "target": {"type": "webhook", "url": f"http://{HOST_IP}:{port}/hook"}})
-        assert created.status_code == 201, created.text
-        job_id = created.json()["id"]
-        landed = wait_for(lambda: (r := rows(deploy, "SELECT fire_id, decision, outcome FROM "
-                                             "ledger WHERE job_id = %s", job_id))
-                          and len(r) >= 2 and r, timeout_s=180, every_s=1)
-    assert all(row[1:] == ("fired", "succeeded") for row in landed), landed
-    assert {row[0] for row in landed} <= set(receiver.fires)
+    with client(deploy) as api:
+        skeleton_job_lands(api, deploy.dsn, HOST_IP)
 
 
 def sent_to(deploy: Deploy) -> Counter[str]:
