@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api import console
 from api.routes import campaigns, feedback, job_imports, jobs, ops, suppressions
 from api.state import ApiState
+from streams.campaigns import retention
 from streams.runtime import admin, settings
 
 MAX_BODY_BYTES = 512 * 1024  # every body but recipient uploads; documented in docs/api.md
@@ -94,7 +95,10 @@ def create_app(state: ApiState | None = None) -> FastAPI:
         admin.check_reachable(conf.bootstrap)  # a wrong password or CA: one clear line, no hang
         admin.ensure_topics(conf.bootstrap)
         app.state.api = ApiState.connect(conf)
+        # what no campaign can read any more leaves cronstream.recipients (kept until then)
+        pruner = retention.Pruner(conf.bootstrap, conf.recipients_prune_interval_s).start()
         yield
+        pruner.stop()
         app.state.api.close()
 
     app = FastAPI(

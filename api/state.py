@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from starlette.requests import Request
 
 from api.rate_limit import TenantRates
+from streams.campaigns import retention
 from streams.runtime.emit import DeliveryCallback, Emitter
 from streams.runtime.settings import API_START_S, Settings
 from streams.runtime.view_stores import MemoryStore, SqliteStore
@@ -80,12 +81,16 @@ class ApiState:
         self.suppressions = suppressions_store(conf)
         self.rates = TenantRates(clock)
         self._views: list[TopicView] = []
+        # cronstream.recipients' retention.ms as the cluster applies it (-1: kept until pruned,
+        # streams.campaigns.retention); asked at each campaign create and schedule
+        self.recipients_retention_ms: Callable[[], int] = lambda: -1
 
     @classmethod
     def connect(cls, conf: Settings) -> ApiState:
         """The API process's state: each store kept current by a view of its topic, caught up
         before this returns."""
         state = cls(conf, Emitter(conf.bootstrap, "cronstream-api"))
+        state.recipients_retention_ms = lambda: retention.retention_ms(conf.bootstrap)
         state._views = [TopicView(conf.bootstrap, TENANTS, state.tenants).start(),
                         TopicView(conf.bootstrap, JOBS, state.jobs).start(API_START_S),
                         TopicView(conf.bootstrap, CAMPAIGNS, state.campaigns).start(),

@@ -25,7 +25,8 @@ class Receiver:
     ``behave`` lets a caller answer with another status or after a delay (tests use it to make a
     target fail or run long); by default every fire gets a 204 at once."""
 
-    def __init__(self, port: int, behave: Behaviour | None = None, quiet: bool = False) -> None:
+    def __init__(self, port: int, behave: Behaviour | None = None, quiet: bool = False,
+                 host: str = "127.0.0.1") -> None:
         self.fires: list[str] = []
         receiver = self
 
@@ -46,7 +47,7 @@ class Receiver:
             def log_message(self, *args: object) -> None:
                 return
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server = ThreadingHTTPServer((host, port), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def __enter__(self) -> Receiver:

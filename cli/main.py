@@ -18,8 +18,9 @@ def _stack(args: argparse.Namespace) -> int:
     stack = Stack(settings.load())
     try:
         if args.action == "up":
+            part = "services" if args.services_only else "apps" if args.apps_only else "all"
             stack.up(with_app=not args.infra_only, workers=args.workers, brokers=args.brokers,
-                     secure=True if args.secure else None)
+                     secure=True if args.secure else None, part=part)
             if stack.secure:
                 print(f"[stack] Kafka listens on SASL_SSL; for the CLI: "
                       f"source {stack.secure_dir / 'client.env'}")
@@ -50,9 +51,9 @@ def _api(args: argparse.Namespace) -> int:
 
     from streams.runtime import settings
 
-    port = args.port or settings.load().api_port
-    uvicorn.run("api.app:create_app", factory=True, host=args.host, port=port,
-                log_level="info")
+    conf = settings.check_or_exit("api")  # every setting's problem, one line each, now
+    uvicorn.run("api.app:create_app", factory=True, host=args.host or conf.api_host,
+                port=args.port or conf.api_port, log_level="info")
     return 0
 
 
@@ -60,14 +61,59 @@ def _sink(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from stack.local import StackError, register_sink
+    from streams.runtime import settings
 
+    conf = settings.load()
     try:
-        register_sink(args.connect_url, pg_host=args.pg_host, pg_port=args.pg_port,
+        register_sink(args.connect_url or conf.connect_url, conf,
                       schemas_dir=Path(args.schemas_dir))
-    except StackError as exc:
+    except (StackError, SystemExit) as exc:
         print(f"cronstream sink register: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _topics(args: argparse.Namespace) -> int:
+    """``topics align``: the delete-policy topics' retention as the topology declares it (an
+    upgrade's step: ``cronstream.recipients`` made by an older version kept 7 days)."""
+    from streams.runtime import admin, settings
+
+    for change in admin.align_retention(settings.load().bootstrap) or ["every topic as declared"]:
+        print(change)
+    return 0
+
+
+def _recipients(args: argparse.Namespace) -> int:
+    """``recipients prune``: what the API's pruner does each hour, now, printed per partition."""
+    from streams.campaigns import retention
+    from streams.runtime import settings
+
+    for part, before, after in retention.prune_report(settings.load().bootstrap,
+                                                      dry_run=args.dry_run):
+        print(f"partition {part}: log start {before} -> {after} "
+              f"({after - before} records {'would go' if args.dry_run else 'deleted'})")
+    return 0
+
+
+def _config(args: argparse.Namespace) -> int:
+    """``config check``: every setting's effective value (secrets masked) and where it came
+    from, then each problem a worker and the API would stop at; exit 1 if any."""
+    from streams.runtime import settings
+
+    try:
+        conf = settings.load()
+    except SystemExit as exc:
+        print(f"config: {exc}", file=sys.stderr)
+        return 1
+    rows = settings.effective(conf)
+    width = max(len(name) for name, _, _ in rows)
+    for name, value, source in rows:
+        print(f"{name:<{width}}  {value}  [{source}]")
+    roles = ("worker", "api") if args.role == "all" else (args.role,)
+    problems = sorted({p for role in roles for p in settings.validate(conf, role)})
+    for problem in problems:
+        print(f"config: {problem}", file=sys.stderr)
+    return 1 if problems else 0
 
 
 def _tenant(args: argparse.Namespace) -> int:
@@ -124,6 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
     stack.add_argument("--infra-only", action="store_true",
                        help="start Kafka, Connect and PostgreSQL but no worker or API")
     stack.add_argument("--workers", type=int, default=1, help="worker processes to start")
+    stack.add_argument("--services-only", action="store_true",
+                       help="PostgreSQL and Kafka only, listening on CRONSTREAM_STACK_HOST")
+    stack.add_argument("--apps-only", action="store_true",
+                       help="Connect, its sinks, the SES server, workers and the API, against "
+                       "the Kafka and PostgreSQL the settings name")
     stack.add_argument("--secure", action="store_true",
                        help="a SASL_SSL listener (SCRAM-SHA-512 and PLAIN) with a CA and broker "
                        "certificate generated into CRONSTREAM_HOME; fixed per CRONSTREAM_HOME")
@@ -140,7 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     api = sub.add_parser("api", help="run the HTTP API")
     api.add_argument("--port", type=int, default=None)
-    api.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 in containers)")
+    api.add_argument("--host", default=None, help="bind address (default CRONSTREAM_API_HOST, "
+                     "else 127.0.0.1; 0.0.0.0 in containers)")
     api.set_defaults(func=_api)
 
     tenant = sub.add_parser("tenant", help="tenants and their API keys")
@@ -162,11 +214,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     sink = sub.add_parser("sink", help="register the ledger → Postgres Kafka Connect sink")
     sink.add_argument("action", choices=["register"])
-    sink.add_argument("--connect-url", default="http://127.0.0.1:18083")
-    sink.add_argument("--pg-host", default="127.0.0.1")
-    sink.add_argument("--pg-port", type=int, default=15432)
+    sink.add_argument("--connect-url", default=None,
+                      help="Kafka Connect's REST URL (default CRONSTREAM_CONNECT_URL)")
     sink.add_argument("--schemas-dir", required=True, help="schemas/ as the Connect worker sees it")
     sink.set_defaults(func=_sink)
+
+    topics = sub.add_parser("topics", help="cronstream's topics on the cluster")
+    topics.add_argument("action", choices=["align"],
+                        help="align: set the delete-policy topics' retention.ms as declared")
+    topics.set_defaults(func=_topics)
+
+    recipients = sub.add_parser("recipients", help="cronstream.recipients")
+    recipients.add_argument("action", choices=["prune"], help="delete what no campaign can read "
+                            "any more (the API does it every CRONSTREAM_RECIPIENTS_PRUNE_INTERVAL_S)")
+    recipients.add_argument("--dry-run", action="store_true", help="say it, delete nothing")
+    recipients.set_defaults(func=_recipients)
+
+    config = sub.add_parser("config", help="the effective configuration")
+    config.add_argument("action", choices=["check"])
+    config.add_argument("--role", choices=["all", "worker", "api", "cli"], default="all",
+                        help="whose start-up checks to apply (default: a worker's and the API's)")
+    config.set_defaults(func=_config)
 
     resources.add_parsers(sub)
     operate.add_parsers(sub)

@@ -74,10 +74,10 @@ def say(message: str) -> None:
     print(f"[stack] {message}", flush=True)
 
 
-def _port_busy(port: int) -> bool:
+def _port_busy(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
+        return sock.connect_ex((host, port)) == 0
 
 
 def kafka_lists_a_broker(bootstrap: str, timeout_s: float = 3.0, at_least: int = 1,
@@ -101,7 +101,7 @@ def broker_count_of(home: Path) -> int:
         return 1
 
 
-def record_brokers(home: Path, brokers: int, ports: list[int]) -> None:
+def record_brokers(home: Path, brokers: int, ports: list[int], host: str = "127.0.0.1") -> None:
     """Write the broker count, and with more than one the bootstrap list that
     ``Settings.bootstrap`` reads (``kafka/bootstrap``): every client of the stack then knows
     every broker, and still connects while node 1 is down."""
@@ -109,19 +109,19 @@ def record_brokers(home: Path, brokers: int, ports: list[int]) -> None:
     (home / "kafka" / "brokers").write_text(f"{brokers}\n")
     listed = home / "kafka" / "bootstrap"
     if brokers > 1:
-        listed.write_text(",".join(f"127.0.0.1:{port}" for port in ports) + "\n")
+        listed.write_text(",".join(f"{host}:{port}" for port in ports) + "\n")
     else:
         listed.unlink(missing_ok=True)
 
 
 def _running_or_free(component: str, pidfile: Path, ports: tuple[int, ...], env_hint: str,
-                     log: Path, what: str) -> bool:
+                     log: Path, what: str, host: str = "127.0.0.1") -> bool:
     """True if our process already runs (say so); raise if a port is taken by someone else."""
     if processes.alive(pidfile):
-        say(f"{what} already running on 127.0.0.1:{ports[0]}")
+        say(f"{what} already running on {host}:{ports[0]}")
         return True
     for port in ports:
-        if _port_busy(port):
+        if _port_busy(port, host):
             raise StackError(component, f"port {port} is already in use by another process; "
                              f"set {env_hint}", log)
     return False
@@ -229,7 +229,8 @@ class Stack:
         a quorum of ``brokers`` nodes. With three or more, the internal topics are replicated
         three times and every topic's default minimum ISR is 2, as on a production cluster."""
         port, controller = self.node_ports(node)
-        voters = ",".join(f"{n}@127.0.0.1:{self.node_ports(n)[1]}" for n in range(1, brokers + 1))
+        h = self.s.host
+        voters = ",".join(f"{n}@{h}:{self.node_ports(n)[1]}" for n in range(1, brokers + 1))
         internal_rf = min(brokers, 3)
         min_isr = 2 if brokers >= 3 else 1
         client = "SASL_SSL" if self.secure else "PLAINTEXT"
@@ -237,8 +238,8 @@ class Stack:
             "process.roles=broker,controller",
             f"node.id={node}",
             f"controller.quorum.voters={voters}",
-            f"listeners={client}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
-            f"advertised.listeners={client}://127.0.0.1:{port}",
+            f"listeners={client}://{h}:{port},CONTROLLER://{h}:{controller}",
+            f"advertised.listeners={client}://{h}:{port}",
             "controller.listener.names=CONTROLLER",
             f"listener.security.protocol.map={client}:{client},CONTROLLER:PLAINTEXT",
             f"inter.broker.listener.name={client}",
@@ -318,7 +319,8 @@ class Stack:
         return out
 
     def ensure_certificates(self) -> None:
-        """A CA and a broker certificate for 127.0.0.1/localhost, made with openssl once per
+        """A CA and a broker certificate for the stack's host and localhost (PostgreSQL's too,
+        ``postgres.pem``), made with openssl once per
         home (``$CRONSTREAM_HOME/secure``, never in the repository), and the two SCRAM users'
         passwords (``secrets/``)."""
         d = self.secure_dir
@@ -329,7 +331,7 @@ class Stack:
                              "openssl)")
         d.mkdir(parents=True, exist_ok=True)
         os.chmod(d, 0o700)
-        (d / "broker.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+        (d / "broker.ext").write_text(f"subjectAltName=IP:{self.s.host},IP:127.0.0.1,DNS:localhost\n"
                                       "extendedKeyUsage=serverAuth,clientAuth\n")
         steps = [
             ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
@@ -337,7 +339,7 @@ class Stack:
              "-addext", "basicConstraints=critical,CA:TRUE",
              "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
             ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "broker.key",
-             "-out", "broker.csr", "-subj", "/CN=127.0.0.1"],
+             "-out", "broker.csr", "-subj", f"/CN={self.s.host}"],
             ["openssl", "x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
              "-CAcreateserial", "-days", "3650", "-out", "broker.crt", "-extfile", "broker.ext"],
         ]
@@ -378,7 +380,8 @@ class Stack:
                 marker.unlink(missing_ok=True)
         if self.secure:
             self.ensure_certificates()
-        record_brokers(self.s.home, brokers, [self.node_ports(n)[0] for n in range(1, brokers + 1)])
+        record_brokers(self.s.home, brokers, [self.node_ports(n)[0] for n in range(1, brokers + 1)],
+                       self.s.host)
         started = [node for node in range(1, brokers + 1) if self.start_kafka_node(node, brokers)]
         if not started:
             return
@@ -391,7 +394,8 @@ class Stack:
         name, pidfile, log = self.node_name(node), self.pidfile(self.node_name(node)), \
             self.log(self.node_name(node))
         if _running_or_free(name, pidfile, self.node_ports(node),
-                            "CRONSTREAM_KAFKA_PORT / CRONSTREAM_CONTROLLER_PORT", log, name):
+                            "CRONSTREAM_KAFKA_PORT / CRONSTREAM_CONTROLLER_PORT", log, name,
+                            self.s.host):
             return False
         data = self.node_dir(node) / "data"
         data.mkdir(parents=True, exist_ok=True)
@@ -409,7 +413,7 @@ class Stack:
             if rc != 0:
                 raise StackError(name, f"formatting storage in {data} failed", log)
         port = self.node_ports(node)[0]
-        say(f"starting {name} on 127.0.0.1:{port}" + (f" (node {node} of {brokers})"
+        say(f"starting {name} on {self.s.host}:{port}" + (f" (node {node} of {brokers})"
                                                       if brokers > 1 else ""))
         # one broker keeps its 1 GiB; each of three gets 512 MiB (the box has 2 cores, and
         # the heap of an idle local broker stays well under it)
@@ -431,8 +435,8 @@ class Stack:
         still lag behind the controller's, and topics created through it right after were
         given the two brokers it knew of (replication factor 2 on three, seen in CI)."""
         brokers = brokers or self.brokers
-        return _port_busy(self.s.kafka_port) and all(
-            kafka_lists_a_broker(f"127.0.0.1:{self.node_ports(node)[0]}", at_least=brokers,
+        return _port_busy(self.s.kafka_port, self.s.host) and all(
+            kafka_lists_a_broker(f"{self.s.host}:{self.node_ports(node)[0]}", at_least=brokers,
                                  env=self.kafka_env())
             for node in range(1, brokers + 1))
 
@@ -452,7 +456,7 @@ class Stack:
     def start_connect(self) -> None:
         name, pidfile, log = "connect", self.pidfile("connect"), self.log("connect")
         if _running_or_free(name, pidfile, (self.s.connect_port,), "CRONSTREAM_CONNECT_PORT", log,
-                            "kafka connect"):
+                            "kafka connect", self.s.host):
             return
         props = self.s.home / "connect" / "connect-distributed.properties"
         props.parent.mkdir(parents=True, exist_ok=True)
@@ -479,8 +483,8 @@ class Stack:
             "producer.enable.idempotence=true",
             "offset.storage.partitions=5",
             "status.storage.partitions=1",
-            f"listeners=http://127.0.0.1:{self.s.connect_port}",
-            "rest.advertised.host.name=127.0.0.1",
+            f"listeners=http://{self.s.host}:{self.s.connect_port}",
+            f"rest.advertised.host.name={self.s.host}",
             f"plugin.path={self.plugins}",
             "offset.flush.interval.ms=1000",
             # the worker's own clients, its sinks' consumers, any producer and admin client it
@@ -491,22 +495,22 @@ class Stack:
             "",
         ]))
         os.chmod(props, 0o600)  # it holds the SASL password on a secure stack
-        say(f"starting kafka connect on 127.0.0.1:{self.s.connect_port}")
+        say(f"starting kafka connect on {self.s.host}:{self.s.connect_port}")
         processes.spawn(pidfile, self._java(
             name, "org.apache.kafka.connect.cli.ConnectDistributed", "768m", str(props)), log)
         _wait(name, self.connect_healthy, 120, log, pidfile)
 
     @property
     def connect_url(self) -> str:
-        return f"http://127.0.0.1:{self.s.connect_port}"
+        return self.s.connect_url
 
     def connect_healthy(self) -> bool:
         plugins = httpx.get(f"{self.connect_url}/connector-plugins", timeout=3).json()
         return any(p["class"].endswith("JdbcSinkConnector") for p in plugins)
 
     def register_sink(self) -> None:
-        register_sink(self.connect_url, pg_host="127.0.0.1", pg_port=self.s.pg_port,
-                      schemas_dir=REPO_ROOT / "schemas", log=self.log("connect"))
+        register_sink(self.connect_url, self.s, schemas_dir=REPO_ROOT / "schemas",
+                      log=self.log("connect"))
 
     # -- postgresql ----------------------------------------------------------------------------
     def _pg_bin(self) -> Path:
@@ -552,42 +556,93 @@ class Stack:
         data, sock = self._pg_dirs()
         pg_bin = self._pg_bin()
         if (data / "postmaster.pid").exists() and self.postgres_healthy():
-            say(f"postgres already running on 127.0.0.1:{self.s.pg_port}")
+            say(f"postgres already running on {self.s.host}:{self.s.pg_port}")
             return
-        if _port_busy(self.s.pg_port):
+        if _port_busy(self.s.pg_port, self.s.host):
             raise StackError(name, f"port {self.s.pg_port} is already in use by another process; "
                              "set CRONSTREAM_PG_PORT", log)
         if not (data / "PG_VERSION").exists():
-            say(f"initialising a PostgreSQL cluster in {data}")
-            out = subprocess.run(self._as_pg_user([
-                str(pg_bin / "initdb"), "-D", str(data), "-U", "cronstream", "--auth=trust",
-                "-E", "UTF8", "--locale=C.UTF-8"]), capture_output=True, text=True)
-            if out.returncode != 0:
-                raise StackError(name, f"initdb failed: {out.stderr.strip()[-500:]}")
-        say(f"starting postgres on 127.0.0.1:{self.s.pg_port}")
+            self._initdb(pg_bin, data)
+        say(f"starting postgres on {self.s.host}:{self.s.pg_port}")
         out = subprocess.run(self._as_pg_user([
             str(pg_bin / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "60",
-            "-o", f"-p {self.s.pg_port} -c listen_addresses=127.0.0.1 -k {sock}", "start"]),
+            "-o", f"-p {self.s.pg_port} -c listen_addresses={self.s.host} -k {sock}"
+                  f"{self.pg_tls_options()}", "start"]),
             capture_output=True, text=True)
         if out.returncode != 0:
             raise StackError(name, f"pg_ctl start failed: {out.stdout.strip()[-300:]}", log)
         _wait(name, self.postgres_healthy, 30, log)
         import psycopg
 
-        with psycopg.connect(self.s.pg_dsn.replace("dbname=cronstream", "dbname=postgres"),
-                             autocommit=True) as conn:
+        with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname='cronstream'").fetchone()
             if not exists:
                 conn.execute("CREATE DATABASE cronstream")
+
+    @property
+    def admin_dsn(self) -> str:
+        """The stack's PostgreSQL as the settings reach it, in the database ``postgres`` (that
+        ``cronstream`` is created from)."""
+        from psycopg import conninfo
+
+        return conninfo.make_conninfo(self.s.pg_dsn, dbname="postgres")
+
+    def _initdb(self, pg_bin: Path, data: Path) -> None:
+        """A new cluster: trust on loopback (the local stack), or, when the settings give a
+        password (``CRONSTREAM_PG_PASSWORD``), SCRAM for every TCP client, and for clients off
+        the host only over TLS when ``CRONSTREAM_PG_SSLMODE`` asks for it: PostgreSQL as a
+        managed one is reached."""
+        say(f"initialising a PostgreSQL cluster in {data}")
+        password = self.s.pg_params.get("password")
+        auth = ["--auth=trust"]
+        pwfile = data.parent / "initdb.pw"
+        if password:
+            pwfile.write_text(password)
+            if os.geteuid() == 0:
+                shutil.chown(pwfile, "postgres", "postgres")
+            os.chmod(pwfile, 0o600)
+            auth = ["--auth-local=trust", "--auth-host=scram-sha-256", f"--pwfile={pwfile}"]
+        try:
+            out = subprocess.run(self._as_pg_user([
+                str(pg_bin / "initdb"), "-D", str(data), "-U", "cronstream", *auth,
+                "-E", "UTF8", "--locale=C.UTF-8"]), capture_output=True, text=True)
+        finally:
+            pwfile.unlink(missing_ok=True)
+        if out.returncode != 0:
+            raise StackError("postgres", f"initdb failed: {out.stderr.strip()[-500:]}")
+        if self.s.host != "127.0.0.1":
+            method = "scram-sha-256" if password else "trust"
+            kind = "hostssl" if self.pg_tls else "host"
+            with open(data / "pg_hba.conf", "a") as hba:
+                hba.write(f"{kind} all all 0.0.0.0/0 {method}\n")
+
+    @property
+    def pg_tls(self) -> bool:
+        """PostgreSQL serves TLS: the settings' sslmode requires it."""
+        return self.s.pg_params.get("sslmode") in ("require", "verify-ca", "verify-full")
+
+    def pg_tls_options(self) -> str:
+        """``-c ssl=on`` and the server's certificate and key (the broker's, signed by the
+        stack's CA for its host) copied where only the postgres user reads them; nothing
+        without TLS."""
+        if not self.pg_tls:
+            return ""
+        self.ensure_certificates()
+        base = self.s.home / "postgres"
+        for name, source in (("server.crt", "broker.crt"), ("server.key", "broker.key")):
+            shutil.copy(self.secure_dir / source, base / name)
+            if os.geteuid() == 0:
+                shutil.chown(base / name, "postgres", "postgres")
+            os.chmod(base / name, 0o600)
+        return f" -c ssl=on -c ssl_cert_file={base / 'server.crt'} -c ssl_key_file={base / 'server.key'}"
 
     def postgres_healthy(self) -> bool:
         """False when nothing answers: after a machine restart ``postmaster.pid`` is left behind
         with no server, and ``up`` must start one (pg_ctl clears the stale file), not crash."""
         import psycopg
 
-        dsn = self.s.pg_dsn.replace("dbname=cronstream", "dbname=postgres")
         try:
-            with psycopg.connect(dsn, connect_timeout=2) as conn:
+            with psycopg.connect(self.admin_dsn, connect_timeout=2) as conn:
                 return conn.execute("SELECT 1").fetchone() == (1,)
         except psycopg.OperationalError:
             return False
@@ -636,12 +691,12 @@ class Stack:
         """The local SES-compatible server (``stack/ses_server.py``) that boto3 talks to."""
         name, pidfile, log = "ses", self.pidfile("ses"), self.log("ses")
         if _running_or_free(name, pidfile, (self.s.ses_port,), "CRONSTREAM_SES_PORT", log,
-                            "local SES server"):
+                            "local SES server", self.s.host):
             return
-        say(f"starting the local SES server on 127.0.0.1:{self.s.ses_port} "
+        say(f"starting the local SES server on {self.s.host}:{self.s.ses_port} "
             f"(log of sent mail: {self.ses_log})")
         processes.spawn(pidfile, [sys.executable, "-m", "uvicorn", "stack.ses_server:create_app",
-                                  "--factory", "--host", "127.0.0.1", "--port", str(self.s.ses_port),
+                                  "--factory", "--host", self.s.host, "--port", str(self.s.ses_port),
                                   # uvicorn closes idle connections after 5 s; boto3 reusing one
                                   # the server is closing gets ConnectionClosedError, which the
                                   # campaign must record unknown (it may have been sent)
@@ -671,7 +726,7 @@ class Stack:
                 # served over plain http on loopback (stack.sns_publisher)
                 "CRONSTREAM_SNS_TOPICS": os.environ.get("CRONSTREAM_SNS_TOPICS", LOCAL_TOPIC_ARN),
                 "CRONSTREAM_SNS_CERT_HOSTS": os.environ.get(
-                    "CRONSTREAM_SNS_CERT_HOSTS", re.escape(f"127.0.0.1:{self.s.ses_port}")),
+                    "CRONSTREAM_SNS_CERT_HOSTS", re.escape(f"{self.s.host}:{self.s.ses_port}")),
                 "CRONSTREAM_SNS_ALLOW_HTTP": os.environ.get("CRONSTREAM_SNS_ALLOW_HTTP", "1")}
 
     def settings_env(self) -> dict[str, str]:
@@ -685,7 +740,7 @@ class Stack:
                 "CRONSTREAM_API_PORT": str(s.api_port),
                 "CRONSTREAM_WORKER_WEB_PORT": str(s.worker_web_port),
                 "CRONSTREAM_WORKER_METRICS_PORT": str(s.worker_metrics_port),
-                "CRONSTREAM_SES_PORT": str(s.ses_port)}
+                "CRONSTREAM_SES_PORT": str(s.ses_port), "CRONSTREAM_STACK_HOST": s.host}
 
     def secret(self, env: str, name: str) -> str:
         """``$env`` if set, else a random secret kept in ``.local/secrets/name`` (mode 0600)."""
@@ -711,13 +766,17 @@ class Stack:
 
     # -- whole stack ---------------------------------------------------------------------------
     def up(self, with_app: bool = True, workers: int = 1, brokers: int | None = None,
-           secure: bool | None = None) -> None:
+           secure: bool | None = None, part: str = "all") -> None:
         """Start what is not running. ``brokers`` and ``secure`` (a SASL_SSL listener) are
-        fixed when a home's cluster is first formatted; None keeps the home's."""
+        fixed when a home's cluster is first formatted; None keeps the home's. ``part``:
+        ``services`` starts PostgreSQL and Kafka only (as on hosts of their own), ``apps``
+        everything else against the services the settings name (``CRONSTREAM_BOOTSTRAP``,
+        ``CRONSTREAM_PG_*``, ``CRONSTREAM_KAFKA_*``)."""
         self.s.home.mkdir(parents=True, exist_ok=True)
         self.ensure_java_parts()
-        self.start_postgres()
-        self.start_kafka(brokers, secure)
+        if part != "apps":
+            self.start_postgres()
+            self.start_kafka(brokers, secure)
         # in a child: a client created here would live as long as the caller (a test run) and
         # through every broker restart it sees, where librdkafka aborted one (stack.isolated)
         try:
@@ -729,8 +788,13 @@ class Stack:
                              f"{exc}", self.log("kafka")) from exc
         if prepared["created"]:
             say(f"created topics {', '.join(prepared['created'])}")
+        for change in prepared.get("aligned", []):
+            say(f"topic config aligned with the topology: {change}")
         if prepared["seeded"]:
             say("committed the log start of the workers' partitions (a new owner resumes there)")
+        if part == "services":
+            say("services are up")
+            return
         self.start_connect()
         self.register_sink()
         self.start_ses()
@@ -780,31 +844,39 @@ class Stack:
         return f"{head}: {len(short)} below it:\n  " + "\n  ".join(short)
 
 
-def apply_ledger_sql(*, pg_host: str, pg_port: int, password: str | None = None) -> None:
+def apply_ledger_sql(dsn: str) -> None:
     """Create the ledger tables and the trigger that explodes chunk outcomes into ledger rows
     (connectors/ledger.sql, idempotent) before any sink writes."""
     import psycopg
+    from psycopg import conninfo
 
+    where = conninfo.conninfo_to_dict(dsn)
     try:
-        with psycopg.connect(host=pg_host, port=pg_port, dbname="cronstream", user="cronstream",
-                             password=password, autocommit=True, connect_timeout=10) as conn:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
             conn.execute(LEDGER_SQL.read_text())
     except psycopg.Error as exc:
-        raise StackError("postgres", f"could not create the ledger tables on {pg_host}:{pg_port} "
-                         f"({LEDGER_SQL.name}): {str(exc).strip()[:300]}") from exc
+        raise StackError("postgres", f"could not create the ledger tables on {where.get('host')}:"
+                         f"{where.get('port')} ({LEDGER_SQL.name}): {str(exc).strip()[:300]}"
+                         ) from exc
 
 
-def register_sink(connect_url: str, *, pg_host: str, pg_port: int, schemas_dir: Path,
+def sink_specs(conf: Settings, schemas_dir: Path) -> list[dict[str, Any]]:
+    """The sinks' configs (connectors/*.json) for this deployment: its JDBC URL, user and
+    password (or a config provider's reference to it), and where the Connect worker finds
+    ``schemas/``."""
+    params = conf.pg_params
+    return [json.loads(Template(template.read_text()).substitute(
+        PG_URL=json.dumps(conf.pg_jdbc_url)[1:-1], PG_USER=json.dumps(params["user"])[1:-1],
+        PG_PASSWORD=json.dumps(conf.sink_pg_password)[1:-1],
+        SCHEMAS_DIR=json.dumps(str(schemas_dir))[1:-1])) for template in SINK_TEMPLATES]
+
+
+def register_sink(connect_url: str, conf: Settings, *, schemas_dir: Path,
                   log: Path | None = None, timeout_s: float = 60) -> None:
     """Create the ledger's Postgres tables, then create or update each sink (PUT config is
     idempotent) and wait for it to be RUNNING."""
-    # the local cluster uses trust auth on loopback; Debezium insists on some password
-    password = os.environ.get("CRONSTREAM_PG_PASSWORD", "local-trust-auth")
-    apply_ledger_sql(pg_host=pg_host, pg_port=pg_port, password=password)
-    for template in SINK_TEMPLATES:
-        spec = json.loads(Template(template.read_text()).substitute(
-            PG_HOST=pg_host, PG_PORT=pg_port, PG_PASSWORD=password,
-            SCHEMAS_DIR=str(schemas_dir)))
+    apply_ledger_sql(conf.pg_dsn)
+    for spec in sink_specs(conf, schemas_dir):
         _register_one(connect_url, spec, log, timeout_s)
 
 

@@ -23,6 +23,9 @@ def partitions() -> int:
     return int(os.environ.get("CRONSTREAM_PARTITIONS", "8"))
 
 
+DAY_MS = 24 * 3600 * 1000
+
+
 @dataclass(frozen=True)
 class TopicSpec:
     name: str
@@ -31,11 +34,14 @@ class TopicSpec:
     compacted: bool
     doc: str
     partitions: int = field(default_factory=partitions)
+    # a delete-policy topic's retention; -1 keeps its records until something deletes them
+    # (``cronstream.recipients``: ``streams.campaigns.retention`` prunes what no campaign needs)
+    retention_ms: int = 7 * DAY_MS
 
     def configs(self) -> dict[str, str]:
         if self.compacted:
             return {"cleanup.policy": "compact"}
-        return {"cleanup.policy": "delete", "retention.ms": str(7 * 24 * 3600 * 1000)}
+        return {"cleanup.policy": "delete", "retention.ms": str(self.retention_ms)}
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,10 @@ CAMPAIGNS = TopicSpec(
 RECIPIENTS = TopicSpec(
     name="cronstream.recipients", key="campaign_id:upload_id:seq", schema="RecipientChunk",
     compacted=False, doc="Uploaded recipients in chunks of <= 50, on the partition of their address.",
+    # kept however far away a campaign's send_at is (7 days lost a list scheduled for next week
+    # plus a day, issue 47); what no campaign can read any more is pruned by
+    # streams.campaigns.retention
+    retention_ms=-1,
 )
 SUPPRESSIONS = TopicSpec(
     name="cronstream.suppressions", key="tenant:email", schema="Suppression", compacted=True,
@@ -109,6 +119,9 @@ SUPPRESSIONS = TopicSpec(
 FANOUT = TopicSpec(
     name="cronstream.fanout", key="campaign_id", schema="Fanout", compacted=False,
     doc="The campaign controller's per-recipient-partition send orders.",
+    # an order is walked until its campaign's deadline (send_deadline_s, at most 7 days) and
+    # redelivered after a restart until it is acknowledged: kept a week past the longest deadline
+    retention_ms=14 * DAY_MS,
 )
 
 SES_FEEDBACK = TopicSpec(

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 
 from streams.campaigns import fanout
 from streams.execution import executor, suppressed, targets
@@ -54,7 +53,7 @@ def wire(rt: Runtime) -> None:
 
 def main() -> None:
     """Run one worker: scheduler, executor and fan-out agents on one faust app."""
-    conf = settings.load()
+    conf = settings.check_or_exit("worker")  # every setting's problem, one line each, now
     admin.check_reachable(conf.bootstrap)  # a wrong password or CA: one clear line, no hang
     rt = build(conf, worker_id_from_env(),
                replication_factor=admin.replication(conf.bootstrap).factor)
@@ -68,8 +67,7 @@ def main() -> None:
     admin.seed_group_offsets(conf.bootstrap)
     metrics.watch_gc()
     gc.set_threshold(*GC_THRESHOLDS)
-    metrics.serve(rt.health, os.environ.get("CRONSTREAM_WORKER_METRICS_HOST", "127.0.0.1"),
-                  conf.worker_metrics_port)
+    metrics.serve(rt.health, conf.worker_metrics_host, conf.worker_metrics_port)
     rt.ready_file().unlink(missing_ok=True)
     (conf.home / "workers").mkdir(parents=True, exist_ok=True)
     rt.app.main()

@@ -31,7 +31,7 @@ from api.errors import problem
 from api.models import iso, ms, utc_ms
 from api.routes.jobs import IDEMPOTENCY_NAMESPACE
 from api.state import api_state
-from streams.campaigns import lifecycle, recipients
+from streams.campaigns import lifecycle, recipients, retention
 from streams.runtime import clock
 from streams.runtime.codec import codec
 from streams.scheduling import schedule
@@ -126,6 +126,7 @@ async def create_campaign(body: CampaignIn, request: Request, response: Response
     assert send_at is not None
     if send_at + body.send_deadline_s * 1000 < now:
         raise problem(422, "send_at", "send_at + send_deadline_s is already past")
+    await _keepable(request, send_at, body.send_deadline_s, now)
     record = {
         "campaign_id": campaign_id, "tenant": tenant["tenant"], "revision": 0,
         "name": body.name, "sender": str(body.from_), "subject": body.subject,
@@ -252,6 +253,21 @@ async def upload_recipients(campaign_id: str, request: Request, tenant: Tenant
             "bad_rows": bad_total, "bad_rows_listed": bad}
 
 
+async def _keepable(request: Request, send_at_ms: int, send_deadline_s: int,
+                    uploaded_from_ms: int) -> None:
+    """422 with the reason for a campaign whose recipients the cluster would delete before its
+    deadline (a finite ``retention.ms`` on cronstream.recipients: ``streams.campaigns.retention``);
+    503 when Kafka does not say, so nothing is accepted that might not be kept."""
+    try:
+        kept_ms = await run_in_threadpool(api_state(request).recipients_retention_ms)
+    except Exception as exc:  # noqa: BLE001 - any failure to ask is the same answer
+        raise problem(503, "", f"could not read {RECIPIENTS.name}'s retention.ms from Kafka; "
+                      f"try again ({exc})") from exc
+    reason = retention.refusal(send_at_ms, send_deadline_s, uploaded_from_ms, kept_ms)
+    if reason is not None:
+        raise problem(422, "send_at", reason, "not_kept")
+
+
 @router.post("/{campaign_id}/schedule", summary="Schedule the send at send_at")
 async def schedule_campaign(campaign_id: str, request: Request, tenant: Tenant
                             ) -> dict[str, Any]:
@@ -259,6 +275,9 @@ async def schedule_campaign(campaign_id: str, request: Request, tenant: Tenant
     if campaign["status"] != "ready":
         raise problem(409, "", f"campaign is {campaign['status']}; only a ready campaign (its "
                       "upload committed) can be scheduled")
+    # its chunks were written after it was created: kept at least that long from then
+    await _keepable(request, campaign["send_at_ms"], campaign["send_deadline_s"],
+                    campaign["created_ms"])
     now = clock.now_ms()
     job_id = f"campaign-{campaign_id}"
     job = {

@@ -170,6 +170,40 @@ def topic_config(bootstrap: str, topic: str, name: str, timeout_s: float = 10.0)
     return call(bootstrap, ask)
 
 
+def set_topic_config(bootstrap: str, topic: str, name: str, value: str,
+                     timeout_s: float = 10.0) -> None:
+    """Set one config of a topic (an incremental alter: its other configs stay)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)])
+
+    def ask(admin: AdminClient) -> None:
+        admin.incremental_alter_configs([resource], request_timeout=timeout_s)[resource].result()
+
+    call(bootstrap, ask)
+
+
+def align_retention(bootstrap: str, topics: tuple[TopicSpec, ...] = TOPICS) -> list[str]:
+    """Set ``retention.ms`` of the delete-policy topics that exist with another than the
+    topology's (made by an older version: ``cronstream.recipients`` was kept 7 days and is now
+    kept until pruned); returns what it changed. ``stack up`` runs it; a deployment runs
+    ``cronstream topics align`` once at an upgrade (docs/deploy.md), as a principal with
+    AlterConfigs."""
+    changed = []
+    for topic in topics:
+        if topic.compacted:
+            continue
+        try:
+            current = int(topic_config(bootstrap, topic.name, "retention.ms"))
+        except KafkaException:
+            continue  # not created yet: ensure_topics makes it as declared
+        if current != topic.retention_ms:
+            set_topic_config(bootstrap, topic.name, "retention.ms", str(topic.retention_ms))
+            changed.append(f"{topic.name}: retention.ms {current} -> {topic.retention_ms}")
+    return changed
+
+
 def committed_offsets(bootstrap: str, group: str, timeout_s: float = 10.0
                       ) -> dict[tuple[str, int], int]:
     """What ``group`` has committed, per (topic, partition) it ever committed; partitions
@@ -311,7 +345,8 @@ def prepare_cluster(bootstrap: str) -> dict[str, object]:
     """What ``stack up`` asks of a running broker: the topology's topics (and Connect's) and the
     workers' group seeded (``ensure_topics``, ``seed_group_offsets``); returns what each did."""
     created = ensure_topics(bootstrap, TOPICS + changelog_topics() + CONNECT_TOPICS)
-    return {"created": created, "seeded": seed_group_offsets(bootstrap, new_client_on_retry=True)}
+    return {"created": created, "aligned": align_retention(bootstrap),
+            "seeded": seed_group_offsets(bootstrap, new_client_on_retry=True)}
 
 
 RETRIABLE = (KafkaError._TIMED_OUT, KafkaError.COORDINATOR_NOT_AVAILABLE,

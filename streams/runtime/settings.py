@@ -1,20 +1,59 @@
-"""Runtime settings, read from the environment once, shared by the stack, the workers and the API.
+"""Runtime settings, read from the environment, shared by the stack, the workers and the API.
 
-Every port and path has a default that lets a newcomer run everything on one machine; every one
-can be overridden (``CRONSTREAM_<NAME>``), e.g. to run two stacks side by side.
+Every endpoint, credential, bind address, port and path is a ``CRONSTREAM_*`` variable (the
+table ``SETTINGS`` lists them all; docs/deploy.md prints it). The defaults let a newcomer run
+everything on one machine; a deployment sets what it needs, e.g. ``CRONSTREAM_PG_DSN`` and
+``CRONSTREAM_API_URL``. A secret (``SECRETS``) may also come from a file, ``NAME_FILE``: what
+container platforms and systemd's credentials hand a process. ``validate`` checks every setting
+at a process's start and names the variable of each problem, one line each; ``cronstream config
+check`` prints the effective configuration with the secrets masked.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # How long the API may take to catch its views up when it starts: a first start (or a wiped
 # store) reads the whole jobs topic, 15 s for 1M jobs (bench.scale). Whatever starts the API
 # waits this long for its health, not the 60 s of the other components.
 API_START_S = 900
+
+
+# the secrets: each may be given as NAME or as NAME_FILE (a file holding it)
+SECRETS = ("CRONSTREAM_PG_PASSWORD", "CRONSTREAM_KAFKA_SASL_PASSWORD",
+           "CRONSTREAM_KAFKA_SSL_KEY_PASSWORD", "CRONSTREAM_KAFKA_OAUTH_CLIENT_SECRET",
+           "CRONSTREAM_UNSUBSCRIBE_SECRET", "CRONSTREAM_OPERATOR_KEY", "CRONSTREAM_SINK_PG_PASSWORD",
+           "AWS_SECRET_ACCESS_KEY")
+PG_SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+
+
+class SettingsError(SystemExit):
+    """A setting that cannot work: one line naming the variable and the problem, as a
+    ``SystemExit`` so a process stops at start with it, not with a traceback."""
+
+
+def resolve_secret_files(env: MutableMapping[str, str] | None = None) -> None:
+    """Read each ``NAME_FILE`` of ``SECRETS`` into ``NAME`` (once; every reader of the
+    environment then sees the secret, Kafka's clients and the API's operator check alike).
+    Both set, or a file that cannot be read, stops the process naming the variable."""
+    env = os.environ if env is None else env
+    for name in SECRETS:
+        path = env.get(f"{name}_FILE")
+        if not path:
+            continue
+        try:
+            value = Path(path).read_text().strip()
+        except OSError as exc:
+            raise SettingsError(f"{name}_FILE={path!r}: cannot be read ({exc.strerror})") from exc
+        if env.get(name) and env[name] != value:
+            raise SettingsError(f"{name} and {name}_FILE are both set: set one")
+        env[name] = value
 
 
 def _int(name: str, default: int) -> int:
@@ -24,7 +63,7 @@ def _int(name: str, default: int) -> int:
     try:
         return int(raw)
     except ValueError as exc:
-        raise SystemExit(f"{name}={raw!r} is not an integer") from exc
+        raise SettingsError(f"{name}={raw!r} is not an integer") from exc
 
 
 @dataclass(frozen=True)
@@ -38,6 +77,9 @@ class Settings:
     worker_web_port: int
     worker_metrics_port: int
     ses_port: int
+    # the address the local stack's services listen on, and every default endpoint names
+    # (CRONSTREAM_STACK_HOST): another than loopback runs them as on another host
+    host: str = "127.0.0.1"
 
     @property
     def bootstrap(self) -> str:
@@ -49,19 +91,109 @@ class Settings:
             listed = (self.home / "kafka" / "bootstrap").read_text().strip()
         except OSError:
             listed = ""
-        return listed or f"127.0.0.1:{self.kafka_port}"
+        return listed or f"{self.host}:{self.kafka_port}"
+
+    # -- PostgreSQL ------------------------------------------------------------------------------
+    @property
+    def pg_params(self) -> dict[str, str]:
+        """The connection's parameters: ``CRONSTREAM_PG_DSN`` (a libpq key=value string or
+        ``postgresql://`` URI) if set, else ``CRONSTREAM_PG_HOST``, ``_PORT``, ``_DATABASE``,
+        ``_USER``; ``CRONSTREAM_PG_PASSWORD``, ``_SSLMODE`` and ``_SSLROOTCERT`` add to either
+        (a password or sslmode in the DSN wins)."""
+        from psycopg import conninfo
+
+        raw = os.environ.get("CRONSTREAM_PG_DSN")
+        if raw:
+            try:
+                params = {k: str(v) for k, v in conninfo.conninfo_to_dict(raw).items()}
+            except Exception as exc:  # noqa: BLE001 - psycopg's ProgrammingError, said in a line
+                raise SettingsError(f"CRONSTREAM_PG_DSN is not a PostgreSQL connection string: "
+                                    f"{str(exc).splitlines()[0]}") from exc
+        else:
+            params = {"host": os.environ.get("CRONSTREAM_PG_HOST") or self.host,
+                      "port": str(self.pg_port),
+                      "dbname": os.environ.get("CRONSTREAM_PG_DATABASE") or "cronstream",
+                      "user": os.environ.get("CRONSTREAM_PG_USER") or "cronstream"}
+        for name, key in (("CRONSTREAM_PG_PASSWORD", "password"),
+                          ("CRONSTREAM_PG_SSLMODE", "sslmode"),
+                          ("CRONSTREAM_PG_SSLROOTCERT", "sslrootcert")):
+            if os.environ.get(name) and key not in params:
+                params[key] = os.environ[name]
+        mode = params.get("sslmode", "prefer")
+        if mode not in PG_SSLMODES:
+            raise SettingsError(f"CRONSTREAM_PG_SSLMODE={mode!r} is not one of "
+                                f"{', '.join(PG_SSLMODES)}")
+        if params.get("sslrootcert") and not os.path.isfile(params["sslrootcert"]):
+            raise SettingsError(f"CRONSTREAM_PG_SSLROOTCERT={params['sslrootcert']!r}: no such file")
+        return params
 
     @property
     def pg_dsn(self) -> str:
-        return f"host=127.0.0.1 port={self.pg_port} dbname=cronstream user=cronstream"
+        """What psycopg connects with (the API's reads of the sinks' tables, ``stack``)."""
+        from psycopg import conninfo
+
+        return conninfo.make_conninfo(**self.pg_params)
 
     @property
+    def pg_jdbc_url(self) -> str:
+        """The same database as the JDBC sinks reach it: ``CRONSTREAM_SINK_PG_URL`` when Kafka
+        Connect sees it at another address, else made from ``pg_params`` (host, port, database,
+        sslmode and its root certificate, a path on the Connect worker's disk)."""
+        if os.environ.get("CRONSTREAM_SINK_PG_URL"):
+            return os.environ["CRONSTREAM_SINK_PG_URL"]
+        p = self.pg_params
+        host = p.get("host") or "127.0.0.1"
+        host = f"[{host}]" if ":" in host else host
+        query = "&".join(f"{key}={p[key]}" for key in ("sslmode", "sslrootcert") if p.get(key))
+        return f"jdbc:postgresql://{host}:{p.get('port') or 5432}/{p.get('dbname') or 'cronstream'}" \
+            + (f"?{query}" if query else "")
+
+    @property
+    def sink_pg_password(self) -> str:
+        """The password the sinks' configs carry: ``CRONSTREAM_SINK_PG_PASSWORD`` (e.g. a Kafka
+        Connect config provider's reference, ``${file:/etc/connect/pg.properties:password}``),
+        else the PostgreSQL password; the local stack's trust auth takes any (Debezium insists)."""
+        return (os.environ.get("CRONSTREAM_SINK_PG_PASSWORD") or self.pg_params.get("password")
+                or "local-trust-auth")
+
+    # -- URLs and bind addresses ------------------------------------------------------------------
+    @property
     def api_url(self) -> str:
-        return os.environ.get("CRONSTREAM_API_URL") or f"http://127.0.0.1:{self.api_port}"
+        """The API's URL as its users reach it (``CRONSTREAM_API_URL``): the CLI's default, and
+        the base of every campaign email's ``List-Unsubscribe`` link, so in production the
+        public https URL of the load balancer in front of the API."""
+        return os.environ.get("CRONSTREAM_API_URL") or f"http://{self.host}:{self.api_port}"
+
+    @property
+    def api_host(self) -> str:
+        """The API's bind address (``CRONSTREAM_API_HOST``; 0.0.0.0 behind a load balancer)."""
+        return os.environ.get("CRONSTREAM_API_HOST") or "127.0.0.1"
+
+    @property
+    def worker_metrics_host(self) -> str:
+        """A worker's ``/metrics``, ``/healthz`` and ``/readyz`` bind address
+        (``CRONSTREAM_WORKER_METRICS_HOST``; 0.0.0.0 for a Prometheus on another host)."""
+        return os.environ.get("CRONSTREAM_WORKER_METRICS_HOST") or "127.0.0.1"
+
+    @property
+    def connect_url(self) -> str:
+        """Kafka Connect's REST URL (``CRONSTREAM_CONNECT_URL``): ``sink register`` and
+        ``stack`` talk to it."""
+        return os.environ.get("CRONSTREAM_CONNECT_URL") or f"http://{self.host}:{self.connect_port}"
+
+    @property
+    def recipients_prune_interval_s(self) -> int:
+        """How often the API deletes from cronstream.recipients what no campaign can read any
+        more (``CRONSTREAM_RECIPIENTS_PRUNE_INTERVAL_S``, 3600; 0 never:
+        ``streams.campaigns.retention``)."""
+        seconds = _int("CRONSTREAM_RECIPIENTS_PRUNE_INTERVAL_S", 3600)
+        if seconds < 0:
+            raise SettingsError(f"CRONSTREAM_RECIPIENTS_PRUNE_INTERVAL_S={seconds} is not >= 0")
+        return seconds
 
     @property
     def ses_endpoint(self) -> str:
-        return os.environ.get("CRONSTREAM_SES_ENDPOINT") or f"http://127.0.0.1:{self.ses_port}"
+        return os.environ.get("CRONSTREAM_SES_ENDPOINT") or f"http://{self.host}:{self.ses_port}"
 
     @property
     def ses_max_rate_per_s(self) -> float:
@@ -178,6 +310,7 @@ class Settings:
 
 
 def load() -> Settings:
+    resolve_secret_files()
     home = Path(os.environ.get("CRONSTREAM_HOME") or REPO_ROOT / ".local").resolve()
     return Settings(
         home=home,
@@ -189,4 +322,244 @@ def load() -> Settings:
         worker_web_port=_int("CRONSTREAM_WORKER_WEB_PORT", 16066),
         worker_metrics_port=_int("CRONSTREAM_WORKER_METRICS_PORT", 16166),
         ses_port=_int("CRONSTREAM_SES_PORT", 18025),
+        host=os.environ.get("CRONSTREAM_STACK_HOST") or "127.0.0.1",
     )
+
+
+# -- the table of settings, their check and their print-out -----------------------------------------
+@dataclass(frozen=True)
+class Setting:
+    """One variable: its documented default, what it does, who reads it, and how to read its
+    effective value from ``Settings`` (None: the variable as set)."""
+
+    name: str
+    default: str
+    doc: str
+    used_by: str = "worker, API"
+    value: Callable[[Settings], object] | None = None
+    secret: bool = False
+
+
+def _kafka_env(name: str) -> Callable[[Settings], object]:
+    return lambda _s: os.environ.get(name, "")
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("CRONSTREAM_STACK_HOST", "`127.0.0.1`", "the local stack only: the address its "
+            "services listen on, and the host of every default endpoint below", "`stack`",
+            lambda s: s.host),
+    Setting("CRONSTREAM_HOME", "`.local/` of the checkout", "state: a worker's RocksDB tables "
+            "(`workers/<id>`), the API's view stores (`api/`); a persistent volume per process",
+            "worker, API, CLI", lambda s: s.home),
+    Setting("CRONSTREAM_WORKER_ID", "host name and pid", "a worker's stable id: its state "
+            "directory and its group client id; set one per worker and keep it across restarts",
+            "worker", lambda _s: os.environ.get("CRONSTREAM_WORKER_ID", "")),
+    Setting("CRONSTREAM_BOOTSTRAP", "the local stack's brokers", "Kafka bootstrap servers, "
+            "`host:port,host:port`", "worker, API, CLI", lambda s: s.bootstrap),
+    Setting("CRONSTREAM_KAFKA_SECURITY_PROTOCOL", "`PLAINTEXT`", "`PLAINTEXT`, `SSL`, "
+            "`SASL_PLAINTEXT` or `SASL_SSL`", "worker, API, CLI, Connect",
+            _kafka_env("CRONSTREAM_KAFKA_SECURITY_PROTOCOL")),
+    Setting("CRONSTREAM_KAFKA_SASL_MECHANISM", "`SCRAM-SHA-512`", "`SCRAM-SHA-512`, "
+            "`SCRAM-SHA-256`, `PLAIN` or `OAUTHBEARER`", "worker, API, CLI, Connect",
+            _kafka_env("CRONSTREAM_KAFKA_SASL_MECHANISM")),
+    Setting("CRONSTREAM_KAFKA_SASL_USERNAME", "—", "SASL user (SCRAM, PLAIN)",
+            "worker, API, CLI, Connect", _kafka_env("CRONSTREAM_KAFKA_SASL_USERNAME")),
+    Setting("CRONSTREAM_KAFKA_SASL_PASSWORD", "—", "SASL password (SCRAM, PLAIN)",
+            "worker, API, CLI, Connect", secret=True),
+    Setting("CRONSTREAM_KAFKA_CA_FILE", "the system's trust store", "PEM of the CA that signed "
+            "the brokers' certificates", "worker, API, CLI, Connect",
+            _kafka_env("CRONSTREAM_KAFKA_CA_FILE")),
+    Setting("CRONSTREAM_KAFKA_CERT_FILE", "—", "PEM client certificate (mTLS, with `SSL` or "
+            "`SASL_SSL`)", "worker, API, CLI, Connect", _kafka_env("CRONSTREAM_KAFKA_CERT_FILE")),
+    Setting("CRONSTREAM_KAFKA_KEY_FILE", "—", "PEM private key of that certificate",
+            "worker, API, CLI, Connect", _kafka_env("CRONSTREAM_KAFKA_KEY_FILE")),
+    Setting("CRONSTREAM_KAFKA_SSL_KEY_PASSWORD", "—", "the key file's passphrase, if encrypted",
+            "worker, API, CLI, Connect", secret=True),
+    Setting("CRONSTREAM_KAFKA_OAUTH_TOKEN_URL", "—", "OAUTHBEARER: the OIDC token endpoint "
+            "(client credentials grant); unset with `OAUTHBEARER`: an unsecured JWT (test "
+            "clusters only) or `CRONSTREAM_KAFKA_OAUTH_PROVIDER=aws-msk-iam`",
+            "worker, API, CLI, Connect", _kafka_env("CRONSTREAM_KAFKA_OAUTH_TOKEN_URL")),
+    Setting("CRONSTREAM_KAFKA_OAUTH_CLIENT_ID", "—", "OAUTHBEARER client id",
+            "worker, API, CLI, Connect", _kafka_env("CRONSTREAM_KAFKA_OAUTH_CLIENT_ID")),
+    Setting("CRONSTREAM_KAFKA_OAUTH_CLIENT_SECRET", "—", "OAUTHBEARER client secret",
+            "worker, API, CLI, Connect", secret=True),
+    Setting("CRONSTREAM_KAFKA_OAUTH_SCOPE", "—", "OAUTHBEARER scope", "worker, API, CLI, Connect",
+            _kafka_env("CRONSTREAM_KAFKA_OAUTH_SCOPE")),
+    Setting("CRONSTREAM_KAFKA_OAUTH_PROVIDER", "`oidc`", "`oidc` (the token URL above), "
+            "`unsecured` (a JWT Kafka's unsecured validator accepts, as the user above; tests) or "
+            "`aws-msk-iam` (AWS MSK IAM through `aws-msk-iam-sasl-signer-python`)",
+            "worker, API, CLI, Connect", _kafka_env("CRONSTREAM_KAFKA_OAUTH_PROVIDER")),
+    Setting("CRONSTREAM_REPLICATION_FACTOR", "3 on ≥ 3 brokers, else the broker count",
+            "of every topic cronstream creates", "worker, API, CLI",
+            _kafka_env("CRONSTREAM_REPLICATION_FACTOR")),
+    Setting("CRONSTREAM_MIN_INSYNC_REPLICAS", "2 on ≥ 3 brokers, else 1",
+            "`min.insync.replicas` of those topics", "worker, API, CLI",
+            _kafka_env("CRONSTREAM_MIN_INSYNC_REPLICAS")),
+    Setting("CRONSTREAM_PARTITIONS", "8", "partitions of the partitioned topics (fixed for the "
+            "cluster's life)", "worker, API, CLI", _kafka_env("CRONSTREAM_PARTITIONS")),
+    Setting("CRONSTREAM_PG_DSN", "made from the `CRONSTREAM_PG_*` below", "PostgreSQL as the API "
+            "reads the sinks' tables: libpq `key=value` or `postgresql://` URI",
+            "API, CLI", lambda s: _masked_dsn(s)),
+    Setting("CRONSTREAM_PG_HOST", "`127.0.0.1`", "PostgreSQL host (without a DSN)", "API, CLI",
+            lambda s: s.pg_params.get("host", "")),
+    Setting("CRONSTREAM_PG_PORT", "15432", "PostgreSQL port", "API, CLI",
+            lambda s: s.pg_params.get("port", "")),
+    Setting("CRONSTREAM_PG_DATABASE", "`cronstream`", "database", "API, CLI",
+            lambda s: s.pg_params.get("dbname", "")),
+    Setting("CRONSTREAM_PG_USER", "`cronstream`", "user", "API, CLI",
+            lambda s: s.pg_params.get("user", "")),
+    Setting("CRONSTREAM_PG_PASSWORD", "— (the local stack trusts loopback)", "password",
+            "API, CLI, `sink register`", secret=True),
+    Setting("CRONSTREAM_PG_SSLMODE", "libpq's `prefer`", "`disable` … `verify-full`", "API, CLI, "
+            "`sink register`", lambda s: s.pg_params.get("sslmode", "")),
+    Setting("CRONSTREAM_PG_SSLROOTCERT", "—", "PEM of the CA that signed PostgreSQL's certificate "
+            "(`verify-ca`, `verify-full`)", "API, CLI, `sink register`",
+            lambda s: s.pg_params.get("sslrootcert", "")),
+    Setting("CRONSTREAM_SINK_PG_URL", "made from the PostgreSQL settings", "the JDBC URL the "
+            "sinks write to, when Kafka Connect reaches PostgreSQL at another address",
+            "`sink register`", lambda s: s.pg_jdbc_url),
+    Setting("CRONSTREAM_SINK_PG_PASSWORD", "the PostgreSQL password", "what the sinks' configs "
+            "carry as the password: a Connect config provider's reference keeps it out of "
+            "Connect's topics", "`sink register`", secret=True),
+    Setting("CRONSTREAM_CONNECT_URL", "`http://127.0.0.1:18083`", "Kafka Connect's REST URL",
+            "`sink register`, `stack`", lambda s: s.connect_url),
+    Setting("CRONSTREAM_API_URL", "`http://127.0.0.1:18080`", "the API's public URL: the CLI's "
+            "default and the base of every `List-Unsubscribe` link", "worker, CLI",
+            lambda s: s.api_url),
+    Setting("CRONSTREAM_API_HOST", "`127.0.0.1`", "the API's bind address", "API",
+            lambda s: s.api_host),
+    Setting("CRONSTREAM_API_PORT", "18080", "the API's port", "API", lambda s: s.api_port),
+    Setting("CRONSTREAM_WORKER_METRICS_HOST", "`127.0.0.1`", "a worker's `/metrics`, `/healthz`, "
+            "`/readyz` bind address", "worker", lambda s: s.worker_metrics_host),
+    Setting("CRONSTREAM_WORKER_METRICS_PORT", "16166", "their port", "worker",
+            lambda s: s.worker_metrics_port),
+    Setting("CRONSTREAM_SES_ENDPOINT", "AWS SES of `AWS_REGION`", "an SES-compatible endpoint "
+            "(the local stack's server)", "worker",
+            lambda _s: os.environ.get("CRONSTREAM_SES_ENDPOINT") or "(AWS SES)"),
+    Setting("AWS_REGION", "`us-east-1`", "SES's region", "worker",
+            lambda _s: os.environ.get("AWS_REGION", "us-east-1")),
+    Setting("AWS_SECRET_ACCESS_KEY", "boto3's chain (instance role, ~/.aws)", "with "
+            "`AWS_ACCESS_KEY_ID`: SES credentials", "worker", secret=True),
+    Setting("CRONSTREAM_SES_MAX_RATE", "20000", "the SES account's sends per second", "worker",
+            lambda s: s.ses_max_rate_per_s),
+    Setting("CRONSTREAM_UNSUBSCRIBE_SECRET", "— (required, ≥ 16 characters)", "signs one-click "
+            "unsubscribe tokens: the same on every worker and API", "worker, API", secret=True),
+    Setting("CRONSTREAM_OPERATOR_KEY", "— (the operator surface answers 503)", "the operator "
+            "key of `/v1/ops` and the console's operator pages", "API", secret=True),
+    Setting("CRONSTREAM_SNS_TOPICS", "none", "SNS topic ARNs whose SES events `POST "
+            "/v1/feedback/sns` accepts (`ARN=TENANT` pins a tenant)", "API",
+            lambda s: " ".join(f"{a}={t}" if t else a for a, t in s.sns_topics.items())),
+    Setting("CRONSTREAM_SNS_CERT_HOSTS", "AWS's SNS hosts", "regexes a signing certificate's "
+            "host must match", "API", lambda s: " ".join(s.sns_cert_hosts)),
+    Setting("CRONSTREAM_SNS_ALLOW_HTTP", "off", "plain-http certificate URLs (the local SES "
+            "server only)", "API", lambda s: s.sns_allow_http),
+    Setting("CRONSTREAM_RECIPIENTS_PRUNE_INTERVAL_S", "3600", "how often the API deletes from "
+            "`cronstream.recipients` what no campaign can read any more (0: never)", "API",
+            lambda s: s.recipients_prune_interval_s),
+)
+
+
+def _masked_dsn(s: Settings) -> str:
+    from psycopg import conninfo
+
+    params = dict(s.pg_params)
+    if params.get("password"):
+        params["password"] = MASK
+    return conninfo.make_conninfo(**params)
+
+
+MASK = "****"
+
+
+def effective(s: Settings) -> list[tuple[str, str, str]]:
+    """(variable, effective value, where it came from) of every setting, secrets masked: a
+    secret shows only whether it is set. A setting that cannot be read shows its problem."""
+    rows = []
+    for setting in SETTINGS:
+        given = os.environ.get(setting.name)
+        source = ("file" if os.environ.get(f"{setting.name}_FILE") else "environment") \
+            if given else "default"
+        if setting.secret:
+            value = MASK if given else "(not set)"
+        else:
+            try:
+                value = str(setting.value(s) if setting.value else given or "")
+            except SystemExit as exc:
+                value, source = f"INVALID: {exc}", "environment"
+        rows.append((setting.name, value, source))
+    return rows
+
+
+def _url_problem(name: str, url: str) -> str | None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{name}={url!r} is not an http(s) URL with a host"
+    return None
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def validate(s: Settings, role: str) -> list[str]:
+    """Every problem of the settings a ``role`` (``worker``, ``api`` or ``cli``) runs with, one
+    line each naming the variable; empty when it can start."""
+    from streams.runtime import kafka_config
+
+    problems: list[str] = []
+
+    def check(read: Callable[[], object]) -> None:
+        try:
+            read()
+        except SystemExit as exc:
+            problems.append(str(exc))
+
+    check(lambda: kafka_config.security())
+    for prop in ("pg_params", "ses_max_rate_per_s", "runs_per_host", "soft_bounce_limit",
+                 "soft_bounce_window_days", "unknown_window_s", "guard_thresholds", "sns_topics",
+                 "sns_max_age_s", "recipients_prune_interval_s"):
+        check(lambda prop=prop: getattr(s, prop))
+    for name, url in (("CRONSTREAM_API_URL", s.api_url), ("CRONSTREAM_CONNECT_URL", s.connect_url),
+                      ("CRONSTREAM_SES_ENDPOINT", os.environ.get("CRONSTREAM_SES_ENDPOINT"))):
+        if url and (problem := _url_problem(name, url)):
+            problems.append(problem)
+    for name, host in (("CRONSTREAM_API_HOST", s.api_host),
+                       ("CRONSTREAM_WORKER_METRICS_HOST", s.worker_metrics_host)):
+        if not host.replace(".", "").replace("-", "").replace(":", "").isalnum():
+            problems.append(f"{name}={host!r} is not an address or host name to bind")
+    secret = os.environ.get("CRONSTREAM_UNSUBSCRIBE_SECRET", "")
+    if role in ("worker", "api") and len(secret) < 16:
+        problems.append("CRONSTREAM_UNSUBSCRIBE_SECRET is not set or shorter than 16 characters "
+                        "(it signs the unsubscribe links; the same on every worker and API)")
+    ses = os.environ.get("CRONSTREAM_SES_ENDPOINT") or ""
+    mail_leaves = not ses or not is_loopback(urlsplit(ses).hostname or "")
+    link_host = urlsplit(s.api_url).hostname or ""
+    if role == "worker" and mail_leaves and is_loopback(link_host):
+        problems.append(f"CRONSTREAM_API_URL={s.api_url!r} is a loopback address but mail goes "
+                        f"to {ses or 'AWS SES'}: every List-Unsubscribe link would be dead; set it "
+                        "to the API's public https URL")
+    return problems
+
+
+def check_or_exit(role: str) -> Settings:
+    """The settings, after ``validate``: a process stops at start with every problem, one line
+    each, instead of failing later at the first use."""
+    s = load()
+    problems = validate(s, role)
+    if problems:
+        raise SettingsError("\n".join(f"config: {p}" for p in problems))
+    return s
+
+
+def markdown_table() -> str:
+    """``SETTINGS`` as the table of docs/deploy.md (a unit test keeps the two the same)."""
+    lines = ["| variable | default | what | read by |", "|---|---|---|---|"]
+    for s in SETTINGS:
+        name = f"`{s.name}`" + (f" (or `{s.name}_FILE`)" if s.secret else "")
+        lines.append(f"| {name} | {s.default} | {s.doc} | {s.used_by} |")
+    return "\n".join(lines)

@@ -156,3 +156,36 @@ class HeldCalls:
     def _ended(self) -> None:
         with self.lock:
             self.now -= 1
+
+
+def skeleton_job_lands(api: httpx.Client, dsn: str, host: str = "127.0.0.1") -> None:
+    """The walking skeleton on a stack of its own: a job every 2 s for 8 s calls its webhook
+    (a receiver on ``host``) and its ``fired``/``succeeded`` rows land in PostgreSQL at ``dsn``,
+    each for a fire id the webhook got."""
+    from datetime import UTC, timedelta
+
+    from cli.demo import Receiver
+    from tests.conftest import free_port
+    from tests.waiting import wait_for
+
+    port = free_port()
+
+    def rows(job_id: str) -> list[tuple[Any, ...]]:
+        with psycopg.connect(dsn, connect_timeout=10) as conn:
+            try:
+                return conn.execute("SELECT fire_id, decision, outcome FROM ledger "
+                                    "WHERE job_id = %s", (job_id,)).fetchall()
+            except psycopg.errors.UndefinedTable:
+                return []
+
+    with Receiver(port, quiet=True, host=host) as receiver:
+        end = datetime.now(UTC) + timedelta(seconds=8)
+        created = api.post("/v1/jobs", json={
+            "schedule": {"cron": "*/2 * * * * *", "end": end.isoformat()},
+            "target": {"type": "webhook", "url": f"http://{host}:{port}/hook"}})
+        assert created.status_code == 201, created.text
+        job_id = created.json()["id"]
+        landed = wait_for(lambda: (r := rows(job_id)) and len(r) >= 2 and r, timeout_s=180,
+                          every_s=1)
+    assert all(row[1:] == ("fired", "succeeded") for row in landed), landed
+    assert {row[0] for row in landed} <= set(receiver.fires)  # the webhook was called for each

@@ -164,3 +164,97 @@ def test_a_broker_not_up_yet_is_not_a_configuration_error() -> None:
                          "ipv4#127.0.0.1:9093 failed: Connection refused (after 0ms in state CONNECT)")
     assert diagnose(refused, "127.0.0.1:9093") is None
     assert diagnose(None, "127.0.0.1:9093") is None
+
+
+@pytest.fixture()
+def client_pair(tmp_path: Path) -> tuple[str, str]:
+    cert, key = tmp_path / "client.crt", tmp_path / "client.key"
+    cert.write_text("-----BEGIN CERTIFICATE-----\nAAA\n-----END CERTIFICATE-----\n")
+    key.write_text("-----BEGIN PRIVATE KEY-----\nBBB\n-----END PRIVATE KEY-----\n")
+    return str(cert), str(key)
+
+
+def test_mutual_tls_reaches_librdkafka_and_java(ca_file: str, client_pair: tuple[str, str]
+                                                ) -> None:
+    cert, key = client_pair
+    env = {"CRONSTREAM_KAFKA_SECURITY_PROTOCOL": "SSL", "CRONSTREAM_KAFKA_CA_FILE": ca_file,
+           "CRONSTREAM_KAFKA_CERT_FILE": cert, "CRONSTREAM_KAFKA_KEY_FILE": key,
+           "CRONSTREAM_KAFKA_SSL_KEY_PASSWORD": "kpw"}
+    assert client_config("b:1", env=env) == {
+        "bootstrap.servers": "b:1", "security.protocol": "ssl", "ssl.ca.location": ca_file,
+        "ssl.certificate.location": cert, "ssl.key.location": key, "ssl.key.password": "kpw"}
+    lines = KafkaSecurity.from_env(env).java_properties("producer.")
+    assert "producer.ssl.keystore.type=PEM" in lines
+    assert ("producer.ssl.keystore.certificate.chain=-----BEGIN CERTIFICATE-----\\nAAA\\n"
+            "-----END CERTIFICATE-----") in lines
+    assert "producer.ssl.keystore.key=-----BEGIN PRIVATE KEY-----\\nBBB\\n-----END PRIVATE KEY-----" \
+        in lines
+    assert "producer.ssl.key.password=kpw" in lines
+
+
+def test_a_certificate_without_its_key_or_without_tls_is_refused(client_pair: tuple[str, str]
+                                                                 ) -> None:
+    cert, _ = client_pair
+    with pytest.raises(KafkaConfigError, match="CERT_FILE and CRONSTREAM_KAFKA_KEY_FILE go together"):
+        KafkaSecurity.from_env({"CRONSTREAM_KAFKA_SECURITY_PROTOCOL": "SSL",
+                                "CRONSTREAM_KAFKA_CERT_FILE": cert})
+    with pytest.raises(KafkaConfigError, match="uses no TLS"):
+        KafkaSecurity.from_env({"CRONSTREAM_KAFKA_CERT_FILE": cert,
+                                "CRONSTREAM_KAFKA_KEY_FILE": cert})
+
+
+OIDC = {"CRONSTREAM_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "CRONSTREAM_KAFKA_SASL_MECHANISM": "OAUTHBEARER",
+        "CRONSTREAM_KAFKA_OAUTH_TOKEN_URL": "https://idp.example.com/token",
+        "CRONSTREAM_KAFKA_OAUTH_CLIENT_ID": "cron", "CRONSTREAM_KAFKA_OAUTH_CLIENT_SECRET": "cs",
+        "CRONSTREAM_KAFKA_OAUTH_SCOPE": "kafka"}
+
+
+def test_oauthbearer_oidc_reaches_librdkafka_java_and_faust() -> None:
+    import faust
+
+    config = client_config("b:1", env=OIDC)
+    assert {k: v for k, v in config.items() if k.startswith("sasl")} == {
+        "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.token.endpoint.url": "https://idp.example.com/token",
+        "sasl.oauthbearer.client.id": "cron", "sasl.oauthbearer.client.secret": "cs",
+        "sasl.oauthbearer.scope": "kafka"}
+    lines = KafkaSecurity.from_env(OIDC).java_properties()
+    assert "sasl.oauthbearer.token.endpoint.url=https://idp.example.com/token" in lines
+    assert any(line.endswith('OAuthBearerLoginModule required clientId="cron" clientSecret="cs" '
+                             'scope="kafka";') for line in lines)
+    creds = KafkaSecurity.from_env(OIDC).faust()["broker_credentials"]
+    assert isinstance(creds, faust.OAuthCredentials) and creds.ssl_context is not None
+    with pytest.raises(KafkaConfigError, match="TOKEN_URL, _CLIENT_ID and _CLIENT_SECRET"):
+        KafkaSecurity.from_env({**OIDC, "CRONSTREAM_KAFKA_OAUTH_CLIENT_SECRET": ""})
+
+
+def test_oauthbearer_unsecured_makes_the_jwt_kafkas_default_validator_reads() -> None:
+    import asyncio
+    import base64
+    import json
+
+    env = {**OIDC, "CRONSTREAM_KAFKA_OAUTH_PROVIDER": "unsecured",
+           "CRONSTREAM_KAFKA_SASL_USERNAME": "cronstream"}
+    security = KafkaSecurity.from_env(env)
+    token, expiry = client_config("b:1", env=env)["oauth_cb"]("")
+    header, claims, signature = token.split(".")
+    decoded = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))
+    assert json.loads(base64.urlsafe_b64decode(header + "==")) == {"alg": "none"}
+    assert signature == "" and decoded["sub"] == "cronstream" and decoded["exp"] == expiry
+    assert decoded["exp"] > decoded["iat"]
+    creds = security.faust()["broker_credentials"]
+    assert asyncio.run(creds.oauth_cb.token()).split(".")[0] == header
+    assert 'unsecuredLoginStringClaim_sub="cronstream";' in security.java_properties()[-1]
+
+
+def test_msk_iam_names_the_package_it_needs_or_maps_to_amazons_handler() -> None:
+    env = {**OIDC, "CRONSTREAM_KAFKA_OAUTH_PROVIDER": "aws-msk-iam", "AWS_REGION": "eu-west-1"}
+    try:
+        import aws_msk_iam_sasl_signer  # noqa: F401
+    except ImportError:
+        with pytest.raises(KafkaConfigError, match="aws-msk-iam-sasl-signer-python"):
+            KafkaSecurity.from_env(env)
+        return
+    lines = KafkaSecurity.from_env(env).java_properties()
+    assert any("IAMOAuthBearerLoginCallbackHandler" in line for line in lines)

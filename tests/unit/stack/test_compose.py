@@ -55,7 +55,8 @@ def test_the_app_image_holds_every_package_and_file_the_app_reads():
     assert files <= copied, f"files not in the image: {sorted(files - copied)}"
 
 
-def test_registering_the_sinks_without_postgres_names_postgres_and_touches_no_connector():
+def test_registering_the_sinks_without_postgres_names_postgres_and_touches_no_connector(
+        monkeypatch):
     """``cronstream sink register`` (docker-compose's sink-setup) before Postgres answers: a clear
     error naming the component and address, not a psycopg traceback, and no connector created
     (the Connect URL is unreachable too; reaching it would be a different error)."""
@@ -65,9 +66,11 @@ def test_registering_the_sinks_without_postgres_names_postgres_and_touches_no_co
     from tests.conftest import free_port
 
     port = free_port()
+    monkeypatch.delenv("CRONSTREAM_PG_DSN", raising=False)
+    monkeypatch.setenv("CRONSTREAM_PG_PORT", str(port))
     with pytest.raises(StackError, match=rf"postgres: could not create the ledger tables on "
                                          rf"127\.0\.0\.1:{port} \(ledger\.sql\)"):
-        register_sink(f"http://127.0.0.1:{free_port()}", pg_host="127.0.0.1", pg_port=port,
+        register_sink(f"http://127.0.0.1:{free_port()}", settings.load(),
                       schemas_dir=REPO_ROOT / "schemas")
 
 
@@ -160,3 +163,21 @@ def test_a_task_that_stays_failed_is_reported_with_its_trace_at_the_deadline(mon
     old = ("FAILED", "unknown schema fingerprint")
     with pytest.raises(StackError, match="not RUNNING after 50s; its task is still FAILED: unknown"):
         _register(monkeypatch, FakeConnect(_status(old)))
+
+
+def test_every_app_service_is_configured_by_settings_and_reaches_the_others_by_name():
+    """The API reads PostgreSQL at ``postgres``, not at its own 127.0.0.1; the worker mails
+    through the ``ses`` service with a link base and a signing secret; every variable set is one
+    of the settings (docs/deploy.md)."""
+    services = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]
+    known = {s.name for s in settings.SETTINGS} | {"AWS_ACCESS_KEY_ID", "CRONSTREAM_SES_LOG"}
+    for name in ("worker", "api", "sink-setup", "ses"):
+        env = services[name].get("environment", {})
+        assert set(env) <= known, (name, set(env) - known)
+        assert not any("127.0.0.1" in str(v) or "localhost:5432" in str(v) for v in env.values())
+    assert services["api"]["environment"]["CRONSTREAM_PG_HOST"] == "postgres"
+    assert services["sink-setup"]["environment"]["CRONSTREAM_PG_HOST"] == "postgres"
+    worker = services["worker"]["environment"]
+    assert worker["CRONSTREAM_SES_ENDPOINT"] == "http://ses:18025"
+    assert {"CRONSTREAM_API_URL", "CRONSTREAM_UNSUBSCRIBE_SECRET"} <= set(worker)
+    assert services["api"]["environment"]["CRONSTREAM_API_HOST"] == "0.0.0.0"
