@@ -487,6 +487,8 @@ class Stack:
             f"rest.advertised.host.name={self.s.host}",
             f"plugin.path={self.plugins}",
             "offset.flush.interval.ms=1000",
+            # the sinks' consumers hand a task up to a batch.size (connectors/*.json) at once
+            "consumer.max.poll.records=2000",
             # the worker's own clients, its sinks' consumers, any producer and admin client it
             # makes: one mapping (streams.runtime.kafka_config), nothing on PLAINTEXT
             *[line for prefix in ("", "producer.", "consumer.", "admin.")

@@ -54,6 +54,10 @@ def wire(rt: Runtime) -> None:
 def main() -> None:
     """Run one worker: scheduler, executor and fan-out agents on one faust app."""
     conf = settings.check_or_exit("worker")  # every setting's problem, one line each, now
+    if conf.event_loop == "uvloop":  # before faust makes its loops (its own and its consumer's)
+        import uvloop
+
+        uvloop.install()
     admin.check_reachable(conf.bootstrap)  # a wrong password or CA: one clear line, no hang
     rt = build(conf, worker_id_from_env(),
                replication_factor=admin.replication(conf.bootstrap).factor)

@@ -144,9 +144,13 @@ class Settings:
         p = self.pg_params
         host = p.get("host") or "127.0.0.1"
         host = f"[{host}]" if ":" in host else host
-        query = "&".join(f"{key}={p[key]}" for key in ("sslmode", "sslrootcert") if p.get(key))
+        # reWriteBatchedInserts: the driver sends a sink's batch of upserts as multi-row
+        # INSERT ... ON CONFLICT statements rather than one statement per row (the sinks'
+        # batch.size and use.reduction.buffer, connectors/*.json: one row per key a batch)
+        query = "&".join([*(f"{key}={p[key]}" for key in ("sslmode", "sslrootcert") if p.get(key)),
+                          "reWriteBatchedInserts=true"])
         return f"jdbc:postgresql://{host}:{p.get('port') or 5432}/{p.get('dbname') or 'cronstream'}" \
-            + (f"?{query}" if query else "")
+            f"?{query}"
 
     @property
     def sink_pg_password(self) -> str:
@@ -212,6 +216,16 @@ class Settings:
         if not raw.isdigit() or int(raw) < 1:
             raise SystemExit(f"CRONSTREAM_RUNS_PER_HOST={raw!r} is not a whole number >= 1")
         return int(raw)
+
+    @property
+    def event_loop(self) -> str:
+        """The workers' event loop (``CRONSTREAM_EVENT_LOOP``): ``uvloop`` (the default; libuv's
+        loop spent less of a draining worker's CPU per run than asyncio's, docs/performance.md)
+        or ``asyncio``."""
+        raw = os.environ.get("CRONSTREAM_EVENT_LOOP") or "uvloop"
+        if raw not in ("uvloop", "asyncio"):
+            raise SettingsError(f"CRONSTREAM_EVENT_LOOP={raw!r} is not uvloop or asyncio")
+        return raw
 
     @property
     def soft_bounce_limit(self) -> int:
@@ -440,6 +454,8 @@ SETTINGS: tuple[Setting, ...] = (
             lambda _s: os.environ.get("AWS_REGION", "us-east-1")),
     Setting("AWS_SECRET_ACCESS_KEY", "boto3's chain (instance role, ~/.aws)", "with "
             "`AWS_ACCESS_KEY_ID`: SES credentials", "worker", secret=True),
+    Setting("CRONSTREAM_EVENT_LOOP", "`uvloop`", "the workers' event loop: `uvloop` or `asyncio`",
+            "worker", lambda s: s.event_loop),
     Setting("CRONSTREAM_SES_MAX_RATE", "20000", "the SES account's sends per second", "worker",
             lambda s: s.ses_max_rate_per_s),
     Setting("CRONSTREAM_UNSUBSCRIBE_SECRET", "— (required, ≥ 16 characters)", "signs one-click "

@@ -39,7 +39,7 @@ def test_postgres_from_parts_with_password_and_tls(monkeypatch: pytest.MonkeyPat
     assert s.pg_params == {"host": "db.internal", "port": "6432", "dbname": "cron", "user": "app",
                            "password": SECRET, "sslmode": "verify-full", "sslrootcert": str(ca)}
     assert s.pg_jdbc_url == (f"jdbc:postgresql://db.internal:6432/cron?sslmode=verify-full&"
-                             f"sslrootcert={ca}")
+                             f"sslrootcert={ca}&reWriteBatchedInserts=true")
     assert s.sink_pg_password == SECRET
     monkeypatch.setenv("CRONSTREAM_SINK_PG_PASSWORD", "${file:/etc/connect/pg.properties:pw}")
     assert s.sink_pg_password == "${file:/etc/connect/pg.properties:pw}"
@@ -50,7 +50,8 @@ def test_a_dsn_wins_and_a_bad_one_is_one_line_naming_it(monkeypatch: pytest.Monk
     monkeypatch.setenv("CRONSTREAM_PG_HOST", "ignored")
     s = settings.load()
     assert s.pg_params["host"] == "10.9.8.7" and s.pg_params["password"] == "pw"
-    assert s.pg_jdbc_url == "jdbc:postgresql://10.9.8.7:5433/d?sslmode=require"
+    assert s.pg_jdbc_url == ("jdbc:postgresql://10.9.8.7:5433/d?sslmode=require&"
+                             "reWriteBatchedInserts=true")
     monkeypatch.setenv("CRONSTREAM_PG_DSN", "host=a port")
     with pytest.raises(SettingsError, match=r"^CRONSTREAM_PG_DSN is not a PostgreSQL"):
         _ = settings.load().pg_dsn

@@ -138,3 +138,48 @@ def test_a_durable_write_the_broker_refused_or_never_answered_raises() -> None:
 
     asyncio.run(refused())
     asyncio.run(silent())
+
+
+def _rocks_table(tmp_path) -> object:
+    """A GuardedTable over one real RocksDB partition (rocksdict, as faust opens it)."""
+    from rocksdict import Options, Rdict
+
+    from streams.runtime.state import GuardedTable
+
+    db = Rdict(str(tmp_path / "p3"), options=Options(raw_mode=True))
+
+    class Store:
+        offset_key = b"__faust\0offset__"
+
+        def persisted_offset(self, tp: object) -> int | None:
+            raw = db.get(self.offset_key)
+            return None if raw is None else int(raw)
+
+        def _db_for_partition(self, partition: int) -> object:
+            assert partition == 3
+            return db
+
+    table = object.__new__(GuardedTable)
+    table._data, table._own_acked = Store(), {}
+    table.changelog_topic = type("Topic", (), {"get_topic_name": lambda self: "done-changelog"})()
+    return table, db
+
+
+def test_a_batch_of_own_marks_is_written_at_once_with_the_persisted_offset(tmp_path) -> None:
+    table, db = _rocks_table(tmp_path)
+    db[table.data.offset_key] = b"99"
+    table.write_acked(3, [(b"f1", b"succeeded"), (b"f2", b"failed")], range(100, 102))
+    assert (db[b"f1"], db[b"f2"]) == (b"succeeded", b"failed")
+    assert table.data.persisted_offset(None) == 101
+
+
+def test_a_batch_with_a_foreign_record_between_its_marks_leaves_the_offset(tmp_path) -> None:
+    """Another writer's record came between two of ours (a zombie's): recovery must read it,
+    so the persisted offset stays; the marks themselves are written."""
+    table, db = _rocks_table(tmp_path)
+    db[table.data.offset_key] = b"99"
+    table.write_acked(3, [(b"f1", b"succeeded"), (b"f2", b"succeeded")], None)
+    assert db[b"f2"] == b"succeeded"
+    assert table.data.persisted_offset(None) == 99
+    table.write_acked(3, [(b"f3", b"succeeded")], range(105, 106))
+    assert table.data.persisted_offset(None) == 99, "a gap of others' offsets never closes"
