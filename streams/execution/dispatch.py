@@ -63,6 +63,10 @@ class RunQueue(Generic[T]):
     def __len__(self) -> int:
         return self._size
 
+    def tenants(self) -> list[str]:
+        """The tenants with slots waiting, in the order their turns come."""
+        return list(self._tenants)
+
     def running(self, host: str) -> int:
         return self._running.get(host, 0)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from bench.spike import job, webhook_target
 from streams.execution.done_marks import DoneMarks
-from streams.execution.executor import Executor
+from streams.execution.executor import TURN, Executor
 from streams.execution.reader import Assigned
 from streams.execution.targets import CallResult
 from streams.runtime.codec import codec
@@ -24,10 +24,12 @@ SLOT = 1_800_000_000_000
 CHANGELOG = TopicSpec(name="done-changelog", key="fire_id", schema="", compacted=True, doc="")
 
 
-def fired_record(job_id: str, target: dict[str, Any] | None = None) -> bytes:
+def fired_record(job_id: str, target: dict[str, Any] | None = None, tenant: str = "bench",
+                 epoch: int = 0) -> bytes:
     """A fired record as the scheduler writes it (``ScheduleState.emit_fired``)."""
     state = schedule_state()
-    j = codec().decode(job(job_id, "0 * * * * *", SLOT - 60_000,
+    state.epoch = epoch
+    j = codec().decode(job(job_id, "0 * * * * *", SLOT - 60_000, tenant=tenant,
                            target=target or webhook_target("http://127.0.0.1:9/hook")))
     state.emit_fired(0, j, fire_id(job_id, SLOT), SLOT, "fired", SLOT + 5)
     return state._emitter.values[0]
@@ -221,7 +223,8 @@ def test_a_revoked_partitions_waiting_slots_are_dropped_and_its_records_not_take
 
     async def main() -> None:
         executor = executor_in(world)
-        executor.accept([Msg(0, 10, fired_record("job-r"))])  # waiting, not started yet
+        executor.sort([Msg(0, 10, fired_record("job-r"))])  # waiting, not started yet
+        executor.take_turn()
         assert len(executor.waiting) == 1
         executor.revoke({0})
         assert world.log[-1] == ("revoke", [0])
@@ -231,5 +234,36 @@ def test_a_revoked_partitions_waiting_slots_are_dropped_and_its_records_not_take
         assert not any(event == "attempt" for event, _ in world.log)
         assert len(executor.waiting) == 0 and executor.in_flight == {}
         assert executor.taken.commit_point(0) is None, "nothing of it is committed from here"
+
+    asyncio.run(main())
+
+
+def test_a_small_tenants_record_read_behind_a_spike_is_taken_up_in_the_first_turn():
+    """The victim of issue 39: its slot was decided last in a 100k burst and read behind it."""
+    world = World()
+
+    async def main() -> None:
+        executor = executor_in(world)
+        spike = [Msg(0, 10 + i, fired_record(f"spike-{i}")) for i in range(500)]
+        executor.sort([*spike, Msg(0, 510, fired_record("small", tenant="small"))])
+        executor.take_turn()
+        assert sorted(executor.waiting.tenants()) == ["bench", "small"]
+        assert len(executor.waiting) == TURN + 1
+
+    asyncio.run(main())
+
+
+def test_an_older_epoch_after_a_newer_one_is_fenced_in_read_order_whatever_the_turns():
+    world = World()
+
+    async def main() -> None:
+        executor = executor_in(world)
+        executor.sort([Msg(0, 10, fired_record("a", epoch=5)),
+                       Msg(0, 11, fired_record("b", tenant="other", epoch=4))])  # a zombie's
+        while executor._turns:
+            executor.take_turn()
+        assert executor.waiting.tenants() == ["bench"]
+        assert executor.fence.rejected == 1
+        assert executor.taken.commit_point(0) == 10, "the fenced record is resolved, not a"
 
     asyncio.run(main())

@@ -193,3 +193,20 @@ def test_a_leading_string_refuses_another_record_and_truncated_bytes():
     with pytest.raises(SchemaError, match="not UTF-8"):
         codec().leading_string(codec().encode("Job", {**_job(), "tenant": "ab"}).replace(
             b"\x04ab", b"\x04a\xff"), "Job", "tenant")
+
+
+def test_leading_fields_are_read_without_the_rest_and_equal_a_whole_decode():
+    record = {**_fired(), "fired_ms": 7, "decision": "fired", "epoch": 3}
+    data = codec().encode("Fired", record)
+    fields = ("fire_id", "tenant", "epoch")
+    head = codec().decode_leading(data, "Fired", fields)
+    whole = codec().decode(data)
+    assert {f: head[f] for f in fields} == {f: whole[f] for f in fields}
+    assert "target" not in head, "read no further than the last field asked for"
+    # the bytes after the fields are never read: cut them off and the answer stays
+    cut = data[:-40]
+    assert codec().decode_leading(cut, "Fired", fields)["epoch"] == whole["epoch"]
+    with pytest.raises(SchemaError, match="where a Job was expected"):
+        codec().decode_leading(data, "Job", ("tenant",))
+    assert codec().decode_leading(data, "Fired", ("no_such_field",)) == whole, \
+        "a writer schema without the field is decoded whole"
