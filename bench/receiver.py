@@ -28,10 +28,10 @@ that carried a fire id: ``<arrival ns> <fire id>``.
 
 ``Receiver`` runs it as a subprocess for a benchmark (start, wait ready, count, dump, stop and
 read the arrivals, the process's CPU seconds from /proc). ``ceiling`` drives a receiver alone at
-full speed with the executor's own client (aiohttp, made by ``streams.execution.targets.
-new_session``, each request made by ``call_webhook``, on the default asyncio loop as in a
-worker) and, for comparison, with httpx (the executor's client before issue 28): what no
-scheduler on this box can pass, whatever it does.
+full speed with the executor's own client (``streams.execution.webhook_client``, each request
+made by ``call_webhook``, on the default asyncio loop) and, for comparison, with aiohttp (the
+executor's client before issue 39) and httpx (before issue 28): what no scheduler on this box
+can pass, whatever it does.
 """
 
 from __future__ import annotations
@@ -487,15 +487,40 @@ async def _drive(call: Call, requests: int, concurrency: int) -> int:
 
 @asynccontextmanager
 async def _executor(url: str) -> AsyncIterator[Call]:
-    """The executor's client as it makes it (``targets.new_session``), each request made by
-    ``call_webhook``: the SSRF check, the headers, the timeout, no redirects."""
+    """The executor's client as it makes it (``streams.execution.webhook_client``), each request
+    made by ``call_webhook``: the SSRF check, the headers, the timeout, no redirects."""
     from streams.execution import targets
+    from streams.execution.webhook_client import WebhookClient
 
-    async with targets.new_session(CONCURRENCY) as session:
+    client = WebhookClient(CONCURRENCY)
+    try:
         async def call(i: int) -> bool:
             fired = fired_for(i)
             fired["target"]["url"] = url
-            return (await targets.call_webhook(session, fired, ["127.0.0.1"])).ok
+            return (await targets.call_webhook(client, fired, ["127.0.0.1"])).ok
+
+        yield call
+    finally:
+        client.close()
+
+
+@asynccontextmanager
+async def _aiohttp(url: str) -> AsyncIterator[Call]:
+    """aiohttp, the executor's client until issue 39, making the same request (for comparison)."""
+    import aiohttp
+
+    from streams.execution import ssrf, targets
+
+    connector = aiohttp.TCPConnector(limit=CONCURRENCY, limit_per_host=0)
+    async with aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
+                                     auto_decompress=False) as session:
+        async def call(i: int) -> bool:
+            ssrf.check_url(url, ["127.0.0.1"])
+            async with session.post(url, headers=targets.headers_for(fired_for(i)),
+                                    timeout=aiohttp.ClientTimeout(total=10.0),
+                                    allow_redirects=False) as response:
+                await response.read()
+                return 200 <= response.status < 300
 
         yield call
 
@@ -521,7 +546,8 @@ async def _httpx(url: str) -> AsyncIterator[Call]:
 
 
 CLIENTS: dict[str, Callable[[str], AbstractAsyncContextManager[Call]]] = {
-    "aiohttp (the executor's: targets.new_session + call_webhook)": _executor,
+    "the executor's (webhook_client.WebhookClient + call_webhook)": _executor,
+    "aiohttp (the executor's until issue 39, for comparison)": _aiohttp,
     "httpx.AsyncClient (the executor's until issue 28, for comparison)": _httpx,
 }
 

@@ -56,10 +56,20 @@ def check_url(url: str, allow: Iterable[str] = (), resolver: Resolver = resolve)
     host = parts.hostname
     if not host:
         raise TargetRefused("URL has no host")
+    vet(host, resolver(host), allow)
+
+
+def vet(host: str, addresses: Iterable[str], allow: Iterable[str] = ()) -> None:
+    """Raise TargetRefused unless every address ``host`` resolved to may be reached: the
+    webhook client connects to one of exactly these (``webhook_client.WebhookClient.vetted``)."""
     allow = list(allow)
-    for address in resolver(host):
+    found = False
+    for address in addresses:
+        found = True
         ip = ipaddress.ip_address(address.split("%", 1)[0])
         if _internal(ip) and not _allowed(host, ip, allow):
             raise TargetRefused(
                 f"{host} resolves to {ip}, a loopback/private/link-local address; ask for it to "
                 "be added to the tenant's allowed targets")
+    if not found:
+        raise TargetRefused(f"host {host!r} resolves to no address")

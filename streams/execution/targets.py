@@ -5,8 +5,8 @@ line in ``AT_MOST_ONCE``), nothing in the executor.
 
 Webhooks carry the fire id (``X-Cronstream-Fire-Id``) so receivers can dedupe our at-least-once
 delivery; redirects are never followed (a redirect could lead past the SSRF guard). The client is
-aiohttp's: on this box it spent 0.09 ms of CPU a request against httpx's 2.18 ms
-(docs/performance.md, "Webhook runs"), and a spike's runs are that cost a hundred thousand times.
+our own (``webhook_client``): a spike's runs are its cost a hundred thousand times, and it spent
+a tenth of aiohttp's CPU a request (docs/performance.md, "Webhook runs").
 Kafka targets may only write topics under the tenant's own prefix (``<tenant>.``), so a job can
 never write cronstream's own topics or another tenant's.
 """
@@ -21,10 +21,9 @@ from functools import lru_cache
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-import aiohttp
-
 from streams.adapters import ses
 from streams.execution import ssrf, suppressed
+from streams.execution.webhook_client import RequestRefused, WebhookClient
 from streams.runtime.emit import Emitter
 from streams.runtime.views import StartedOnce
 from streams.topology import TopicSpec
@@ -52,15 +51,6 @@ def headers_for(fired: dict[str, Any]) -> dict[str, str]:
 DEFAULT_TIMEOUT_S = 10.0
 
 
-def new_session(max_connections: int) -> aiohttp.ClientSession:
-    """The webhook client (create it inside the event loop that uses it): no cookies kept
-    between tenants' calls, bodies left as sent; per-host limits are the dispatcher's
-    (``streams.execution.dispatch``), not the connector's."""
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=max_connections, limit_per_host=0),
-        cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False)
-
-
 def host_of(target: dict[str, Any]) -> str:
     """What a slot's run is limited per (``streams.execution.dispatch``): a webhook's scheme,
     host and port; every other kind of target shares one lane per kind."""
@@ -80,28 +70,26 @@ def _webhook_host(url: str) -> str:
         return "webhook:invalid"  # refused by the SSRF check when it runs
 
 
-async def call_webhook(client: aiohttp.ClientSession, fired: dict[str, Any],
+async def call_webhook(client: WebhookClient, fired: dict[str, Any],
                        allowed: list[str]) -> CallResult:
+    """One attempt at a webhook, bounded by its timeout as a whole (resolving, connecting, the
+    exchange): 2xx succeeds, anything else fails with the status or what went wrong."""
     target = fired["target"]
-    try:
-        ssrf.check_url(target["url"], allowed)
-    except ssrf.TargetRefused as exc:
-        return CallResult(False, None, f"target refused: {exc}", final=True)
     headers = {**(target.get("headers") or {}), **headers_for(fired)}
     body = target.get("body")
-    timeout = aiohttp.ClientTimeout(total=target.get("timeout_s") or DEFAULT_TIMEOUT_S)
+    timeout_s = target.get("timeout_s") or DEFAULT_TIMEOUT_S
     try:
-        async with client.request(target.get("method") or "POST", target["url"],
-                                  headers=headers, data=body.encode() if body is not None else None,
-                                  timeout=timeout, allow_redirects=False) as response:
-            status = response.status
-            await response.read()  # drained: the connection goes back to the pool for reuse
-    except TimeoutError:
-        return CallResult(False, None, f"timed out after {timeout.total} s")
-    except aiohttp.ClientError as exc:
-        return CallResult(False, None, f"{type(exc).__name__}: {exc}"[:500])
-    except ValueError as exc:  # a request aiohttp will not make (a header with a newline, ...)
+        async with asyncio.timeout(timeout_s):
+            status = await client.request(target.get("method") or "POST", target["url"], headers,
+                                          body.encode() if body is not None else None, allowed)
+    except ssrf.TargetRefused as exc:
+        return CallResult(False, None, f"target refused: {exc}", final=True)
+    except RequestRefused as exc:
         return CallResult(False, None, f"request refused: {exc}"[:500], final=True)
+    except TimeoutError:
+        return CallResult(False, None, f"timed out after {timeout_s} s")
+    except OSError as exc:  # refused, reset, closed early, TLS: the next attempt may succeed
+        return CallResult(False, None, f"{type(exc).__name__}: {exc}"[:500])
     if 200 <= status < 300:
         return CallResult(True, status, None)
     return CallResult(False, status, f"HTTP {status}")
@@ -203,20 +191,20 @@ class Targets:
         self._emitter, self._allowed = emitter, allowed
         self._max_connections = max_connections
         self._ses_client = ses_client
-        self._session: aiohttp.ClientSession | None = None
+        self._client: WebhookClient | None = None
         self._ses: Any = None
 
     @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = new_session(self._max_connections)
-        return self._session
+    def client(self) -> WebhookClient:
+        if self._client is None:
+            self._client = WebhookClient(self._max_connections)
+        return self._client
 
     async def attempt(self, fired: dict[str, Any]) -> CallResult:
         """One attempt at the slot's target (retries are the executor's)."""
         kind = fired["target"]["type"]
         if kind == "webhook":
-            return await call_webhook(self.session, fired, await self._allowed(fired["tenant"]))
+            return await call_webhook(self.client, fired, await self._allowed(fired["tenant"]))
         if kind == "campaign":
             ok, note = await self.fan_out(fired)
             return CallResult(ok, None, None if ok else note, note=note)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from streams.execution import targets
+from streams.execution.webhook_client import WebhookClient
 
 
 def fired(url: str, headers: dict[str, str] | None = None) -> dict:
@@ -15,15 +16,16 @@ def fired(url: str, headers: dict[str, str] | None = None) -> dict:
 
 def call(record: dict, allowed: list[str]) -> targets.CallResult:
     """One attempt, with a listener on loopback (it accepts and never answers) where the record's
-    URL says ``PORT``: aiohttp checks a request's headers only once it has a connection."""
+    URL says ``PORT``."""
     async def run() -> targets.CallResult:
         server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         record["target"]["url"] = record["target"]["url"].replace("PORT", str(port))
+        client = WebhookClient(4)
         try:
-            async with targets.new_session(4) as session:
-                return await targets.call_webhook(session, record, allowed)
+            return await targets.call_webhook(client, record, allowed)
         finally:
+            client.close()
             server.close()
     return asyncio.run(run())
 

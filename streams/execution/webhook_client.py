@@ -1,0 +1,301 @@
+"""The executor's HTTP/1.1 client for webhooks: one request, one pooled keep-alive connection,
+the response's status; nothing a webhook does not need.
+
+Why not aiohttp: a draining worker spent 0.12-0.13 ms of CPU a request in it (its request and
+response objects, its writer's several writes a request, its timeout and trace machinery),
+a third of what a whole run cost the box; this client spent 0.012-0.026 ms against the same
+receiver (uvloop, asyncio; docs/performance.md, "Webhook runs"). The request is one write, the
+response is parsed by httptools (llhttp, the parser Node.js uses), its body is read only to keep
+the connection and never kept.
+
+What it guarantees a multi-tenant service needs:
+
+- the address is vetted once and pinned: the host is resolved off the event loop (with a
+  timeout: a name server that never answers costs the slot its timeout, not the worker its
+  loop), every address is checked (``ssrf.vet``), and the connection goes to that address,
+  with the URL's host as TLS server name and ``Host``: a second, rebound answer is never
+  asked for. Pooled connections belong to one (scheme, host, port, address);
+- no redirects are followed (a 3xx is an answer like any other), a body longer than
+  ``MAX_BODY`` is not read (its connection is closed), headers that could split the request
+  (CR, LF, NUL, a name that is not a token) are refused, and the framing headers
+  (``Content-Length``, ``Transfer-Encoding``, ``Connection``) are the client's alone;
+- the whole attempt (resolving, connecting, TLS, the exchange) is bounded by the target's
+  timeout, after which its connection is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import re
+import socket
+import ssl
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httptools
+
+from streams.execution import ssrf
+
+MAX_BODY = 64 * 1024  # response bytes read at most; past this the connection is closed
+IDLE_S = 30.0  # a kept-alive connection idle longer than this is closed, not reused
+RESOLVED_FOR_S = 10.0  # how long a host's addresses are reused before it is resolved again
+USER_AGENT = "cronstream"
+# framing is the client's: a tenant's header of these names is dropped (request smuggling)
+FRAMING = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive", "upgrade"})
+TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+
+Resolver = Callable[[str], Awaitable[list[str]]]
+
+
+class RequestRefused(ValueError):
+    """A request that cannot be made as given (a header that could split it, a URL without a
+    host): retrying cannot help."""
+
+
+async def resolve(host: str) -> list[str]:
+    """Every address ``host`` resolves to, from the system's resolver in a thread (getaddrinfo
+    blocks), so the event loop never waits on DNS."""
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except socket.gaierror as exc:
+        raise ssrf.TargetRefused(f"host {host!r} does not resolve: {exc.strerror}") from exc
+    return sorted({str(info[4][0]) for info in infos})
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a connection goes: the URL's scheme, host and port, and the vetted address."""
+
+    scheme: str
+    host: str
+    port: int
+    address: str
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    origin: Origin
+    head: bytes  # request line and headers, ending in the blank line
+    body: bytes
+    no_body_back: bool  # HEAD: the answer's Content-Length announces no bytes
+
+
+def request_bytes(method: str, url: str, headers: dict[str, str], body: bytes | None
+                  ) -> tuple[str, str, int, bytes]:
+    """(scheme, host, port, request head) of a request, or RequestRefused. Pure."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        raise RequestRefused(f"URL {url!r}: {exc}") from exc
+    if parts.scheme not in ("http", "https"):
+        raise RequestRefused(f"scheme {parts.scheme!r} is not http or https")
+    host = parts.hostname
+    if not host:
+        raise RequestRefused("URL has no host")
+    if not TOKEN.match(method):
+        raise RequestRefused(f"method {method!r} is not an HTTP token")
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    if any(c in target for c in " \r\n\0"):
+        raise RequestRefused("the URL's path holds a space or a control character")
+    default = 443 if parts.scheme == "https" else 80
+    shown = f"[{host}]" if ":" in host else host.encode("idna").decode("ascii")
+    lines = [f"{method} {target} HTTP/1.1",
+             f"Host: {shown}" + (f":{port}" if port != default else "")]
+    given = {name.lower() for name in headers}
+    if "user-agent" not in given:
+        lines.append(f"User-Agent: {USER_AGENT}")
+    for name, value in headers.items():
+        if not TOKEN.match(name):
+            raise RequestRefused(f"header name {name!r} is not an HTTP token")
+        if any(c in value for c in "\r\n\0"):
+            raise RequestRefused(f"header {name}'s value holds a line break or NUL")
+        lowered = name.lower()
+        if lowered in FRAMING or lowered == "host":
+            if lowered == "host":
+                lines[1] = f"Host: {value}"
+            continue
+        lines.append(f"{name}: {value}")
+    lines.append(f"Content-Length: {len(body or b'')}")
+    return parts.scheme, host, port, ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection: at most one exchange at a time."""
+
+    def __init__(self, origin: Origin) -> None:
+        self.origin = origin
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.answer: asyncio.Future[int] | None = None
+        self.status = 0
+        self.body_read = 0
+        self.reusable = False
+        self.no_body_back = False
+        self.idle_since = 0.0
+
+    # asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(ConnectionError("the server switched protocols"))
+        except httptools.HttpParserError as exc:
+            self._fail(ConnectionError(f"malformed answer: {exc}"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self._fail(ConnectionError("the connection closed before the answer")
+                   if exc is None else exc)
+
+    # httptools' callbacks
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+        if self.no_body_back and self.status >= 200:
+            self._done(reusable=False)  # never parse a body that will not come
+
+    def on_body(self, body: bytes) -> None:
+        self.body_read += len(body)
+        if self.body_read > MAX_BODY:
+            self._done(reusable=False)  # the status is known; the rest is not read
+
+    def on_message_complete(self) -> None:
+        if 100 <= self.status < 200:
+            return  # an interim answer (100 Continue): the final one follows
+        self._done(reusable=self.parser.should_keep_alive())
+
+    # the exchange
+    async def exchange(self, request: Request) -> int:
+        assert self.transport is not None
+        loop = asyncio.get_running_loop()
+        self.answer = loop.create_future()
+        self.status, self.body_read, self.reusable = 0, 0, False
+        self.no_body_back = request.no_body_back
+        self.transport.write(request.head + request.body if request.body else request.head)
+        return await self.answer
+
+    def _done(self, reusable: bool) -> None:
+        """The answer is known: once (a long body's cut and its message's end both say so)."""
+        answer, self.answer = self.answer, None
+        if answer is None or answer.done():
+            return
+        self.reusable = reusable
+        answer.set_result(self.status)
+
+    def _fail(self, exc: Exception) -> None:
+        self.reusable = False
+        answer, self.answer = self.answer, None
+        if answer is not None and not answer.done():
+            answer.set_exception(exc)
+
+    def close(self) -> None:
+        self.reusable = False
+        if self.transport is not None:
+            self.transport.close()
+
+
+class WebhookClient:
+    """Keep-alive connections per ``Origin``, at most ``max_idle`` of them idle; the resolver
+    and TLS context are passed in (tests pass their own)."""
+
+    def __init__(self, max_idle: int, resolver: Resolver = resolve,
+                 tls: ssl.SSLContext | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_idle = max_idle
+        self.resolver, self.clock = resolver, clock
+        self._tls = tls
+        self._idle: dict[Origin, list[_Connection]] = {}
+        self._idle_count = 0
+        self._resolved: dict[str, tuple[float, list[str]]] = {}
+
+    @property
+    def tls(self) -> ssl.SSLContext:
+        if self._tls is None:
+            self._tls = ssl.create_default_context()
+        return self._tls
+
+    async def request(self, method: str, url: str, headers: dict[str, str], body: bytes | None,
+                      allowed: Iterable[str]) -> int:
+        """The answer's status. Raises ``ssrf.TargetRefused`` (the address is not allowed),
+        ``RequestRefused`` (the request cannot be made), ``OSError``/``ConnectionError`` (the
+        exchange failed); the caller bounds it in time (``asyncio.timeout``)."""
+        scheme, host, port, head = request_bytes(method, url, headers, body)
+        address = await self.vetted(host, allowed)
+        request = Request(Origin(scheme, host, port, address), head, body or b"",
+                          method.upper() == "HEAD")
+        connection = await self._checkout(request.origin)
+        try:
+            status = await connection.exchange(request)
+        except BaseException:
+            connection.close()
+            raise
+        self._checkin(connection)
+        return status
+
+    async def vetted(self, host: str, allowed: Iterable[str]) -> str:
+        """The address to connect to: ``host`` itself if it is one, else the first of what it
+        resolves to (resolved again after ``RESOLVED_FOR_S``), every address checked."""
+        try:
+            literal = ipaddress.ip_address(host)
+        except ValueError:
+            literal = None
+        if literal is not None:
+            addresses = [str(literal)]
+        else:
+            cached = self._resolved.get(host)
+            now = self.clock()
+            if cached is not None and cached[0] > now:
+                addresses = cached[1]
+            else:
+                addresses = await self.resolver(host)
+                if len(self._resolved) > 10_000:
+                    self._resolved.clear()
+                self._resolved[host] = (now + RESOLVED_FOR_S, addresses)
+        ssrf.vet(host, addresses, allowed)
+        return addresses[0]
+
+    async def _checkout(self, origin: Origin) -> _Connection:
+        idle = self._idle.get(origin)
+        now = self.clock()
+        while idle:
+            connection = idle.pop()
+            self._idle_count -= 1
+            if connection.transport is not None and not connection.transport.is_closing() \
+                    and now - connection.idle_since < IDLE_S:
+                return connection
+            connection.close()
+        loop = asyncio.get_running_loop()
+        tls = self.tls if origin.scheme == "https" else None
+        _, connection = await loop.create_connection(
+            lambda: _Connection(origin), origin.address, origin.port, ssl=tls,
+            server_hostname=origin.host if tls is not None else None)
+        return connection
+
+    def _checkin(self, connection: _Connection) -> None:
+        if not connection.reusable or connection.transport is None:
+            connection.close()
+            return
+        if self._idle_count >= self.max_idle:  # the pool is full: the oldest idle one goes
+            oldest = min((c for conns in self._idle.values() for c in conns),
+                         key=lambda c: c.idle_since, default=None)
+            if oldest is not None:
+                self._idle[oldest.origin].remove(oldest)
+                self._idle_count -= 1
+                oldest.close()
+        connection.idle_since = self.clock()
+        self._idle.setdefault(connection.origin, []).append(connection)
+        self._idle_count += 1
+
+    def close(self) -> None:
+        for connections in self._idle.values():
+            for connection in connections:
+                connection.close()
+        self._idle.clear()
+        self._idle_count = 0
