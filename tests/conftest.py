@@ -17,12 +17,13 @@ from stack.local import Stack
 from streams.runtime import settings
 
 # Fast feedback first: the unit tests (seconds, no broker), then the integration tests (the stack
-# starts at the first of them), then the fault suite (minutes of injected faults), whatever order
+# starts at the first of them), then the attacks of ``tests/security/`` on the same stack, then
+# the fault suite (minutes of injected faults), whatever order
 # the paths were given or collected in (``tests/chaos`` sorts before ``tests/integration``). Tests
 # marked ``end_of_session`` come after all of them, in file name order: they read or stop what
 # the whole session used (the secrets scan of every log, then ``stack down``), the fault suite's
 # included.
-SUITES = ("tests/unit/", "tests/integration/", "tests/chaos/")
+SUITES = ("tests/unit/", "tests/integration/", "tests/security/", "tests/chaos/")
 
 
 def suite_order(item: pytest.Item) -> tuple[int, str]:

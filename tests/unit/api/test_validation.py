@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from api.app import MAX_BODY_BYTES
+from api.app import MAX_BODY_BYTES, body_unlimited
 from tests.api_routes import body_for, operations
 from tests.unit.api.conftest import JOB, Api
 
@@ -96,6 +96,29 @@ def test_a_body_over_the_limit_is_refused_declared_or_streamed(api: Api):
 
     streamed = api.client.post("/v1/jobs", content=pieces(), headers=headers)
     assert streamed.status_code == 413, streamed.text
+    assert api.emitter.sent == []
+
+
+def test_only_the_exact_upload_route_may_send_a_larger_body():
+    # the old rule (any path ending in /recipients) let an anonymous body of any size into
+    # PUT /v1/jobs/{job_id} named "recipients" (issue 40)
+    unlimited = [op for op in operations("/") if body_unlimited(op[0], op[1].replace(
+        "{campaign_id}", "c1"))]
+    assert unlimited == [("PUT", "/v1/campaigns/{campaign_id}/recipients")]
+    for method, path in (("PUT", "/v1/jobs/recipients"), ("POST", "/v1/campaigns/c/recipients"),
+                         ("PUT", "/v1/campaigns/c/recipients/x"), ("PUT", "/v1/campaigns//recipients"),
+                         ("PUT", "/ui/campaigns/c/recipients")):
+        assert not body_unlimited(method, path), (method, path)
+
+
+def test_an_anonymous_body_over_the_limit_on_a_path_named_like_the_upload_is_refused(api: Api):
+    def pieces():
+        for _ in range(MAX_BODY_BYTES // 65536 + 2):
+            yield b" " * 65536
+
+    response = api.client.put("/v1/jobs/recipients", content=pieces(),
+                              headers={"content-type": "application/json"})
+    assert response.status_code == 413, response.text
     assert api.emitter.sent == []
 
 
