@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from starlette.requests import Request
 
 from api.rate_limit import TenantRates
+from streams.adapters import dns
 from streams.runtime.emit import DeliveryCallback, Emitter
 from streams.runtime.settings import API_START_S, Settings
 from streams.runtime.view_stores import MemoryStore, SqliteStore
@@ -69,9 +70,13 @@ class ApiState:
     """
 
     def __init__(self, conf: Settings, emitter: Emits,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 resolver: dns.Resolver | None = None) -> None:
         self.conf = conf
         self.emitter = emitter
+        # webhook hosts are resolved over asyncio within the settings' timeout, never with
+        # getaddrinfo on the event loop (``streams.adapters.dns``)
+        self.resolver = resolver or dns.Resolver(conf.dns_timeout_s)
         self._lock = threading.Lock()
         self._keys: dict[str, str] = {}
         self.tenants = MemoryStore(self._index_key)

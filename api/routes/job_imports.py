@@ -17,7 +17,7 @@ from fastapi.concurrency import run_in_threadpool
 from api.auth import current_tenant
 from api.errors import problem
 from api.models import JobImport, job_record
-from api.routes.jobs import check_job, find_job
+from api.routes.jobs import check_job, find_job, vet_webhooks
 from api.state import ApiState, api_state
 from streams.runtime import clock
 from streams.runtime.codec import codec
@@ -36,6 +36,7 @@ async def import_jobs(body: JobImport, request: Request, tenant: Tenant) -> dict
     the loop answer it in between."""
     api = api_state(request)
     records, gone = await run_in_threadpool(_prepare, api, body, tenant, clock.now_ms())
+    await vet_webhooks(api, tenant, [(["jobs", i], r) for i, r in enumerate(records)])
     encode = codec().encode
     await api.emitter.acked(JOB_IMPORTS, [(r["job_id"], encode("Job", r)) for r in records]
                             + [(job_id, None) for job_id in gone])

@@ -1,7 +1,12 @@
 """Runs one attempt of a slot against its target: an HTTP webhook, a Kafka record or an email.
 
 Webhooks carry the fire id (``X-Cronstream-Fire-Id``) so receivers can dedupe our at-least-once
-delivery; redirects are never followed (a redirect could lead past the SSRF guard). The client is
+delivery; redirects are never followed (a redirect could lead past the SSRF guard). A webhook's
+host is resolved once, asynchronously (``streams.adapters.dns``), every address checked
+(``streams.execution.ssrf.vet``), and the connection made to one of those addresses with the
+URL's own Host header and TLS server name: the client's connector cannot resolve a name at all,
+so no second lookup can send the call elsewhere (DNS rebinding, issue 40). Of the answer only
+the status is used, and at most ``MAX_RESPONSE_BYTES`` of its body are read. The client is
 aiohttp's: on this box it spent 0.09 ms of CPU a request against httpx's 2.18 ms
 (docs/performance.md, "Webhook runs"), and a spike's runs are that cost a hundred thousand times.
 Kafka targets may only write topics under the tenant's own prefix (``<tenant>.``), so a job can
@@ -10,14 +15,17 @@ never write cronstream's own topics or another tenant's.
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+from yarl import URL
 
-from streams.adapters import ses
+from streams.adapters import dns, ses
 from streams.execution import ssrf, suppressed
 from streams.runtime.emit import Emitter
 from streams.topology import TopicSpec
@@ -43,15 +51,49 @@ def headers_for(fired: dict[str, Any]) -> dict[str, str]:
 
 
 DEFAULT_TIMEOUT_S = 10.0
+# what is read of a webhook's answer, to let its connection be reused; a longer body closes the
+# connection instead: a tenant's server streaming gigabytes into each of the executor's calls
+# in flight cost its memory and time (issue 40)
+MAX_RESPONSE_BYTES = 64 * 1024
+
+
+class VettedAddressesOnly(AbstractResolver):
+    """The webhook connector's resolver: it resolves nothing. Every call is made to an address
+    ``ssrf.vet`` checked, so a host name reaching the connector is a bug, refused rather than
+    handed to ``getaddrinfo`` (which would block the loop and could answer differently)."""
+
+    async def resolve(self, host: str, port: int = 0,
+                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        raise OSError(f"webhook connections go to vetted addresses only, not to {host!r}")
+
+    async def close(self) -> None:
+        return None
 
 
 def new_session(max_connections: int) -> aiohttp.ClientSession:
     """The webhook client (create it inside the event loop that uses it): no cookies kept
-    between tenants' calls, bodies left as sent; per-host limits are the dispatcher's
-    (``streams.execution.dispatch``), not the connector's."""
+    between tenants' calls, bodies left as sent, no names resolved (``VettedAddressesOnly``);
+    per-host limits are the dispatcher's (``streams.execution.dispatch``), not the connector's.
+    Pooled connections are keyed by address, port and TLS server name, so a connection is
+    reused only for a call vetted for that very address."""
     return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=max_connections, limit_per_host=0),
+        connector=aiohttp.TCPConnector(limit=max_connections, limit_per_host=0,
+                                       resolver=VettedAddressesOnly(), use_dns_cache=False),
         cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False)
+
+
+_resolver: dns.Resolver | None = None
+
+
+def default_resolver() -> dns.Resolver:
+    """The process's resolver for webhook hosts, made on first use with the settings' timeout
+    (``CRONSTREAM_DNS_TIMEOUT_S``); a caller with its own passes it to ``call_webhook``."""
+    global _resolver
+    if _resolver is None:
+        from streams.runtime import settings
+
+        _resolver = dns.Resolver(settings.load().dns_timeout_s)
+    return _resolver
 
 
 def host_of(target: dict[str, Any]) -> str:
@@ -66,22 +108,59 @@ def host_of(target: dict[str, Any]) -> str:
         return "webhook:invalid"  # refused by the SSRF check when it runs
 
 
+@dataclass(frozen=True)
+class Pinned:
+    """How to call a vetted URL at one of its addresses: the URL with the address as its host,
+    the Host header and the TLS server name the URL's own host gives."""
+
+    url: URL
+    host_header: str
+    server_hostname: str | None
+
+
+def pinned(vetted: ssrf.Vetted) -> Pinned:
+    """The URL's host replaced by its first vetted address (an IP literal is left as it is)."""
+    url = URL(vetted.url)
+    host = url.raw_host or ""
+    header = f"[{host}]" if ":" in host else host
+    if url.explicit_port is not None and not url.is_default_port():
+        header += f":{url.port}"
+    if dns.literal(host) is not None:
+        return Pinned(url, header, None)
+    return Pinned(url.with_host(vetted.addresses[0]), header,
+                  host if url.scheme == "https" else None)
+
+
+async def _drain(response: aiohttp.ClientResponse, limit: int) -> None:
+    """Read up to ``limit`` bytes of the answer: all of it (its connection goes back to the
+    pool) or, past the limit, none more (the connection is closed)."""
+    seen = 0
+    while seen <= limit:
+        chunk = await response.content.readany()
+        if not chunk:
+            return
+        seen += len(chunk)
+    response.close()
+
+
 async def call_webhook(client: aiohttp.ClientSession, fired: dict[str, Any],
-                       allowed: list[str]) -> CallResult:
+                       allowed: list[str], resolver: dns.Resolver | None = None) -> CallResult:
     target = fired["target"]
     try:
-        ssrf.check_url(target["url"], allowed)
+        vetted = await ssrf.vet(target["url"], allowed, (resolver or default_resolver()).resolve)
     except ssrf.TargetRefused as exc:
-        return CallResult(False, None, f"target refused: {exc}", final=True)
-    headers = {**(target.get("headers") or {}), **headers_for(fired)}
+        return CallResult(False, None, f"target refused: {exc}", final=not exc.transient)
+    to = pinned(vetted)
+    headers = {**(target.get("headers") or {}), **headers_for(fired), "Host": to.host_header}
     body = target.get("body")
     timeout = aiohttp.ClientTimeout(total=target.get("timeout_s") or DEFAULT_TIMEOUT_S)
     try:
-        async with client.request(target.get("method") or "POST", target["url"],
-                                  headers=headers, data=body.encode() if body is not None else None,
-                                  timeout=timeout, allow_redirects=False) as response:
+        async with client.request(target.get("method") or "POST", to.url, headers=headers,
+                                  data=body.encode() if body is not None else None,
+                                  timeout=timeout, allow_redirects=False,
+                                  server_hostname=to.server_hostname) as response:
             status = response.status
-            await response.read()  # drained: the connection goes back to the pool for reuse
+            await _drain(response, MAX_RESPONSE_BYTES)
     except TimeoutError:
         return CallResult(False, None, f"timed out after {timeout.total} s")
     except aiohttp.ClientError as exc:

@@ -82,6 +82,20 @@ class Settings:
         return int(raw)
 
     @property
+    def dns_timeout_s(self) -> float:
+        """How long a webhook host's name may take to resolve (``CRONSTREAM_DNS_TIMEOUT_S``,
+        default 2), in the API's check and at each call: then the create is a 422 and the
+        attempt a retryable failure (``streams.adapters.dns``), and no one else waits on it."""
+        raw = os.environ.get("CRONSTREAM_DNS_TIMEOUT_S") or "2"
+        try:
+            seconds = float(raw)
+        except ValueError as exc:
+            raise SystemExit(f"CRONSTREAM_DNS_TIMEOUT_S={raw!r} is not a number") from exc
+        if not 0 < seconds <= 60:
+            raise SystemExit(f"CRONSTREAM_DNS_TIMEOUT_S={raw} is not in (0, 60]")
+        return seconds
+
+    @property
     def soft_bounce_limit(self) -> int:
         """Transient bounces of an address, within the window, that suppress it
         (``CRONSTREAM_SOFT_BOUNCE_LIMIT``, default 3: ``streams.campaigns.bounces``)."""

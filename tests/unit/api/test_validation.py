@@ -154,7 +154,7 @@ BAD_JOBS = [  # a body, where its problem is, what the answer must say about it
     (job(target={"type": "webhook", "url": "ftp://example.org/x"}),
      ["body", "target", "webhook", "url"], "URL scheme should be 'http' or 'https'"),
     (job(target={"type": "webhook", "url": "http://10.1.2.3/x"}), ["body", "target", "url"],
-     "loopback/private/link-local"),
+     "not a globally routable address"),
     (job(target={"type": "kafka", "topic": "cronstream.jobs"}), ["body", "target", "topic"],
      "must start with 'acme.'"),
     (job(target={"type": "sms"}), ["body", "target"], "'webhook', 'kafka', 'email'"),
