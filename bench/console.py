@@ -136,7 +136,7 @@ def campaign_send(recipients: int, every_s: float, workers: int) -> None:
     (see the module's docstring)."""
     conf = settings.load()
     Stack(conf).up(with_app=True, workers=workers)
-    key = tenants.create(conf.bootstrap, f"bench{uuid.uuid4().hex[:8]}")
+    key = tenants.create(conf.bootstrap, f"bench{uuid.uuid4().hex[:8]}", senders=["example.com"])
     auth = {"Authorization": f"Bearer {key}"}
     wait_for_key(conf.api_url, auth)
     samples: dict[str, list[tuple[int, float, float]]] = {"page": [], "progress": []}

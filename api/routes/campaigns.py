@@ -31,6 +31,7 @@ from api.errors import problem
 from api.models import iso, ms, utc_ms
 from api.routes.jobs import IDEMPOTENCY_NAMESPACE
 from api.state import api_state
+from streams.adapters import tenants
 from streams.campaigns import lifecycle, recipients
 from streams.runtime import clock
 from streams.runtime.codec import codec
@@ -117,6 +118,8 @@ async def create_campaign(body: CampaignIn, request: Request, response: Response
         response.status_code = 200
         response.headers["Idempotent-Replayed"] = "true"
         return campaign_view(existing)
+    if (refused := tenants.mail_refused(tenant, str(body.from_), body.ip_pool)) is not None:
+        raise problem(422, *refused, "not_granted")
     try:
         schedule.zone(body.timezone)
     except schedule.ScheduleError as exc:

@@ -31,6 +31,7 @@ from api.models import (
     utc_ms,
 )
 from api.state import ApiState, api_state
+from streams.adapters import tenants
 from streams.execution import ssrf, targets
 from streams.runtime import clock
 from streams.runtime.codec import codec
@@ -94,6 +95,9 @@ def check_job(record: dict[str, Any], tenant: dict[str, Any], now: int) -> None:
     elif target["type"] == "kafka" and not targets.tenant_topic_allowed(tenant["tenant"],
                                                                         target["topic"] or ""):
         raise problem(422, "target.topic", f"must start with '{tenant['tenant']}.'")
+    elif target["type"] == "email" and (
+            refused := tenants.mail_refused(tenant, target["email_from"] or "")) is not None:
+        raise problem(422, f"target.{refused[0]}", refused[1], "not_granted")
 
 
 VET_AT_ONCE = 50  # host names resolved at the same time for one request (an import's)

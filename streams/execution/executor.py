@@ -327,7 +327,8 @@ class Executor:
             elif kind == "kafka":
                 result = await targets.produce_record(self.emitter, fired)
             elif kind == "email":
-                result = await asyncio.to_thread(targets.send_email, self.ses, fired)
+                result = await asyncio.to_thread(targets.send_email, self.ses, fired,
+                                                 (await self._tenants.get()).get(fired["tenant"]))
             else:
                 result = await targets.call_webhook(self.client, fired,
                                                     await self.allowed_targets(fired["tenant"]))

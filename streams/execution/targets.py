@@ -25,7 +25,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
-from streams.adapters import dns, ses
+from streams.adapters import dns, ses, tenants
 from streams.execution import ssrf, suppressed
 from streams.runtime.emit import Emitter
 from streams.topology import TopicSpec
@@ -208,13 +208,22 @@ def consult_suppressions(lookup: SuppressionLookup | None) -> None:
     _suppressions = lookup
 
 
-def send_email(ses_client: Any, fired: dict[str, Any]) -> CallResult:
-    """One SES attempt for a reminder (blocking: run it in a thread), unless its address is
+def send_email(ses_client: Any, fired: dict[str, Any], tenant: dict[str, Any] | None
+               ) -> CallResult:
+    """One SES attempt for a reminder (blocking: run it in a thread), unless its sender is not
+    one the operator granted ``tenant`` (its record as the tenants view has it now: a revoked
+    sender stops the next send; ``streams.adapters.tenants.mail_refused``) or its address is
     suppressed for the tenant: the same opt-outs, bounces and complaints as campaigns honour,
-    checked after the executor's intent and before SES, so at-most-once is unchanged. A
-    suppressed address is a final failure naming why (nothing was sent, and retrying cannot
-    help until the suppression is lifted)."""
+    checked after the executor's intent and before SES, so at-most-once is unchanged. Either
+    is a final failure naming why (nothing was sent, and retrying cannot help until the grant
+    or the suppression changes); a tenant not read yet is retried."""
     target = fired["target"]
+    if tenant is None:
+        return CallResult(False, None, f"tenant {fired['tenant']} not in the tenants view yet; "
+                          "not sent")
+    if (refused := tenants.mail_refused(tenant, target["email_from"] or "")) is not None:
+        return CallResult(False, None, f"not sent: {refused[1]}", final=True,
+                          note="not sent: sender not granted")
     if _suppressions is not None:
         try:
             found = _suppressions.of(fired["tenant"], target["email_to"])

@@ -64,6 +64,7 @@ class Api:
         """A tenant record in the tenants store; the Authorization header of its key."""
         options.setdefault("requests_per_s", 100_000)  # never limited unless a test says so
         options.setdefault("allowed_targets", ["127.0.0.1"])
+        options.setdefault("senders", ["example.com", "example.org"])
         record, key = new_tenant(name, **options)
         self.state.tenants.put(name, record)
         return {"Authorization": f"Bearer {key}"}

@@ -268,3 +268,22 @@ def test_a_webhook_header_that_would_split_or_spoof_the_request_is_refused(api: 
     assert detail["loc"][:4] == ["body", "target", "webhook", "headers"], detail
     assert fragment in detail["msg"]
     assert api.emitter.sent == []
+
+
+def test_mail_from_an_identity_or_through_a_pool_not_granted_is_refused(api: Api):
+    auth = api.tenant("acme", senders=["acme.example"], pools=["vip"])
+    ok = api.client.post("/v1/campaigns", json={**campaign_body(), "from": "n@acme.example",
+                                                 "ip_pool": "vip"}, headers=auth)
+    assert ok.status_code == 201, ok.text
+    written = list(api.emitter.sent)
+    for body, loc in (({"from": "n@other.example"}, ["body", "from"]),
+                      ({"from": "n@acme.example", "ip_pool": "theirs"}, ["body", "ip_pool"])):
+        refused = api.client.post("/v1/campaigns", json={**campaign_body(), **body}, headers=auth)
+        assert refused.status_code == 422, refused.text
+        detail_naming(refused, loc, "cronstream tenant update")
+    reminder = api.client.post("/v1/jobs", json={"schedule": {"cron": "0 0 1 1 *"}, "target": {
+        "type": "email", "to": "a@example.org", "from": "n@other.example", "subject": "s",
+        "text": "t"}}, headers=auth)
+    assert reminder.status_code == 422
+    detail_naming(reminder, ["body", "target", "from"], "not one of tenant acme's senders")
+    assert api.emitter.sent == written
