@@ -94,6 +94,8 @@ def check_job(record: dict[str, Any], tenant: dict[str, Any], now: int) -> None:
             raise problem(422, "target.url", str(exc)) from exc
     elif target["type"] == "kafka" and not targets.tenant_topic_allowed(tenant["tenant"],
                                                                         target["topic"] or ""):
+        if (target["topic"] or "").startswith(targets.SYSTEM_TOPIC_PREFIXES):
+            raise problem(422, "target.topic", "is one of cronstream's own topics")
         raise problem(422, "target.topic", f"must start with '{tenant['tenant']}.'")
     elif target["type"] == "email" and (
             refused := tenants.mail_refused(tenant, target["email_from"] or "")) is not None:

@@ -124,7 +124,8 @@ def new_tenant(name: str, allowed_targets: list[str] | None = None, max_jobs: in
     return record, api_key
 
 
-def _write(bootstrap: str, record: dict[str, Any]) -> None:
+def write(bootstrap: str, record: dict[str, Any]) -> None:
+    """Write ``record`` to the tenants topic, acknowledged."""
     from streams.runtime import admin
     from streams.runtime.codec import codec
     from streams.runtime.emit import Emitter
@@ -143,7 +144,7 @@ def _write(bootstrap: str, record: dict[str, Any]) -> None:
 def create(bootstrap: str, name: str, **options: Any) -> str:
     """Write a new tenant (or a new key for an existing one) to the tenants topic; returns the key."""
     record, api_key = new_tenant(name, **options)
-    _write(bootstrap, record)
+    write(bootstrap, record)
     return api_key
 
 
@@ -179,5 +180,5 @@ def update(bootstrap: str, name: str, **changes: Any) -> dict[str, Any]:
     if current is None:
         raise LookupError(f"no tenant {name!r}")
     record = granted(current, **changes)
-    _write(bootstrap, record)
+    write(bootstrap, record)
     return record

@@ -172,8 +172,15 @@ async def call_webhook(client: aiohttp.ClientSession, fired: dict[str, Any],
     return CallResult(False, status, f"HTTP {status}")
 
 
+# cronstream's own topics, Kafka Connect's and Kafka's internal ones: never a tenant's, whatever
+# its name (a tenant named ``cronstream``, created before the name was reserved, passed the
+# prefix rule for ``cronstream.jobs``: issue 40)
+SYSTEM_TOPIC_PREFIXES = ("cronstream.", "cronstream-", "_")
+
+
 def tenant_topic_allowed(tenant: str, topic: str) -> bool:
-    return topic.startswith(f"{tenant}.") and len(topic) > len(tenant) + 1
+    return (topic.startswith(f"{tenant}.") and len(topic) > len(tenant) + 1
+            and not topic.startswith(SYSTEM_TOPIC_PREFIXES))
 
 
 async def produce_record(emitter: Emitter, fired: dict[str, Any]) -> CallResult:

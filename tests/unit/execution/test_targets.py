@@ -129,3 +129,10 @@ def test_pinned_keeps_the_urls_host_for_the_header_and_tls():
         "http://192.0.2.7/", "hook.example", None)
     literal = targets.pinned(Vetted("http://[::1]:81/", "::1", ("::1",)))
     assert (str(literal.url), literal.host_header) == ("http://[::1]:81/", "[::1]:81")
+
+
+def test_a_kafka_target_writes_only_the_tenants_own_topics_never_cronstreams():
+    assert targets.tenant_topic_allowed("acme", "acme.events")
+    for tenant, topic in (("acme", "other.events"), ("acme", "acme."), ("acme", "acmex.y"),
+                          ("cronstream", "cronstream.jobs"), ("cronstream", "cronstream.ledger")):
+        assert not targets.tenant_topic_allowed(tenant, topic), (tenant, topic)
