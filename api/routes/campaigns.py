@@ -142,23 +142,28 @@ async def create_campaign(body: CampaignIn, request: Request, response: Response
     return campaign_view(await _save(request, record))
 
 
-async def _lines(request: Request) -> AsyncIterator[str | None]:
-    """The body as text lines, streamed; a line that is not UTF-8 comes out as None."""
-    pending = b""
+LONG_LINE = recipients.BadRow(0, f"line longer than {recipients.MAX_LINE_BYTES} bytes")
+NOT_UTF8 = recipients.BadRow(0, "invalid UTF-8")
+
+
+async def _lines(request: Request) -> AsyncIterator[str | recipients.BadRow]:
+    """The body as text lines, streamed in bounded memory (``recipients.Lines``); a line that
+    is too long or not UTF-8 comes out as the bad row it is (its number still to be set)."""
+    lines = recipients.Lines()
     async for piece in request.stream():
-        pending += piece
-        *complete, pending = pending.split(b"\n")
-        for raw in complete:
+        for raw in lines.feed(piece):
             yield _decode(raw)
-    if pending:
-        yield _decode(pending)
+    for raw in lines.end():
+        yield _decode(raw)
 
 
-def _decode(raw: bytes) -> str | None:
+def _decode(raw: bytes | None) -> str | recipients.BadRow:
+    if raw is None:
+        return LONG_LINE
     try:
         return codecs.decode(raw.rstrip(b"\r"), "utf-8")
     except UnicodeDecodeError:
-        return None
+        return NOT_UTF8
 
 
 class _Offsets:
@@ -226,8 +231,11 @@ async def upload_recipients(campaign_id: str, request: Request, tenant: Tenant
         number = 0
         async for text in _lines(request):
             number += 1
-            item = parser.feed(number, text) if text is not None else recipients.BadRow(
-                number, "invalid UTF-8")
+            if isinstance(text, recipients.BadRow) and isinstance(parser, recipients.CsvRows) \
+                    and parser.header is None:
+                raise ValueError(f"line 1, the CSV header: {text.reason}")
+            item = parser.feed(number, text) if isinstance(text, str) else recipients.BadRow(
+                number, text.reason)
             if isinstance(item, recipients.BadRow):
                 reject(item.line, item.reason)
             elif item is not None and (full := chunker.add(item)) is not None:
