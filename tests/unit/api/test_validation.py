@@ -156,6 +156,8 @@ BAD_JOBS = [  # a body, where its problem is, what the answer must say about it
     (job(target={"type": "webhook", "url": "http://10.1.2.3/x"}), ["body", "target", "url"],
      "not a globally routable address"),
     (job(target={"type": "kafka", "topic": "cronstream.jobs"}), ["body", "target", "topic"],
+     "one of cronstream's own topics"),
+    (job(target={"type": "kafka", "topic": "other.events"}), ["body", "target", "topic"],
      "must start with 'acme.'"),
     (job(target={"type": "sms"}), ["body", "target"], "'webhook', 'kafka', 'email'"),
 ]
