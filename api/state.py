@@ -17,6 +17,8 @@ from typing import Any, Protocol
 
 from starlette.requests import Request
 
+from api.heavy import TenantWork
+from api.quotas import Quotas
 from api.rate_limit import TenantRates
 from streams.adapters import dns
 from streams.runtime.emit import DeliveryCallback, Emitter
@@ -84,6 +86,8 @@ class ApiState:
         self.campaigns = MemoryStore()
         self.suppressions = suppressions_store(conf)
         self.rates = TenantRates(clock)
+        self.work = TenantWork()  # CPU-bound request work, off the loop, capped per tenant
+        self.quotas = Quotas()  # counts reserved from a quota's check until the write is held
         self._views: list[TopicView] = []
 
     @classmethod
@@ -117,6 +121,13 @@ class ApiState:
     def job_count(self, tenant: str) -> int:
         """The tenant's jobs, for its quota: a kept count, not a count of the index."""
         return self.jobs.count_for(tenant)
+
+    def campaign_count(self, tenant: str) -> int:
+        """The tenant's campaigns, any status (the view holds a few thousand in all)."""
+        return sum(1 for c in self.campaigns.values() if c["tenant"] == tenant)
+
+    def suppression_count(self, tenant: str) -> int:
+        return self.suppressions.count_for(tenant)
 
     def allow_request(self, tenant: dict[str, Any]) -> bool:
         """The tenant's rate as its record says now: a changed rate holds from this request."""

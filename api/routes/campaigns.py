@@ -176,7 +176,10 @@ async def create_campaign(body: CampaignIn, request: Request, response: Response
         "recipients": 0, "upload_ranges": [], "request_hash": digest,
         "created_ms": now, "updated_ms": now,
     }
-    return campaign_view(await _save(request, record))
+    name = tenant["tenant"]
+    with api.quotas.reserve(name, "campaigns", 1, tenant["max_campaigns"],
+                            lambda: api.campaign_count(name)):
+        return campaign_view(await _save(request, record))
 
 
 LONG_LINE = recipients.BadRow(0, f"line longer than {recipients.MAX_LINE_BYTES} bytes")
@@ -201,6 +204,10 @@ def _decode(raw: bytes | None) -> str | recipients.BadRow:
         return codecs.decode(raw.rstrip(b"\r"), "utf-8")
     except UnicodeDecodeError:
         return NOT_UTF8
+
+
+class OverQuota(Exception):
+    """An upload past the tenant's ``max_recipients``: refused and rolled back."""
 
 
 class _Offsets:
@@ -278,6 +285,9 @@ async def upload_recipients(campaign_id: str, request: Request, tenant: Tenant
                 reject(item.line, item.reason)
             elif item is not None and (full := chunker.add(item)) is not None:
                 emit(*full)
+            if chunker.accepted > tenant["max_recipients"]:
+                raise OverQuota(f"the upload holds more than the tenant's quota of "
+                                f"{tenant['max_recipients']} recipients")
         if isinstance(parser, recipients.CsvRows) and parser.header is None:
             reject(1, "empty upload: a header with an 'email' column is required")
         for part, rows in chunker.rest():
@@ -288,6 +298,9 @@ async def upload_recipients(campaign_id: str, request: Request, tenant: Tenant
     except Exception as exc:
         await _save(request, campaign, status="aborted",
                     status_reason=f"upload {upload_id} failed: {exc}"[:500])
+        if isinstance(exc, OverQuota):
+            raise problem(403, "body", f"upload refused and rolled back: {exc}",
+                          "quota_exceeded") from exc
         raise problem(400, "body", f"upload failed and was rolled back: {exc}") from exc
     finally:
         seen.close()

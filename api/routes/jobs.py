@@ -183,15 +183,14 @@ async def create_job(body: JobCreate, request: Request, response: Response, tena
             return job_view(existing, clock.now_ms())
     else:
         job_id = str(uuid.uuid4())
-    if api.job_count(tenant["tenant"]) >= tenant["max_jobs"]:
-        raise problem(403, "", f"tenant {tenant['tenant']} has reached its quota of "
-                      f"{tenant['max_jobs']} jobs", "quota_exceeded")
-    now = clock.now_ms()
-    record = job_record(body, job_id=job_id, tenant=tenant["tenant"], revision=1,
-                        created_ms=now, updated_ms=now, request_hash=digest)
-    check_job(record, tenant, now)
-    await vet_webhooks(api, tenant, [([], record)])
-    await _write(request, record, job_id)
+    name = tenant["tenant"]
+    with api.quotas.reserve(name, "jobs", 1, tenant["max_jobs"], lambda: api.job_count(name)):
+        now = clock.now_ms()
+        record = job_record(body, job_id=job_id, tenant=name, revision=1,
+                            created_ms=now, updated_ms=now, request_hash=digest)
+        await api.work.run(name, check_job, record, tenant, now)
+        await vet_webhooks(api, tenant, [([], record)])
+        await _write(request, record, job_id)
     response.headers["Location"] = f"/v1/jobs/{public_job_id(record)}"
     return job_view(record, now)
 
@@ -231,11 +230,19 @@ async def list_jobs(request: Request, tenant: Tenant,
         items = [job_view(job, now) for i in ids if (job := api.jobs.get(i)) is not None]
         return {"items": items, "next_cursor": ids[-1] if len(ids) == limit else None}
     filters = _label_filters(label)
+    return await api.work.run(tenant["tenant"], _filtered, api, tenant["tenant"], filters,
+                              cursor, limit, now)
+
+
+def _filtered(api: ApiState, tenant: str, filters: list[tuple[str, str | None]],
+              cursor: str | None, limit: int, now: int) -> dict[str, Any]:
+    """One page of the tenant's jobs matching ``filters``, reading at most ``FILTER_SCAN``
+    (blocking, CPU-bound: run through ``api.work``)."""
     items: list[dict[str, Any]] = []
     after, scanned = cursor, 0
     while True:
         asked = min(500, FILTER_SCAN - scanned)
-        ids = api.job_ids(tenant["tenant"], after, asked)
+        ids = api.job_ids(tenant, after, asked)
         for job_id in ids:
             scanned, after = scanned + 1, job_id
             job = api.jobs.get(job_id)
@@ -262,8 +269,9 @@ async def replace_job(job_id: str, body: JobIn, request: Request, tenant: Tenant
     record = job_record(body, job_id=old["job_id"], tenant=tenant["tenant"],
                         revision=old["revision"] + 1, created_ms=old["created_ms"],
                         updated_ms=now, request_hash=old["request_hash"])
-    check_job(record, tenant, now)
-    await vet_webhooks(api_state(request), tenant, [([], record)])
+    api = api_state(request)
+    await api.work.run(tenant["tenant"], check_job, record, tenant, now)
+    await vet_webhooks(api, tenant, [([], record)])
     await _write(request, record, old["job_id"])
     return job_view(record, now)
 
@@ -321,8 +329,9 @@ async def backfill_job(job_id: str, body: Backfill, request: Request, tenant: Te
     job = _own_job(request, tenant, job_id)
     start, end = ms(body.from_), ms(body.to)
     assert start is not None and end is not None
-    slots = schedule.slots_between(job["schedule"], job["job_id"], start - 1, end,
-                                   schedule.BACKFILL_LIMIT + 1)
+    slots = await api_state(request).work.run(
+        tenant["tenant"], schedule.slots_between, job["schedule"], job["job_id"], start - 1, end,
+        schedule.BACKFILL_LIMIT + 1)
     if len(slots) > schedule.BACKFILL_LIMIT:
         raise problem(422, "to", f"the range holds more than {schedule.BACKFILL_LIMIT} slots")
     cmd = await _command(request, job, "backfill", start, end)
@@ -336,7 +345,8 @@ async def next_slots(job_id: str, request: Request, tenant: Tenant,
     job = _own_job(request, tenant, job_id)
     now = clock.now_ms()
     # no horizon: ``count`` slots whenever they exist (4,000 days gave a yearly job 11 of 20)
-    slots = schedule.slots_between(job["schedule"], job["job_id"], now, None, count)
+    slots = await api_state(request).work.run(tenant["tenant"], schedule.slots_between,
+                                              job["schedule"], job["job_id"], now, None, count)
     return {"job_id": public_job_id(job), "next": [iso(s) for s in slots]}
 
 
