@@ -48,8 +48,9 @@ def _worker(args: argparse.Namespace) -> int:
 def _api(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from streams.runtime import settings
+    from streams.runtime import kafka_config, settings
 
+    kafka_config.security()  # a setting that cannot work stops here, in one line (not a traceback)
     port = args.port or settings.load().api_port
     uvicorn.run("api.app:create_app", factory=True, host=args.host, port=port,
                 log_level="info")

@@ -111,11 +111,11 @@ async def create_job(request: Request, who: Who) -> Response:
         job = await api_jobs.create_job(JobCreate.model_validate(body), request, Response(),
                                         tenant, None)
     except ValidationError as exc:
-        return back("/jobs", "not created: " + "; ".join(
+        return back(request, "/jobs", "not created: " + "; ".join(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()))
     except HTTPException as exc:
-        return back("/jobs", "not created: " + problem_text(exc))
-    return back(f"/jobs/{job['id']}", "job created")
+        return back(request, "/jobs", "not created: " + problem_text(exc))
+    return back(request, f"/jobs/{job['id']}", "job created")
 
 
 def _not_found(request: Request, who: SignedIn, job_id: str) -> Response:
@@ -156,11 +156,11 @@ async def _act(request: Request, who: SignedIn, job_id: str, action: str) -> Res
     except HTTPException as exc:
         if exc.status_code == 404:
             return _not_found(request, who, job_id)
-        return back(f"/jobs/{job_id}", f"{action} refused: {problem_text(exc)}")
+        return back(request, f"/jobs/{job_id}", f"{action} refused: {problem_text(exc)}")
     said = {"pause": "paused: its slots are recorded skipped_paused until resumed",
             "resume": "resumed from its next slot",
             "trigger": f"triggered: fire id {result.get('fire_id')}"}[action]
-    return back(f"/jobs/{job_id}", said)
+    return back(request, f"/jobs/{job_id}", said)
 
 
 @router.post("/jobs/{job_id}/pause")
@@ -196,7 +196,7 @@ async def backfill_preview(request: Request, job_id: str, who: Who, start: str =
     try:
         span = _range(start, end)
     except ValidationError as exc:
-        return back(f"/jobs/{job_id}", "backfill: " + "; ".join(e["msg"] for e in exc.errors()))
+        return back(request, f"/jobs/{job_id}", "backfill: " + "; ".join(e["msg"] for e in exc.errors()))
     lo, hi = int(span.from_.timestamp() * 1000), int(span.to.timestamp() * 1000)
     slots = await api_state(request).work.run(
         tenant["tenant"], schedule.slots_between, record["schedule"], record["job_id"], lo - 1,
@@ -214,10 +214,10 @@ async def backfill(request: Request, job_id: str, who: Who) -> Response:
         result = await api_jobs.backfill_job(job_id, _range(form.get("start", ""),
                                                             form.get("end", "")), request, tenant)
     except ValidationError as exc:
-        return back(f"/jobs/{job_id}", "backfill: " + "; ".join(e["msg"] for e in exc.errors()))
+        return back(request, f"/jobs/{job_id}", "backfill: " + "; ".join(e["msg"] for e in exc.errors()))
     except HTTPException as exc:
-        return back(f"/jobs/{job_id}", f"backfill refused: {problem_text(exc)}")
-    return back(f"/jobs/{job_id}", f"backfill asked for: {result['slots']} slots")
+        return back(request, f"/jobs/{job_id}", f"backfill refused: {problem_text(exc)}")
+    return back(request, f"/jobs/{job_id}", f"backfill asked for: {result['slots']} slots")
 
 
 # what the edit form shows: the public view's fields a PUT accepts (api.models.JobIn)
@@ -256,7 +256,7 @@ async def edit(request: Request, job_id: str, who: Who) -> Response:
             return _not_found(request, who, job_id)
         error = problem_text(exc)
     else:
-        return back(f"/jobs/{job_id}", "saved: the change takes effect from the next slot")
+        return back(request, f"/jobs/{job_id}", "saved: the change takes effect from the next slot")
     record = api_jobs.find_job(api_state(request), tenant["tenant"], job_id)
     if record is None:
         return _not_found(request, who, job_id)
@@ -281,5 +281,5 @@ async def delete(request: Request, job_id: str, who: Who) -> Response:
         await api_jobs.delete_job(job_id, request, tenant)
     except HTTPException:
         return _not_found(request, who, job_id)
-    return back("/jobs", f"job {job_id} deleted (its history stays in the ledger)")
+    return back(request, "/jobs", f"job {job_id} deleted (its history stays in the ledger)")
 

@@ -33,10 +33,10 @@ CONFIGURATION_SET_MAX = 64  # SES's limit on a configuration set's name
 def name_problem(name: str) -> str | None:
     """Why ``name`` cannot be a tenant's, or None."""
     if not NAME.match(name):
-        return ("tenant name must be 2-40 characters: lowercase letters, digits, '-', starting "
-                "with a letter")
+        return ("name: tenant name must be 2-40 characters: lowercase letters, digits, '-', "
+                "starting with a letter")
     if name in RESERVED or name.startswith(RESERVED_PREFIX):
-        return f"tenant name {name!r} is reserved (cronstream's own topics and the operator)"
+        return f"name: {name!r} is reserved (cronstream's own topics and the operator)"
     return None
 
 

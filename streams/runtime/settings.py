@@ -173,6 +173,12 @@ class Settings:
         return os.environ.get("CRONSTREAM_SNS_ALLOW_HTTP", "") in ("1", "true", "yes")
 
     @property
+    def sns_allow_signature_v1(self) -> bool:
+        """SNS messages signed with SignatureVersion 1, SHA1 (``CRONSTREAM_SNS_ALLOW_SIGNATURE_V1
+        =1``): refused by default; a topic signs with 2 once its SignatureVersion says so."""
+        return os.environ.get("CRONSTREAM_SNS_ALLOW_SIGNATURE_V1", "") in ("1", "true", "yes")
+
+    @property
     def sns_max_age_s(self) -> float:
         """How old an SNS message may be (``CRONSTREAM_SNS_MAX_AGE_S``): SNS retries an HTTP(S)
         delivery for at most an hour, so the default 3,900 s refuses only replays."""

@@ -81,7 +81,8 @@ def api(tmp_path) -> Iterator[Api]:
     clock, emitter = Clock(), RecordingEmitter()
     state = ApiState(dataclasses.replace(settings.load(), home=tmp_path), emitter, clock)
     try:
-        with TestClient(create_app(state)) as client:
+        # a loopback host: the only one whose console cookies may lack Secure (plain http here)
+        with TestClient(create_app(state), base_url="http://127.0.0.1") as client:
             yield Api(state, client, clock, emitter)
     finally:
         state.close()

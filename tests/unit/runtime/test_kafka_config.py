@@ -164,3 +164,13 @@ def test_a_broker_not_up_yet_is_not_a_configuration_error() -> None:
                          "ipv4#127.0.0.1:9093 failed: Connection refused (after 0ms in state CONNECT)")
     assert diagnose(refused, "127.0.0.1:9093") is None
     assert diagnose(None, "127.0.0.1:9093") is None
+
+
+def test_plain_without_tls_is_refused_naming_both_settings():
+    env = {"CRONSTREAM_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+           "CRONSTREAM_KAFKA_SASL_MECHANISM": "PLAIN", "CRONSTREAM_KAFKA_SASL_USERNAME": "u",
+           "CRONSTREAM_KAFKA_SASL_PASSWORD": "p"}
+    with pytest.raises(SystemExit, match="PLAIN sends the password in clear over SASL_PLAINTEXT"):
+        KafkaSecurity.from_env(env)
+    assert KafkaSecurity.from_env({**env, "CRONSTREAM_KAFKA_SECURITY_PROTOCOL": "SASL_SSL"}).sasl
+    assert KafkaSecurity.from_env({**env, "CRONSTREAM_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512"}).sasl
