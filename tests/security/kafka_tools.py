@@ -20,3 +20,29 @@ def commit_group(bootstrap: str, group: str, topic: str, partition: int, offset:
 def delete_group(bootstrap: str, group: str) -> bool:
     admin_client(bootstrap).delete_consumer_groups([group])[group].result(timeout=30)
     return True
+
+
+def keys_from(bootstrap: str, topic: str, partition: int, start: int) -> list[str]:
+    """The keys of the records written to ``topic[partition]`` from offset ``start`` to its
+    end as of now."""
+    from streams.runtime.admin import end_offsets
+
+    end = end_offsets(bootstrap, [(topic, partition)])[(topic, partition)]
+    if end <= start:
+        return []
+    reader = Consumer({**client_config(bootstrap), "group.id": "cs-security-keys",
+                       "enable.auto.commit": False})
+    reader.assign([TopicPartition(topic, partition, start)])
+    keys: list[str] = []
+    try:
+        while True:
+            message = reader.poll(10)
+            if message is None:
+                raise TimeoutError(f"{topic}[{partition}] stopped before offset {end}")
+            if message.error():
+                continue
+            keys.append((message.key() or b"").decode(errors="replace"))
+            if message.offset() + 1 >= end:
+                return keys
+    finally:
+        reader.close()
