@@ -28,6 +28,8 @@ class Quotas:
         """Hold ``n`` more of ``what`` for ``tenant`` while the block writes them, or a 403
         naming the quota. ``current()`` is the count the caller's store keeps; the block must
         have put its records there before it ends (or written none)."""
+        if n < 0:
+            raise ValueError("a reservation holds room, it cannot give any back")
         key = (tenant, what)
         with self._lock:
             pending = self._pending.get(key, 0)

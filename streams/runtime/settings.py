@@ -27,6 +27,14 @@ def _int(name: str, default: int) -> int:
         raise SystemExit(f"{name}={raw!r} is not an integer") from exc
 
 
+def _float(name: str, default: str) -> float:
+    raw = os.environ.get(name) or default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise SystemExit(f"{name}={raw!r} is not a number") from exc
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path
@@ -86,13 +94,9 @@ class Settings:
         """How long a webhook host's name may take to resolve (``CRONSTREAM_DNS_TIMEOUT_S``,
         default 2), in the API's check and at each call: then the create is a 422 and the
         attempt a retryable failure (``streams.adapters.dns``), and no one else waits on it."""
-        raw = os.environ.get("CRONSTREAM_DNS_TIMEOUT_S") or "2"
-        try:
-            seconds = float(raw)
-        except ValueError as exc:
-            raise SystemExit(f"CRONSTREAM_DNS_TIMEOUT_S={raw!r} is not a number") from exc
+        seconds = _float("CRONSTREAM_DNS_TIMEOUT_S", "2")
         if not 0 < seconds <= 60:
-            raise SystemExit(f"CRONSTREAM_DNS_TIMEOUT_S={raw} is not in (0, 60]")
+            raise SystemExit(f"CRONSTREAM_DNS_TIMEOUT_S={seconds:g} is not in (0, 60]")
         return seconds
 
     @property
@@ -132,13 +136,9 @@ class Settings:
         rates = []
         for name, default in (("CRONSTREAM_GUARD_BOUNCE_RATE", "0.04"),
                               ("CRONSTREAM_GUARD_COMPLAINT_RATE", "0.0008")):
-            raw = os.environ.get(name) or default
-            try:
-                rate = float(raw)
-            except ValueError as exc:
-                raise SystemExit(f"{name}={raw!r} is not a number") from exc
+            rate = _float(name, default)
             if not 0 < rate <= 1:
-                raise SystemExit(f"{name}={raw} is not a rate in (0, 1]")
+                raise SystemExit(f"{name}={rate:g} is not a rate in (0, 1]")
             rates.append(rate)
         min_sends = _int("CRONSTREAM_GUARD_MIN_SENDS", 1000)
         window_s = _int("CRONSTREAM_GUARD_WINDOW_S", 86400)
