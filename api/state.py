@@ -17,7 +17,10 @@ from typing import Any, Protocol
 
 from starlette.requests import Request
 
+from api.heavy import TenantWork
+from api.quotas import Quotas
 from api.rate_limit import TenantRates
+from streams.adapters import dns
 from streams.campaigns import retention
 from streams.runtime.emit import DeliveryCallback, Emitter
 from streams.runtime.settings import API_START_S, Settings
@@ -70,9 +73,13 @@ class ApiState:
     """
 
     def __init__(self, conf: Settings, emitter: Emits,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 resolver: dns.Resolver | None = None) -> None:
         self.conf = conf
         self.emitter = emitter
+        # webhook hosts are resolved over asyncio within the settings' timeout, never with
+        # getaddrinfo on the event loop (``streams.adapters.dns``)
+        self.resolver = resolver or dns.Resolver(conf.dns_timeout_s)
         self._lock = threading.Lock()
         self._keys: dict[str, str] = {}
         self.tenants = MemoryStore(self._index_key)
@@ -80,6 +87,8 @@ class ApiState:
         self.campaigns = MemoryStore()
         self.suppressions = suppressions_store(conf)
         self.rates = TenantRates(clock)
+        self.work = TenantWork()  # CPU-bound request work, off the loop, capped per tenant
+        self.quotas = Quotas()  # counts reserved from a quota's check until the write is held
         self._views: list[TopicView] = []
         # cronstream.recipients' retention.ms as the cluster applies it (-1: kept until pruned,
         # streams.campaigns.retention); asked at each campaign create and schedule
@@ -117,6 +126,13 @@ class ApiState:
     def job_count(self, tenant: str) -> int:
         """The tenant's jobs, for its quota: a kept count, not a count of the index."""
         return self.jobs.count_for(tenant)
+
+    def campaign_count(self, tenant: str) -> int:
+        """The tenant's campaigns, any status (the view holds a few thousand in all)."""
+        return sum(1 for c in self.campaigns.values() if c["tenant"] == tenant)
+
+    def suppression_count(self, tenant: str) -> int:
+        return self.suppressions.count_for(tenant)
 
     def allow_request(self, tenant: dict[str, Any]) -> bool:
         """The tenant's rate as its record says now: a changed rate holds from this request."""

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -131,19 +132,29 @@ def by_progress(samples: list[tuple[int, float, float]], bands: int = 4
     return figures
 
 
+def sign_in(console: httpx.Client, key: str) -> None:
+    """Sign the console client in as a browser does: the form (its CSRF token and cookie),
+    then the key."""
+    form = console.get("/ui/login")
+    token = re.search(r'name="login_token" value="([^"]+)"', form.text)
+    assert form.status_code == 200 and token, form.text[:200]
+    answer = console.post("/ui/login", data={"key": key, "login_token": token.group(1)})
+    assert answer.status_code == 303, answer.text[:200]
+
+
 def campaign_send(recipients: int, every_s: float, workers: int) -> None:
     """The campaign page and its progress JSON timed while a campaign of ``recipients`` sends
     (see the module's docstring)."""
     conf = settings.load()
     Stack(conf).up(with_app=True, workers=workers)
-    key = tenants.create(conf.bootstrap, f"bench{uuid.uuid4().hex[:8]}")
+    key = tenants.create(conf.bootstrap, f"bench{uuid.uuid4().hex[:8]}", senders=["example.com"])
     auth = {"Authorization": f"Bearer {key}"}
     wait_for_key(conf.api_url, auth)
     samples: dict[str, list[tuple[int, float, float]]] = {"page": [], "progress": []}
     with httpx.Client(base_url=conf.api_url, headers=auth, timeout=600) as api, \
             httpx.Client(base_url=conf.api_url, timeout=60) as console:
         created, uploaded, _ = fanout.upload_campaign(api, uuid.uuid4().hex[:8], recipients)
-        assert console.post("/ui/login", data={"key": key}).status_code == 303
+        sign_in(console, key)
         page = f"/ui/campaigns/{created['id']}"
         assert api.post(f"/v1/campaigns/{created['id']}/schedule").status_code == 200
         started = time.monotonic()
@@ -200,7 +211,7 @@ def main() -> None:
         "target": {"type": "webhook", "url": "http://127.0.0.1:9/hook"}}).json()
     fill_ledger(conf.pg_dsn, name, f"{name}/history", args.slots, args.other_rows)
     with httpx.Client(base_url=conf.api_url, timeout=60) as client:
-        assert client.post("/ui/login", data={"key": key}).status_code == 303
+        sign_in(client, key)
         page = f"/ui/jobs/{job['id']}"
         runs = client.get(f"/v1/jobs/{job['id']}/runs?limit=50", headers=auth).json()
         figures = {

@@ -136,7 +136,7 @@ def main() -> None:
     ceiling = ses_ceiling()
     print(f"local SES server ceiling: {ceiling:,.0f} recipients/s", flush=True)
 
-    key = tenants.create(conf.bootstrap, f"bench{uuid.uuid4().hex[:6]}")
+    key = tenants.create(conf.bootstrap, f"bench{uuid.uuid4().hex[:6]}", senders=["example.com"])
     auth = {"Authorization": f"Bearer {key}"}
     wait_for_key(conf.api_url, auth)
     api = httpx.Client(base_url=conf.api_url, headers=auth, timeout=600)

@@ -530,11 +530,13 @@ async def _httpx(url: str) -> AsyncIterator[Call]:
     """httpx, the executor's client until issue 28, making the same request (for comparison)."""
     import httpx
 
+    from streams.adapters import dns
     from streams.execution import ssrf, targets
 
+    resolver = dns.Resolver()
     async with httpx.AsyncClient(limits=httpx.Limits(max_connections=CONCURRENCY)) as client:
         async def call(i: int) -> bool:
-            ssrf.check_url(url, ["127.0.0.1"])
+            await ssrf.vet(url, ["127.0.0.1"], resolver.resolve)
             try:
                 response = await client.post(url, headers=targets.headers_for(fired_for(i)),
                                              timeout=10.0, follow_redirects=False)

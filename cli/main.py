@@ -49,9 +49,10 @@ def _worker(args: argparse.Namespace) -> int:
 def _api(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from streams.runtime import settings
+    from streams.runtime import kafka_config, settings
 
     conf = settings.check_or_exit("api")  # every setting's problem, one line each, now
+    kafka_config.security()  # a setting that cannot work stops here, in one line (not a traceback)
     uvicorn.run("api.app:create_app", factory=True, host=args.host or conf.api_host,
                 port=args.port or conf.api_port, log_level="info")
     return 0
@@ -133,9 +134,11 @@ def _tenant(args: argparse.Namespace) -> int:
         api_key = tenants.create(
             settings.load().bootstrap, args.name, allowed_targets=args.allow_target,
             max_jobs=args.max_jobs, min_interval_s=args.min_interval_s,
-            requests_per_s=args.requests_per_s, ip_pools=pools)
+            requests_per_s=args.requests_per_s, ip_pools=pools, senders=args.sender,
+            pools=args.pool, max_campaigns=args.max_campaigns,
+            max_recipients=args.max_recipients, max_suppressions=args.max_suppressions)
     except ValueError as exc:
-        print(f"cronstream tenant create: name: {exc}", file=sys.stderr)
+        print(f"cronstream tenant create: {exc}", file=sys.stderr)
         return 2
     except RuntimeError as exc:
         print(f"cronstream tenant create: {exc}", file=sys.stderr)
@@ -144,6 +147,33 @@ def _tenant(args: argparse.Namespace) -> int:
         print(json.dumps({"tenant": args.name, "api_key": api_key}))
     else:
         print(f"tenant {args.name} created; its API key (shown once, stored hashed):\n{api_key}")
+    return 0
+
+
+def _tenant_update(args: argparse.Namespace) -> int:
+    """Grants and limits of an existing tenant, its key kept."""
+    import json
+
+    from streams.adapters import tenants
+    from streams.runtime import settings
+
+    limits = {name: getattr(args, name) for name in ("max_jobs", "max_campaigns", "max_recipients",
+                                                      "max_suppressions", "requests_per_s")
+              if getattr(args, name) is not None}
+    try:
+        record = tenants.update(settings.load().bootstrap, args.name, grant_senders=args.sender,
+                                revoke_senders=args.revoke_sender, grant_pools=args.pool,
+                                revoke_pools=args.revoke_pool, **limits)
+    except (ValueError, LookupError) as exc:
+        print(f"cronstream tenant update: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:
+        print(f"cronstream tenant update: {exc}", file=sys.stderr)
+        return 1
+    shown = {k: record[k] for k in ("tenant", "senders", "pools", *limits)}
+    print(json.dumps(shown) if args.json else
+          f"tenant {args.name}: senders {', '.join(record['senders']) or '(none)'}; pools "
+          f"{', '.join(['default', *record['pools'], *record['ip_pools']])}")
     return 0
 
 
@@ -209,8 +239,31 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a dedicated IP pool with a warm-up plan: INITIAL emails on day 0, "
                         "times GROWTH (default 1.5) each UTC day, up to MAX (repeatable; "
                         "re-running create restarts the warm-up)")
+    create.add_argument("--sender", action="append", default=[], metavar="ADDRESS_OR_DOMAIN",
+                        help="a verified SES identity its mail may be from (repeatable); none: "
+                        "it sends no mail")
+    create.add_argument("--pool", action="append", default=[], metavar="NAME",
+                        help="a dedicated IP pool it may send through, besides 'default' "
+                        "(repeatable)")
+    create.add_argument("--max-campaigns", type=int, default=1000)
+    create.add_argument("--max-recipients", type=int, default=50_000_000,
+                        help="recipients one campaign may hold")
+    create.add_argument("--max-suppressions", type=int, default=10_000_000,
+                        help="suppressions it may add through the API")
     create.add_argument("--json", action="store_true", help="print JSON for scripts")
     create.set_defaults(func=_tenant)
+    update = tenant_sub.add_parser("update", help="grant or revoke senders and pools, or change "
+                                   "limits, keeping the tenant's key")
+    update.add_argument("name")
+    update.add_argument("--sender", action="append", default=[], metavar="ADDRESS_OR_DOMAIN")
+    update.add_argument("--revoke-sender", action="append", default=[], metavar="ADDRESS_OR_DOMAIN")
+    update.add_argument("--pool", action="append", default=[], metavar="NAME")
+    update.add_argument("--revoke-pool", action="append", default=[], metavar="NAME")
+    for limit in ("--max-jobs", "--max-campaigns", "--max-recipients", "--max-suppressions",
+                  "--requests-per-s"):
+        update.add_argument(limit, type=int, default=None)
+    update.add_argument("--json", action="store_true", help="print JSON for scripts")
+    update.set_defaults(func=_tenant_update)
 
     sink = sub.add_parser("sink", help="register the ledger → Postgres Kafka Connect sink")
     sink.add_argument("action", choices=["register"])

@@ -659,25 +659,29 @@ class Stack:
 
     # -- app processes -------------------------------------------------------------------------
     def start_app(self, name: str, args: list[str], health: Callable[[], bool] | None = None,
-                  env: dict[str, str] | None = None, ready_timeout_s: float = 60) -> int:
+                  env: dict[str, str] | None = None, ready_timeout_s: float = 60,
+                  wrap: list[str] | None = None) -> int:
+        """``wrap``: a command that execs the app's (the security tests run it in a mount
+        namespace with their own name server: tests/security/conftest.py)."""
         pidfile, log = self.pidfile(name), self.log(name)
         pid = processes.alive(pidfile)
         if pid:
             say(f"{name} already running (pid {pid})")
             return pid
         say(f"starting {name} (log: {log})")
-        pid = processes.spawn(pidfile, [sys.executable, "-m", "cli.main", *args], log,
+        pid = processes.spawn(pidfile, [*(wrap or []), sys.executable, "-m", "cli.main", *args], log,
                               env={**os.environ, **self.app_env(), **(env or {})}, cwd=REPO_ROOT)
         if health is not None:
             _wait(name, health, ready_timeout_s, log, pidfile)
         return pid
 
-    def start_api(self) -> int:
+    def start_api(self, wrap: list[str] | None = None) -> int:
         """Start the API and wait for its health as long as its first catch-up may take."""
         return self.start_app("api", ["api"], health=self.api_healthy,
-                              ready_timeout_s=API_START_S + 30)
+                              ready_timeout_s=API_START_S + 30, wrap=wrap)
 
-    def start_worker(self, name: str, ready_timeout_s: float = 60) -> int:
+    def start_worker(self, name: str, ready_timeout_s: float = 60,
+                     wrap: list[str] | None = None) -> int:
         """Start a worker and wait until it has recovered its partitions and can fire."""
         ready = self.s.run_dir / f"{name}.ready"
         if processes.alive(self.pidfile(name)) is None:
@@ -687,7 +691,7 @@ class Stack:
             "CRONSTREAM_WORKER_ID": name,
             "CRONSTREAM_WORKER_WEB_PORT": str(self.s.worker_web_port + number),
             "CRONSTREAM_WORKER_METRICS_PORT": str(self.s.worker_metrics_port + number)},
-            ready_timeout_s=ready_timeout_s)
+            ready_timeout_s=ready_timeout_s, wrap=wrap)
 
     def start_ses(self) -> None:
         """The local SES-compatible server (``stack/ses_server.py``) that boto3 talks to."""

@@ -17,12 +17,13 @@ from stack.local import Stack
 from streams.runtime import settings
 
 # Fast feedback first: the unit tests (seconds, no broker), then the integration tests (the stack
-# starts at the first of them), then the fault suite (minutes of injected faults), whatever order
+# starts at the first of them), then the attacks of ``tests/security/`` on the same stack, then
+# the fault suite (minutes of injected faults), whatever order
 # the paths were given or collected in (``tests/chaos`` sorts before ``tests/integration``). Tests
 # marked ``end_of_session`` come after all of them, in file name order: they read or stop what
 # the whole session used (the secrets scan of every log, then ``stack down``), the fault suite's
 # included.
-SUITES = ("tests/unit/", "tests/integration/", "tests/chaos/")
+SUITES = ("tests/unit/", "tests/integration/", "tests/security/", "tests/chaos/")
 
 
 def suite_order(item: pytest.Item) -> tuple[int, str]:
@@ -69,9 +70,15 @@ def stack() -> Iterator[Stack]:
         s.down()
 
 
+TEST_SENDERS = ("example.com", "example.org")
+
+
 def make_client(stack: Stack, **options) -> httpx.Client:
-    name = f"t{uuid.uuid4().hex[:10]}"
+    name = options.pop("name", None) or f"t{uuid.uuid4().hex[:10]}"
     options.setdefault("allowed_targets", ["127.0.0.1"])
+    # the suite's campaigns and reminders come from these domains (a tenant sends no mail as
+    # anyone the operator did not grant: streams.adapters.tenants.mail_refused)
+    options.setdefault("senders", list(TEST_SENDERS))
     # from a child process: the test run lives through the fault suite's broker restart, and a
     # librdkafka client it kept (tenants.create makes an AdminClient) can abort it there
     key = isolated.call("streams.adapters.tenants:create", stack.s.bootstrap, name, timeout_s=120,

@@ -11,13 +11,14 @@ from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from api.console import campaigns, jobs, login, operator
-from api.console.sessions import SessionStore
+from api.console.sessions import LoginThrottle, SessionStore
 from api.console.web import PREFIX, ConsoleError, LoginNeeded, render
 
 
 def install(app: FastAPI) -> None:
     """Mount the console's pages and static files on the API application."""
     app.state.console_sessions = SessionStore()
+    app.state.login_throttle = LoginThrottle()
     app.mount(f"{PREFIX}/static", StaticFiles(directory=str(Path(__file__).parent / "static")),
               name="console-static")
     for module in (login, jobs, campaigns, operator):

@@ -123,7 +123,7 @@ async def upload(request: Request, campaign_id: str, who: Who) -> Response:
         if exc.status_code == 404:
             return render(request, "error.html", who, status=404,
                           error=f"campaign {campaign_id} not found")
-        return back(f"/campaigns/{campaign_id}", f"upload refused: {problem_text(exc)}")
+        return back(request, f"/campaigns/{campaign_id}", f"upload refused: {problem_text(exc)}")
     view = await _view(request, tenant, campaign_id)
     return render(request, "campaign.html", who, c=view, email="", lookup=None,
                   lookup_error=None, report=report)
@@ -145,8 +145,8 @@ async def campaign_action(request: Request, campaign_id: str, action: str, who: 
         if exc.status_code == 404:
             return render(request, "error.html", who, status=404,
                           error=f"campaign {campaign_id} not found")
-        return back(f"/campaigns/{campaign_id}", f"{action} refused: {problem_text(exc)}")
-    return back(f"/campaigns/{campaign_id}", f"campaign is {view['status']}")
+        return back(request, f"/campaigns/{campaign_id}", f"{action} refused: {problem_text(exc)}")
+    return back(request, f"/campaigns/{campaign_id}", f"campaign is {view['status']}")
 
 
 @router.get("/suppressions")
@@ -177,10 +177,10 @@ async def suppress(request: Request, who: Who) -> Response:
                              reason=form.get("reason") or "added in the console")
         result = await api_suppressions.create_suppression(body, request, tenant)
     except HTTPException as exc:
-        return back("/suppressions", f"not suppressed: {problem_text(exc)}")
+        return back(request, "/suppressions", f"not suppressed: {problem_text(exc)}")
     except ValueError as exc:  # pydantic's ValidationError is one
-        return back("/suppressions", f"not suppressed: {exc}")
-    return back("/suppressions", f"{result['email']} is suppressed")
+        return back(request, "/suppressions", f"not suppressed: {exc}")
+    return back(request, "/suppressions", f"{result['email']} is suppressed")
 
 
 @router.post("/suppressions/remove")
@@ -190,5 +190,5 @@ async def unsuppress(request: Request, who: Who) -> Response:
     try:
         await api_suppressions.delete_suppression(form.get("email", ""), request, tenant)
     except HTTPException as exc:
-        return back("/suppressions", f"not removed: {problem_text(exc)}")
-    return back("/suppressions", f"{form.get('email')} is no longer suppressed")
+        return back(request, "/suppressions", f"not removed: {problem_text(exc)}")
+    return back(request, "/suppressions", f"{form.get('email')} is no longer suppressed")

@@ -63,6 +63,12 @@ async def _search(request: Request, tenant: dict[str, Any], q: str, cursor: str 
     return found, after
 
 
+def _next_slots(records: list[dict[str, Any] | None], now: int) -> dict[str, list[int]]:
+    """Each listed job's next slot (CPU-bound: through ``api.work``, off the loop)."""
+    return {r["job_id"]: schedule.slots_between(r["schedule"], r["job_id"], now, None, 1)
+            for r in records if r is not None}
+
+
 @router.get("/jobs")
 async def jobs_page(request: Request, who: Who, q: str = "", cursor: str | None = None
                     ) -> Response:
@@ -76,10 +82,11 @@ async def jobs_page(request: Request, who: Who, q: str = "", cursor: str | None 
     records = {view["id"]: api_jobs.find_job(api, tenant["tenant"], view["id"]) for view in items}
     stored = [r["job_id"] for r in records.values() if r is not None]
     last = await run_in_threadpool(_last_runs, api.conf.pg_dsn, tenant["tenant"], stored)
+    upcoming = await api.work.run(tenant["tenant"], _next_slots, list(records.values()), now)
     rows = []
     for view in items:
         record = records[view["id"]]
-        nxt = schedule.slots_between(record["schedule"], record["job_id"], now, None, 1) \
+        nxt = upcoming.get(record["job_id"], []) \
             if record is not None and view["state"] != "completed" else []
         run = last.get(record["job_id"]) if record is not None else None
         rows.append({"view": view, "words": paging.schedule_words(view, record and record["job_id"]),
@@ -104,11 +111,11 @@ async def create_job(request: Request, who: Who) -> Response:
         job = await api_jobs.create_job(JobCreate.model_validate(body), request, Response(),
                                         tenant, None)
     except ValidationError as exc:
-        return back("/jobs", "not created: " + "; ".join(
+        return back(request, "/jobs", "not created: " + "; ".join(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()))
     except HTTPException as exc:
-        return back("/jobs", "not created: " + problem_text(exc))
-    return back(f"/jobs/{job['id']}", "job created")
+        return back(request, "/jobs", "not created: " + problem_text(exc))
+    return back(request, f"/jobs/{job['id']}", "job created")
 
 
 def _not_found(request: Request, who: SignedIn, job_id: str) -> Response:
@@ -124,8 +131,8 @@ async def job_page(request: Request, job_id: str, who: Who, cursor: int | None =
     if record is None:
         return _not_found(request, who, job_id)
     view = job_view(record, now)
-    slots = schedule.slots_between(record["schedule"], record["job_id"], now, None,
-                                   paging.NEXT_SLOTS)
+    slots = await api.work.run(tenant["tenant"], schedule.slots_between, record["schedule"],
+                               record["job_id"], now, None, paging.NEXT_SLOTS)
     filter_ = "not_run" if only == "not_run" else None
     history = await api_jobs.job_runs(job_id, request, tenant, cursor, paging.HISTORY_PAGE,
                                       filter_)
@@ -149,11 +156,11 @@ async def _act(request: Request, who: SignedIn, job_id: str, action: str) -> Res
     except HTTPException as exc:
         if exc.status_code == 404:
             return _not_found(request, who, job_id)
-        return back(f"/jobs/{job_id}", f"{action} refused: {problem_text(exc)}")
+        return back(request, f"/jobs/{job_id}", f"{action} refused: {problem_text(exc)}")
     said = {"pause": "paused: its slots are recorded skipped_paused until resumed",
             "resume": "resumed from its next slot",
             "trigger": f"triggered: fire id {result.get('fire_id')}"}[action]
-    return back(f"/jobs/{job_id}", said)
+    return back(request, f"/jobs/{job_id}", said)
 
 
 @router.post("/jobs/{job_id}/pause")
@@ -189,10 +196,11 @@ async def backfill_preview(request: Request, job_id: str, who: Who, start: str =
     try:
         span = _range(start, end)
     except ValidationError as exc:
-        return back(f"/jobs/{job_id}", "backfill: " + "; ".join(e["msg"] for e in exc.errors()))
+        return back(request, f"/jobs/{job_id}", "backfill: " + "; ".join(e["msg"] for e in exc.errors()))
     lo, hi = int(span.from_.timestamp() * 1000), int(span.to.timestamp() * 1000)
-    slots = schedule.slots_between(record["schedule"], record["job_id"], lo - 1, hi,
-                                   schedule.BACKFILL_LIMIT + 1)
+    slots = await api_state(request).work.run(
+        tenant["tenant"], schedule.slots_between, record["schedule"], record["job_id"], lo - 1,
+        hi, schedule.BACKFILL_LIMIT + 1)
     return render(request, "backfill.html", who, job_id=public_job_id(record), start=start,
                   end=end, slots=[iso(s) for s in slots[:100]], total=len(slots),
                   too_many=len(slots) > schedule.BACKFILL_LIMIT, limit=schedule.BACKFILL_LIMIT)
@@ -206,10 +214,10 @@ async def backfill(request: Request, job_id: str, who: Who) -> Response:
         result = await api_jobs.backfill_job(job_id, _range(form.get("start", ""),
                                                             form.get("end", "")), request, tenant)
     except ValidationError as exc:
-        return back(f"/jobs/{job_id}", "backfill: " + "; ".join(e["msg"] for e in exc.errors()))
+        return back(request, f"/jobs/{job_id}", "backfill: " + "; ".join(e["msg"] for e in exc.errors()))
     except HTTPException as exc:
-        return back(f"/jobs/{job_id}", f"backfill refused: {problem_text(exc)}")
-    return back(f"/jobs/{job_id}", f"backfill asked for: {result['slots']} slots")
+        return back(request, f"/jobs/{job_id}", f"backfill refused: {problem_text(exc)}")
+    return back(request, f"/jobs/{job_id}", f"backfill asked for: {result['slots']} slots")
 
 
 # what the edit form shows: the public view's fields a PUT accepts (api.models.JobIn)
@@ -248,7 +256,7 @@ async def edit(request: Request, job_id: str, who: Who) -> Response:
             return _not_found(request, who, job_id)
         error = problem_text(exc)
     else:
-        return back(f"/jobs/{job_id}", "saved: the change takes effect from the next slot")
+        return back(request, f"/jobs/{job_id}", "saved: the change takes effect from the next slot")
     record = api_jobs.find_job(api_state(request), tenant["tenant"], job_id)
     if record is None:
         return _not_found(request, who, job_id)
@@ -273,5 +281,5 @@ async def delete(request: Request, job_id: str, who: Who) -> Response:
         await api_jobs.delete_job(job_id, request, tenant)
     except HTTPException:
         return _not_found(request, who, job_id)
-    return back("/jobs", f"job {job_id} deleted (its history stays in the ledger)")
+    return back(request, "/jobs", f"job {job_id} deleted (its history stays in the ledger)")
 

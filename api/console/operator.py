@@ -10,6 +10,7 @@ not stored anywhere, so the console remembers what it read (one sample per view,
 from __future__ import annotations
 
 import asyncio
+import html
 import os
 import time
 from collections import deque
@@ -64,8 +65,11 @@ class LagHistory:
             points = " ".join(
                 f"{(at - t0) / max(1e-9, t1 - t0) * width:.1f},"
                 f"{height - totals.get(g, 0) / top * height:.1f}" for at, totals in self.samples)
+            # a group's name is whatever a Kafka client called its group: escaped, since the
+            # page shows this SVG as markup (an unescaped name ran script there: issue 40)
             lines.append(f'<polyline fill="none" stroke="{colours[i % len(colours)]}" '
-                         f'stroke-width="2" points="{points}"><title>{g}</title></polyline>')
+                         f'stroke-width="2" points="{points}"><title>{html.escape(g)}</title>'
+                         '</polyline>')
         lines.append(f'<text x="2" y="{height + 16}" font-size="11">max {top} records over '
                      f'{round(t1 - t0)} s</text></svg>')
         return "\n".join(lines)

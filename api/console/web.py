@@ -10,6 +10,7 @@ could go wrong.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,12 +123,35 @@ def problem_text(exc: HTTPException) -> str:
 
 def render(request: Request, template: str, who: SignedIn | None, status: int = 200,
            **context: Any) -> HTMLResponse:
-    context.update(who=who, csrf=who.session.csrf if who else "", prefix=PREFIX,
-                   message=request.query_params.get("msg"))
+    said = request.query_params.get("msg")
+    message = said if sessions(request).signed(said, request.query_params.get("sig")) else None
+    context.update(who=who, csrf=who.session.csrf if who else "", prefix=PREFIX, message=message)
     return TEMPLATES.TemplateResponse(request, template, context, status_code=status)
 
 
-def back(path: str, message: str) -> RedirectResponse:
-    """After a form post, see the page again (post/redirect/get) with what happened."""
+def back(request: Request, path: str, message: str) -> RedirectResponse:
+    """After a form post, see the page again (post/redirect/get) with what happened: the
+    message signed (``SessionStore.sign``), so only the console's own are shown."""
     sep = "&" if "?" in path else "?"
-    return RedirectResponse(f"{PREFIX}{path}{sep}msg={quote(message)}", status_code=303)
+    signature = sessions(request).sign(message)
+    return RedirectResponse(f"{PREFIX}{path}{sep}msg={quote(message)}&sig={signature}",
+                            status_code=303)
+
+
+def loopback_host(request: Request) -> bool:
+    """Whether the browser asked for the console at a loopback name (``localhost``,
+    127.0.0.0/8, ``::1``): the only place a cookie without ``Secure`` is acceptable."""
+    host = (request.url.hostname or "").strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def cookie_secure(request: Request) -> bool:
+    """``Secure`` on every console cookie unless the console is reached at a loopback host:
+    behind a TLS proxy the API sees plain http, so the request's own scheme (what decided it
+    before) left the session cookie sendable over http (issue 40)."""
+    return request.url.scheme == "https" or not loopback_host(request)

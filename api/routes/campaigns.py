@@ -30,7 +30,8 @@ from api.auth import current_tenant
 from api.errors import problem
 from api.models import iso, ms, utc_ms
 from api.routes.jobs import IDEMPOTENCY_NAMESPACE
-from api.state import api_state
+from api.state import ApiState, api_state
+from streams.adapters import tenants
 from streams.campaigns import lifecycle, recipients, retention
 from streams.runtime import clock
 from streams.runtime.codec import codec
@@ -70,9 +71,40 @@ class CampaignIn(BaseModel):
 
 
 
+# A client-chosen campaign id is stored as ``<tenant>_<id>``: a tenant's name has no ``_``, so
+# the key reads one way, and two tenants can both have a ``spring-sale``. Before, ids were
+# global: a 409 told a tenant another's id existed, an id could be squatted, and the ledger's
+# ``<campaign>:<email>`` keys carried no tenant (issue 40). Generated ids (UUIDs; the
+# Idempotency-Key's includes the tenant) are stored as they are, and so are the campaigns made
+# before: found by their bare id when their tenant asks (``find_campaign``), their ledger rows
+# unchanged.
+SCOPE = "_"
+
+
+def stored_campaign_id(tenant: str, client_id: str) -> str:
+    return f"{tenant}{SCOPE}{client_id}"
+
+
+def public_campaign_id(campaign: dict[str, Any]) -> str:
+    """The id the tenant sees and names in paths: its own id without the tenant prefix."""
+    prefix = f"{campaign['tenant']}{SCOPE}"
+    cid: str = campaign["campaign_id"]
+    return cid[len(prefix):] if cid.startswith(prefix) else cid
+
+
+def find_campaign(api: ApiState, tenant: str, campaign_id: str) -> dict[str, Any] | None:
+    """The tenant's campaign ``campaign_id`` names (client-chosen, generated, or stored before
+    ids were scoped); another tenant's is never found."""
+    for key in (stored_campaign_id(tenant, campaign_id), campaign_id):
+        campaign = api.campaigns.get(key)
+        if campaign is not None and campaign["tenant"] == tenant:
+            return campaign
+    return None
+
+
 def campaign_view(c: dict[str, Any]) -> dict[str, Any]:
     return {
-        "id": c["campaign_id"], "name": c["name"], "from": c["sender"], "subject": c["subject"],
+        "id": public_campaign_id(c), "name": c["name"], "from": c["sender"], "subject": c["subject"],
         "text": c["text"], "html": c["html"], "send_at": iso(c["send_at_ms"]),
         "timezone": c["timezone"], "send_deadline_s": c["send_deadline_s"],
         "max_rate_per_s": c["max_rate_per_s"], "ip_pool": c["ip_pool"], "status": c["status"],
@@ -82,8 +114,8 @@ def campaign_view(c: dict[str, Any]) -> dict[str, Any]:
 
 
 def _own(request: Request, tenant: dict[str, Any], campaign_id: str) -> dict[str, Any]:
-    campaign = api_state(request).campaigns.get(campaign_id)
-    if campaign is None or campaign["tenant"] != tenant["tenant"]:
+    campaign = find_campaign(api_state(request), tenant["tenant"], campaign_id)
+    if campaign is None:
         raise problem(404, "", f"campaign {campaign_id} not found")
     return campaign
 
@@ -104,19 +136,27 @@ async def create_campaign(body: CampaignIn, request: Request, response: Response
     api = api_state(request)
     digest = hashlib.sha256(body.model_dump_json().encode()).hexdigest()
     if body.id:
-        campaign_id = body.id
+        public, campaign_id = body.id, stored_campaign_id(tenant["tenant"], body.id)
+        taken = api.campaigns.get(campaign_id)
+        if taken is not None and taken["tenant"] != tenant["tenant"]:
+            # a campaign of before the scoping whose bare id spells this key: not the caller's,
+            # and never overwritten (which tenant holds it is not said)
+            raise problem(409, "id", f"campaign id {body.id} is not available", "id_conflict")
     elif idempotency_key:
-        campaign_id = str(uuid.uuid5(IDEMPOTENCY_NAMESPACE, f"{tenant['tenant']}:c:{idempotency_key}"))
+        public = campaign_id = str(uuid.uuid5(IDEMPOTENCY_NAMESPACE,
+                                              f"{tenant['tenant']}:c:{idempotency_key}"))
     else:
-        campaign_id = str(uuid.uuid4())
-    existing = api.campaigns.get(campaign_id)
+        public = campaign_id = str(uuid.uuid4())
+    existing = find_campaign(api, tenant["tenant"], public)
     if existing is not None:
-        if existing["tenant"] != tenant["tenant"] or existing["request_hash"] != digest:
-            raise problem(409, "id", f"campaign {campaign_id} already exists with another body",
+        if existing["request_hash"] != digest:
+            raise problem(409, "id", f"campaign {public} already exists with another body",
                           "idempotency_conflict")
         response.status_code = 200
         response.headers["Idempotent-Replayed"] = "true"
         return campaign_view(existing)
+    if (refused := tenants.mail_refused(tenant, str(body.from_), body.ip_pool)) is not None:
+        raise problem(422, *refused, "not_granted")
     try:
         schedule.zone(body.timezone)
     except schedule.ScheduleError as exc:
@@ -137,26 +177,38 @@ async def create_campaign(body: CampaignIn, request: Request, response: Response
         "recipients": 0, "upload_ranges": [], "request_hash": digest,
         "created_ms": now, "updated_ms": now,
     }
-    return campaign_view(await _save(request, record))
+    name = tenant["tenant"]
+    with api.quotas.reserve(name, "campaigns", 1, tenant["max_campaigns"],
+                            lambda: api.campaign_count(name)):
+        return campaign_view(await _save(request, record))
 
 
-async def _lines(request: Request) -> AsyncIterator[str | None]:
-    """The body as text lines, streamed; a line that is not UTF-8 comes out as None."""
-    pending = b""
+LONG_LINE = recipients.BadRow(0, f"line longer than {recipients.MAX_LINE_BYTES} bytes")
+NOT_UTF8 = recipients.BadRow(0, "invalid UTF-8")
+
+
+async def _lines(request: Request) -> AsyncIterator[str | recipients.BadRow]:
+    """The body as text lines, streamed in bounded memory (``recipients.Lines``); a line that
+    is too long or not UTF-8 comes out as the bad row it is (its number still to be set)."""
+    lines = recipients.Lines()
     async for piece in request.stream():
-        pending += piece
-        *complete, pending = pending.split(b"\n")
-        for raw in complete:
+        for raw in lines.feed(piece):
             yield _decode(raw)
-    if pending:
-        yield _decode(pending)
+    for raw in lines.end():
+        yield _decode(raw)
 
 
-def _decode(raw: bytes) -> str | None:
+def _decode(raw: bytes | None) -> str | recipients.BadRow:
+    if raw is None:
+        return LONG_LINE
     try:
         return codecs.decode(raw.rstrip(b"\r"), "utf-8")
     except UnicodeDecodeError:
-        return None
+        return NOT_UTF8
+
+
+class OverQuota(Exception):
+    """An upload past the tenant's ``max_recipients``: refused and rolled back."""
 
 
 class _Offsets:
@@ -183,6 +235,7 @@ async def upload_recipients(campaign_id: str, request: Request, tenant: Tenant
                             ) -> dict[str, Any]:
     api = api_state(request)
     campaign = _own(request, tenant, campaign_id)
+    campaign_id = campaign["campaign_id"]  # the stored id, on every record of the upload
     now = clock.now_ms()
     stale_upload = campaign["status"] == "uploading" and now - campaign["updated_ms"] > UPLOAD_STALE_MS
     if campaign["status"] not in ("created", "ready", "aborted") and not stale_upload:
@@ -224,12 +277,18 @@ async def upload_recipients(campaign_id: str, request: Request, tenant: Tenant
         number = 0
         async for text in _lines(request):
             number += 1
-            item = parser.feed(number, text) if text is not None else recipients.BadRow(
-                number, "invalid UTF-8")
+            if isinstance(text, recipients.BadRow) and isinstance(parser, recipients.CsvRows) \
+                    and parser.header is None:
+                raise ValueError(f"line 1, the CSV header: {text.reason}")
+            item = parser.feed(number, text) if isinstance(text, str) else recipients.BadRow(
+                number, text.reason)
             if isinstance(item, recipients.BadRow):
                 reject(item.line, item.reason)
             elif item is not None and (full := chunker.add(item)) is not None:
                 emit(*full)
+            if chunker.accepted > tenant["max_recipients"]:
+                raise OverQuota(f"the upload holds more than the tenant's quota of "
+                                f"{tenant['max_recipients']} recipients")
         if isinstance(parser, recipients.CsvRows) and parser.header is None:
             reject(1, "empty upload: a header with an 'email' column is required")
         for part, rows in chunker.rest():
@@ -240,6 +299,9 @@ async def upload_recipients(campaign_id: str, request: Request, tenant: Tenant
     except Exception as exc:
         await _save(request, campaign, status="aborted",
                     status_reason=f"upload {upload_id} failed: {exc}"[:500])
+        if isinstance(exc, OverQuota):
+            raise problem(403, "body", f"upload refused and rolled back: {exc}",
+                          "quota_exceeded") from exc
         raise problem(400, "body", f"upload failed and was rolled back: {exc}") from exc
     finally:
         seen.close()
@@ -248,7 +310,7 @@ async def upload_recipients(campaign_id: str, request: Request, tenant: Tenant
               for p, (lo, hi) in sorted(offsets.ranges.items())]
     await _save(request, campaign, status="ready", recipients=chunker.accepted,
                 upload_ranges=ranges, status_reason=None)
-    return {"campaign_id": campaign_id, "upload_id": upload_id, "status": "ready",
+    return {"campaign_id": public_campaign_id(campaign), "upload_id": upload_id, "status": "ready",
             "recipients": chunker.accepted, "duplicates": chunker.duplicates,
             "bad_rows": bad_total, "bad_rows_listed": bad}
 
@@ -272,6 +334,7 @@ async def _keepable(request: Request, send_at_ms: int, send_deadline_s: int,
 async def schedule_campaign(campaign_id: str, request: Request, tenant: Tenant
                             ) -> dict[str, Any]:
     campaign = _own(request, tenant, campaign_id)
+    campaign_id = campaign["campaign_id"]
     if campaign["status"] != "ready":
         raise problem(409, "", f"campaign is {campaign['status']}; only a ready campaign (its "
                       "upload committed) can be scheduled")
@@ -351,7 +414,7 @@ def _counts(dsn: str, tenant: str, campaign_id: str) -> tuple[dict[str, int], in
 async def get_campaign(campaign_id: str, request: Request, tenant: Tenant) -> dict[str, Any]:
     campaign = _own(request, tenant, campaign_id)
     counts, recent = await run_in_threadpool(_counts, api_state(request).conf.pg_dsn,
-                                             tenant["tenant"], campaign_id)
+                                             tenant["tenant"], campaign["campaign_id"])
     view = campaign_view(campaign)
     totals = {name: counts.get(name, 0) for name in CAMPAIGN_OUTCOMES}
     pending = max(0, campaign["recipients"] - sum(totals.values()))
@@ -372,7 +435,7 @@ async def unknown_recipients(campaign_id: str, request: Request, tenant: Tenant,
     never re-sent), in address order from ``after``. Each is ``awaiting_events`` while an SES
     event of its message can still resolve it to sent (``CRONSTREAM_UNKNOWN_WINDOW_S`` after it
     was recorded: ``streams.campaigns.unknown``), ``unresolved`` after that."""
-    _own(request, tenant, campaign_id)
+    campaign = _own(request, tenant, campaign_id)
     window_s = api_state(request).conf.unknown_window_s
 
     rows = await run_in_threadpool(
@@ -380,7 +443,7 @@ async def unknown_recipients(campaign_id: str, request: Request, tenant: Tenant,
         "SELECT email, reason, completed_at FROM ledger WHERE kind = 'campaign' "
         "AND tenant = %s AND campaign_id = %s AND outcome = 'unknown' "
         "AND email > %s ORDER BY email LIMIT %s",
-        (tenant["tenant"], campaign_id, after, limit))
+        (tenant["tenant"], campaign["campaign_id"], after, limit))
     now = clock.now_ms()
     items = []
     for email, reason, completed in rows:
@@ -388,7 +451,7 @@ async def unknown_recipients(campaign_id: str, request: Request, tenant: Tenant,
         items.append({"email": email, "reason": reason, "at": iso(utc_ms(completed)),
                       "resolvable_until": iso(until),
                       "state": "awaiting_events" if now <= until else "unresolved"})
-    return {"campaign_id": campaign_id, "window_s": window_s, "items": items,
+    return {"campaign_id": public_campaign_id(campaign), "window_s": window_s, "items": items,
             "next_after": items[-1]["email"] if len(items) == limit else None}
 
 
@@ -405,25 +468,26 @@ async def recipient_outcome(campaign_id: str, email: str, request: Request, tena
             try:
                 sent = conn.execute(
                     "SELECT outcome, reason, completed_at, message_id, attempts FROM ledger "
-                    "WHERE record_id = %s AND tenant = %s", (f"{campaign_id}:{address}",
-                                                            tenant["tenant"])).fetchone()
+                    "WHERE record_id = %s AND tenant = %s",
+                    (f"{campaign['campaign_id']}:{address}", tenant["tenant"])).fetchone()
             except psycopg.errors.UndefinedTable:
                 return None, None
             try:
                 delivery = conn.execute(
                     "SELECT delivery_status, delivery_at, diagnostic FROM campaign_delivery "
                     "WHERE tenant = %s AND campaign_id = %s AND email = %s",
-                    (tenant["tenant"], campaign_id, address)).fetchone()
+                    (tenant["tenant"], campaign["campaign_id"], address)).fetchone()
             except psycopg.errors.UndefinedTable:
                 delivery = None
             return sent, delivery
 
     row, delivery = await run_in_threadpool(lookup)
     if row is None:
-        return {"campaign_id": campaign_id, "email": address, "outcome": "pending"
+        return {"campaign_id": public_campaign_id(campaign), "email": address, "outcome": "pending"
                 if campaign["recipients"] else "unknown_recipient"}
     completed = row[2]
-    return {"campaign_id": campaign_id, "email": address, "outcome": row[0], "reason": row[1],
+    return {"campaign_id": public_campaign_id(campaign), "email": address, "outcome": row[0],
+            "reason": row[1],
             "at": iso(utc_ms(completed)) if completed else None,
             "message_id": row[3], "attempts": row[4],
             # what SES's events say became of it since (None: no event yet)

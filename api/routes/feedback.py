@@ -9,9 +9,11 @@ hour), an unexpected topic.
 
 A second delivery of a MessageId already written (SNS delivers at least once, and retries a
 delivery whose answer it did not see) is answered 200 and writes nothing again; a delivery
-while the first is still being written waits for it. This memory is per process and bounded
-(``streams.adapters.sns.SeenMessages``), so the topic's consumer stays idempotent on the SES
-event's message id, type and recipient.
+while the first is still being written waits for it. This memory is a SQLite file of the
+stack's home (``streams.adapters.sns.SharedSeen``), shared by the API processes of that home
+and kept across restarts (it was per process: issue 40); the topic's consumer stays idempotent
+on the SES event's message id, type and recipient for processes elsewhere. SignatureVersion 1
+(SHA1) is refused unless ``CRONSTREAM_SNS_ALLOW_SIGNATURE_V1`` is set.
 
 An accepted Notification becomes one ``SesFeedback`` record per affected recipient
 (``streams.campaigns.feedback``), on that recipient's partition, acknowledged by the broker
@@ -62,7 +64,8 @@ async def http_get(url: str) -> bytes:
 
 def policy_of(conf: Settings) -> sns.Policy:
     return sns.Policy(topics=conf.sns_topics, cert_hosts=conf.sns_cert_hosts or sns.DEFAULT_CERT_HOSTS,
-                      allow_http=conf.sns_allow_http, max_age_s=conf.sns_max_age_s)
+                      allow_http=conf.sns_allow_http, max_age_s=conf.sns_max_age_s,
+                      allow_signature_v1=conf.sns_allow_signature_v1)
 
 
 class Intake:
@@ -70,9 +73,10 @@ class Intake:
     MessageIds accepted, the deliveries being written."""
 
     def __init__(self, policy: sns.Policy, fetch: Fetch = http_get,
-                 now_s: Callable[[], float] = time.time) -> None:
+                 now_s: Callable[[], float] = time.time,
+                 seen: sns.SeenMessages | sns.SharedSeen | None = None) -> None:
         self.policy, self.fetch, self.now_s = policy, fetch, now_s
-        self.seen = sns.SeenMessages(policy.max_age_s)
+        self.seen = seen if seen is not None else sns.SeenMessages(policy.max_age_s)
         self._writing: dict[str, asyncio.Future[None]] = {}
         self._keys: OrderedDict[str, tuple[rsa.RSAPublicKey, float]] = OrderedDict()
 
@@ -97,7 +101,10 @@ class Intake:
 def intake_of(request: Request) -> Intake:
     state = request.app.state
     if getattr(state, "sns_intake", None) is None:
-        state.sns_intake = Intake(policy_of(state.api.conf))
+        conf = state.api.conf
+        policy = policy_of(conf)
+        state.sns_intake = Intake(policy, seen=sns.SharedSeen(
+            conf.home / "api" / "sns-seen.sqlite3", policy.max_age_s))
     intake: Intake = state.sns_intake
     return intake
 
@@ -129,6 +136,7 @@ async def sns_message(request: Request) -> dict[str, Any]:
         if said is not None and said != message["Type"]:
             raise sns.Rejected(400, f"x-amz-sns-message-type {said[:50]!r} is not the body's "
                                     f"Type {message['Type']!r}")
+        sns.check_version(message, policy)
         pinned = sns.check_topic(message, policy)
         now = intake.now_s()
         at = sns.check_age(message, now, policy)

@@ -17,7 +17,7 @@ from fastapi.concurrency import run_in_threadpool
 from api.auth import current_tenant
 from api.errors import problem
 from api.models import JobImport, job_record
-from api.routes.jobs import check_job, find_job
+from api.routes.jobs import check_job, find_job, vet_webhooks
 from api.state import ApiState, api_state
 from streams.runtime import clock
 from streams.runtime.codec import codec
@@ -34,12 +34,15 @@ async def import_jobs(body: JobImport, request: Request, tenant: Tenant) -> dict
     CPU; run on the event loop it held up every other request, and a one-job ``POST /v1/jobs``
     waited p99 3.27 s behind four imports. On a thread, the interpreter's switch interval lets
     the loop answer it in between."""
-    api = api_state(request)
-    records, gone = await run_in_threadpool(_prepare, api, body, tenant, clock.now_ms())
-    encode = codec().encode
-    await api.emitter.acked(JOB_IMPORTS, [(r["job_id"], encode("Job", r)) for r in records]
-                            + [(job_id, None) for job_id in gone])
-    await run_in_threadpool(_store, api, records, gone)
+    api, name = api_state(request), tenant["tenant"]
+    growth = max(0, len(body.jobs) - len(body.delete))  # deletes free room only once written
+    with api.quotas.reserve(name, "jobs", growth, tenant["max_jobs"], lambda: api.job_count(name)):
+        records, gone = await api.work.run(name, _prepare, api, body, tenant, clock.now_ms())
+        await vet_webhooks(api, tenant, [(["jobs", i], r) for i, r in enumerate(records)])
+        encode = codec().encode
+        await api.emitter.acked(JOB_IMPORTS, [(r["job_id"], encode("Job", r)) for r in records]
+                                + [(job_id, None) for job_id in gone])
+        await run_in_threadpool(_store, api, records, gone)
     return {"created": [r["job_id"] for r in records], "deleted": body.delete}
 
 
@@ -54,9 +57,6 @@ def _prepare(api: ApiState, body: JobImport, tenant: dict[str, Any], now: int
         if job is None:
             raise problem(422, f"delete.{i}", f"job {job_id} not found")
         gone.append(job["job_id"])
-    if api.job_count(name) + len(body.jobs) - len(body.delete) > tenant["max_jobs"]:
-        raise problem(403, "", f"tenant {name} would exceed its quota of {tenant['max_jobs']} "
-                      "jobs", "quota_exceeded")
     records = []
     for i, job in enumerate(body.jobs):
         record = job_record(job, job_id=str(uuid.uuid4()), tenant=name, revision=1,

@@ -4,6 +4,7 @@ the API's view of the jobs topic and from the ledger's sink in Postgres."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
 from datetime import datetime
@@ -30,6 +31,7 @@ from api.models import (
     utc_ms,
 )
 from api.state import ApiState, api_state
+from streams.adapters import tenants
 from streams.execution import ssrf, targets
 from streams.runtime import clock
 from streams.runtime.codec import codec
@@ -85,14 +87,50 @@ def check_job(record: dict[str, Any], tenant: dict[str, Any], now: int) -> None:
         raise problem(422, "schedule", f"fires every {min(gaps) / 1000:g}s; this tenant's "
                       f"minimum interval is {tenant['min_interval_s']}s")
     target = record["target"]
-    if target["type"] == "webhook":
+    if target["type"] == "webhook":  # its addresses are vetted by ``vet_webhooks``, awaited
         try:
-            ssrf.check_url(target["url"], tenant["allowed_targets"])
+            ssrf.url_host(target["url"])
         except ssrf.TargetRefused as exc:
             raise problem(422, "target.url", str(exc)) from exc
     elif target["type"] == "kafka" and not targets.tenant_topic_allowed(tenant["tenant"],
                                                                         target["topic"] or ""):
+        if (target["topic"] or "").startswith(targets.SYSTEM_TOPIC_PREFIXES):
+            raise problem(422, "target.topic", "is one of cronstream's own topics")
         raise problem(422, "target.topic", f"must start with '{tenant['tenant']}.'")
+    elif target["type"] == "email" and (
+            refused := tenants.mail_refused(tenant, target["email_from"] or "")) is not None:
+        raise problem(422, f"target.{refused[0]}", refused[1], "not_granted")
+
+
+VET_AT_ONCE = 50  # host names resolved at the same time for one request (an import's)
+
+
+async def vet_webhooks(api: ApiState, tenant: dict[str, Any],
+                       records: list[tuple[list[str | int], dict[str, Any]]]) -> None:
+    """Every webhook URL's host resolved (each once, concurrently, over asyncio within the
+    settings' timeout: ``streams.adapters.dns``) and its addresses checked against the tenant's
+    allow-list; a 422 at ``loc`` (the body's path to the record) for the first refused.
+    Never ``getaddrinfo`` on the event loop: a name server that never answers held every other
+    request of the API for its timeout, on each create (issue 40)."""
+    urls: dict[str, list[str | int]] = {}
+    for loc, record in records:
+        if record["target"]["type"] == "webhook":
+            urls.setdefault(record["target"]["url"], loc)
+    gate = asyncio.Semaphore(VET_AT_ONCE)
+
+    async def one(url: str) -> ssrf.TargetRefused | None:
+        async with gate:
+            try:
+                await ssrf.vet(url, tenant["allowed_targets"], api.resolver.resolve)
+            except ssrf.TargetRefused as exc:
+                return exc
+        return None
+
+    refusals = await asyncio.gather(*(one(url) for url in urls))
+    for loc, refused in zip(urls.values(), refusals, strict=True):
+        if refused is not None:
+            raise HTTPException(422, detail=[{"loc": ["body", *loc, "target", "url"],
+                                              "msg": str(refused), "type": "value_error"}])
 
 
 async def _write(request: Request, record: dict[str, Any] | None, job_id: str) -> None:
@@ -145,14 +183,14 @@ async def create_job(body: JobCreate, request: Request, response: Response, tena
             return job_view(existing, clock.now_ms())
     else:
         job_id = str(uuid.uuid4())
-    if api.job_count(tenant["tenant"]) >= tenant["max_jobs"]:
-        raise problem(403, "", f"tenant {tenant['tenant']} has reached its quota of "
-                      f"{tenant['max_jobs']} jobs", "quota_exceeded")
-    now = clock.now_ms()
-    record = job_record(body, job_id=job_id, tenant=tenant["tenant"], revision=1,
-                        created_ms=now, updated_ms=now, request_hash=digest)
-    check_job(record, tenant, now)
-    await _write(request, record, job_id)
+    name = tenant["tenant"]
+    with api.quotas.reserve(name, "jobs", 1, tenant["max_jobs"], lambda: api.job_count(name)):
+        now = clock.now_ms()
+        record = job_record(body, job_id=job_id, tenant=name, revision=1,
+                            created_ms=now, updated_ms=now, request_hash=digest)
+        await api.work.run(name, check_job, record, tenant, now)
+        await vet_webhooks(api, tenant, [([], record)])
+        await _write(request, record, job_id)
     response.headers["Location"] = f"/v1/jobs/{public_job_id(record)}"
     return job_view(record, now)
 
@@ -192,11 +230,19 @@ async def list_jobs(request: Request, tenant: Tenant,
         items = [job_view(job, now) for i in ids if (job := api.jobs.get(i)) is not None]
         return {"items": items, "next_cursor": ids[-1] if len(ids) == limit else None}
     filters = _label_filters(label)
+    return await api.work.run(tenant["tenant"], _filtered, api, tenant["tenant"], filters,
+                              cursor, limit, now)
+
+
+def _filtered(api: ApiState, tenant: str, filters: list[tuple[str, str | None]],
+              cursor: str | None, limit: int, now: int) -> dict[str, Any]:
+    """One page of the tenant's jobs matching ``filters``, reading at most ``FILTER_SCAN``
+    (blocking, CPU-bound: run through ``api.work``)."""
     items: list[dict[str, Any]] = []
     after, scanned = cursor, 0
     while True:
         asked = min(500, FILTER_SCAN - scanned)
-        ids = api.job_ids(tenant["tenant"], after, asked)
+        ids = api.job_ids(tenant, after, asked)
         for job_id in ids:
             scanned, after = scanned + 1, job_id
             job = api.jobs.get(job_id)
@@ -223,7 +269,9 @@ async def replace_job(job_id: str, body: JobIn, request: Request, tenant: Tenant
     record = job_record(body, job_id=old["job_id"], tenant=tenant["tenant"],
                         revision=old["revision"] + 1, created_ms=old["created_ms"],
                         updated_ms=now, request_hash=old["request_hash"])
-    check_job(record, tenant, now)
+    api = api_state(request)
+    await api.work.run(tenant["tenant"], check_job, record, tenant, now)
+    await vet_webhooks(api, tenant, [([], record)])
     await _write(request, record, old["job_id"])
     return job_view(record, now)
 
@@ -281,8 +329,9 @@ async def backfill_job(job_id: str, body: Backfill, request: Request, tenant: Te
     job = _own_job(request, tenant, job_id)
     start, end = ms(body.from_), ms(body.to)
     assert start is not None and end is not None
-    slots = schedule.slots_between(job["schedule"], job["job_id"], start - 1, end,
-                                   schedule.BACKFILL_LIMIT + 1)
+    slots = await api_state(request).work.run(
+        tenant["tenant"], schedule.slots_between, job["schedule"], job["job_id"], start - 1, end,
+        schedule.BACKFILL_LIMIT + 1)
     if len(slots) > schedule.BACKFILL_LIMIT:
         raise problem(422, "to", f"the range holds more than {schedule.BACKFILL_LIMIT} slots")
     cmd = await _command(request, job, "backfill", start, end)
@@ -296,7 +345,8 @@ async def next_slots(job_id: str, request: Request, tenant: Tenant,
     job = _own_job(request, tenant, job_id)
     now = clock.now_ms()
     # no horizon: ``count`` slots whenever they exist (4,000 days gave a yearly job 11 of 20)
-    slots = schedule.slots_between(job["schedule"], job["job_id"], now, None, count)
+    slots = await api_state(request).work.run(tenant["tenant"], schedule.slots_between,
+                                              job["schedule"], job["job_id"], now, None, count)
     return {"job_id": public_job_id(job), "next": [iso(s) for s in slots]}
 
 

@@ -2,9 +2,13 @@
 
 ``/healthz`` and ``/readyz`` are what docker-compose and Kubernetes probe; ``/metrics`` is
 scraped by Prometheus (lag gauges read from Kafka at scrape time, cached ``LAG_CACHE_S``);
-``/v1/ops/lag`` (with the workers' run backlog: fired slots not yet resolved, and the oldest's
-age) needs the operator key (``CRONSTREAM_OPERATOR_KEY``), never a tenant's key:
-consumer lag tells about every tenant's traffic.
+``/metrics`` and ``/v1/ops/lag`` (with the workers' run backlog: fired slots not yet resolved,
+and the oldest's age) need the operator key (``CRONSTREAM_OPERATOR_KEY``), never a tenant's
+key: consumer lag tells about every tenant's traffic (``/metrics`` needed none before issue 40;
+Prometheus sends the key as ``authorization: {credentials: ...}``). ``/readyz`` answers anyone
+(probes carry no key) from a result at most ``READY_CACHE_S`` old, so probes cannot make the API
+ask the brokers more often than that; the details (group, workers, partitions, replication)
+only to the operator key.
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ import hmac
 import os
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -27,10 +31,37 @@ from streams.runtime.admin import client as admin_client
 from streams.runtime.admin import replication_shortfall
 from streams.topology import APP_ID, FANOUT, FIRED, JOBS, consumer_group
 
+T = TypeVar("T")
 LAG_CACHE_S = 5.0
+READY_CACHE_S = 2.0  # /readyz asks the brokers at most this often, however many probes come
 # every partition of these must be held by a worker for the system to be able to fire and send
 # (each worker's executor reads the fired partitions of the jobs partitions it holds)
 MUST_BE_ASSIGNED = (JOBS, FANOUT)
+
+
+def is_operator(request: Request) -> bool:
+    """Whether the request carries the operator key (and one is configured)."""
+    expected = os.environ.get("CRONSTREAM_OPERATOR_KEY")
+    scheme, _, key = request.headers.get("authorization", "").partition(" ")
+    return bool(expected) and scheme.lower() == "bearer" and hmac.compare_digest(
+        key.strip(), expected or "")
+
+
+class Cached:
+    """One call of ``fn`` per ``ttl_s`` however many ask; concurrent askers share it."""
+
+    def __init__(self, fn: Callable[[], T], ttl_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.fn, self.ttl_s, self._clock = fn, ttl_s, clock
+        self._lock = threading.Lock()
+        self._at: float | None = None
+        self._value: T | None = None
+
+    def get(self) -> T:
+        with self._lock:
+            if self._at is None or self._clock() - self._at > self.ttl_s:
+                self._value, self._at = self.fn(), self._clock()
+            return self._value  # type: ignore[return-value]
 
 
 def _operator(request: Request) -> None:
@@ -132,14 +163,19 @@ def build_router(bootstrap: str) -> APIRouter:
     async def healthz() -> dict[str, Any]:
         return {"status": "ok"}
 
-    @router.get("/readyz", summary="Broker reachable, workers hold every partition")
-    async def readyz(response: Response) -> dict[str, Any]:
-        ok, detail = await run_in_threadpool(readiness, bootstrap)
-        response.status_code = 200 if ok else 503
-        return {"status": "ok" if ok else "unavailable", **detail}
+    ready = Cached(lambda: readiness(bootstrap), READY_CACHE_S)
 
-    @router.get("/metrics", summary="Prometheus metrics (consumer lag)")
-    async def metrics() -> Response:
+    @router.get("/readyz", summary="Broker reachable, workers hold every partition (details "
+                "with the operator key)")
+    async def readyz(request: Request, response: Response) -> dict[str, Any]:
+        ok, detail = await run_in_threadpool(ready.get)
+        response.status_code = 200 if ok else 503
+        status = {"status": "ok" if ok else "unavailable"}
+        return {**status, **detail} if is_operator(request) else status
+
+    @router.get("/metrics", summary="Prometheus metrics (consumer lag; operator key)")
+    async def metrics(request: Request) -> Response:
+        _operator(request)
         body = await run_in_threadpool(generate_latest, registry)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 

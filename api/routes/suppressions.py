@@ -55,7 +55,12 @@ def _address(email: str) -> str:
 async def create_suppression(body: SuppressionIn, request: Request, tenant: Tenant
                              ) -> dict[str, Any]:
     address = _address(body.email)
-    await suppress(request.app.state.api, tenant["tenant"], address, body.reason, "api")
+    api: ApiState = request.app.state.api
+    name = tenant["tenant"]
+    new = api.suppressions.get(suppressions.key(name, address)) is None
+    with api.quotas.reserve(name, "suppressions", 1 if new else 0, tenant["max_suppressions"],
+                            lambda: api.suppression_count(name)):
+        await suppress(api, name, address, body.reason, "api")
     return {"email": address, "reason": body.reason, "suppressed": True}
 
 

@@ -213,10 +213,35 @@ def send_bulk(ses: Any, *, sender: str, subject: str, text: str | None, html: st
 EVENT_TYPES = ("SEND", "DELIVERY", "BOUNCE", "COMPLAINT", "REJECT", "DELIVERY_DELAY")
 
 
+CONFIGURATION_SET_PREFIX = "cronstream-"
+POOL_SEPARATOR = "_"  # never in a tenant's name ([a-z0-9-]), so the name reads one way only
+
+
 def configuration_set(tenant: str, pool: str | None = None) -> str:
-    """The configuration set a tenant's campaigns send through in an IP pool, or (no pool) its
-    reminder emails: per tenant, so SES's events and sending statistics are per tenant."""
-    return f"cronstream-{tenant}" if pool is None else f"cronstream-{tenant}-{pool}"
+    """The configuration set a tenant's campaigns send through in an IP pool
+    (``cronstream-<tenant>_<pool>``), or (no pool) its reminder emails (``cronstream-<tenant>``):
+    per tenant, so SES's events, sending statistics and dedicated IPs are per tenant.
+
+    Why ``_``: with ``-`` (as before), tenant ``acme``'s pool ``corp-x`` and tenant
+    ``acme-corp``'s pool ``x`` were the same configuration set, so one tenant sent through the
+    other's IPs and counted in its reputation and bounces (issue 40). A tenant's name has no
+    ``_``, so the first one ends it."""
+    return (f"{CONFIGURATION_SET_PREFIX}{tenant}" if pool is None
+            else f"{CONFIGURATION_SET_PREFIX}{tenant}{POOL_SEPARATOR}{pool}")
+
+
+def configuration_set_owner(name: str) -> tuple[str, str | None] | None:
+    """(tenant, pool) of a configuration set ``configuration_set`` names (pool None: the
+    tenant's reminders); None for a name it does not make. A name of the old form
+    (``cronstream-<tenant>-<pool>``, no ``_``) reads as a tenant's reminders' set here: callers
+    that must read those too resolve them against the tenants they know."""
+    if not name.startswith(CONFIGURATION_SET_PREFIX):
+        return None
+    rest = name[len(CONFIGURATION_SET_PREFIX):]
+    tenant, sep, pool = rest.partition(POOL_SEPARATOR)
+    if not tenant or (sep and not pool):
+        return None
+    return tenant, pool if sep else None
 
 
 def ensure_event_destination(ses: Any, configuration_set_name: str, topic_arn: str,

@@ -24,9 +24,12 @@ import binascii
 import heapq
 import json
 import re
+import sqlite3
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from cryptography import x509
@@ -70,6 +73,9 @@ class Policy:
     cert_hosts: Sequence[str] = DEFAULT_CERT_HOSTS
     allow_http: bool = False
     max_age_s: float = 3900.0  # SNS retries an HTTP(S) delivery for at most 3,600 s; + skew
+    # SignatureVersion 1 signs with SHA1, whose collisions are practical; SNS signs with 2 when
+    # the topic asks (SignatureVersion attribute), so 1 is refused unless the operator says
+    allow_signature_v1: bool = False
 
     def host_allowed(self, netloc: str) -> bool:
         return any(re.fullmatch(pattern, netloc) for pattern in self.cert_hosts)
@@ -99,6 +105,13 @@ def parse(body: bytes) -> dict[str, str]:
     if message["SignatureVersion"] not in HASHES:
         raise Rejected(400, f"unknown SignatureVersion {message['SignatureVersion'][:10]!r}")
     return message
+
+
+def check_version(message: Mapping[str, str], policy: Policy) -> None:
+    """Rejected(400) for SignatureVersion 1 (SHA1) unless the policy allows it (issue 40)."""
+    if message["SignatureVersion"] == "1" and not policy.allow_signature_v1:
+        raise Rejected(400, "SignatureVersion 1 (SHA1) is refused: set the topic's "
+                            "SignatureVersion attribute to 2, or CRONSTREAM_SNS_ALLOW_SIGNATURE_V1=1")
 
 
 def canonical(message: Mapping[str, str]) -> bytes:
@@ -246,3 +259,42 @@ class SeenMessages:
         expiry, message_id = heapq.heappop(self._heap)
         if self._expiry.get(message_id) == expiry:
             del self._expiry[message_id]
+
+
+class SharedSeen:
+    """``SeenMessages`` kept in a SQLite file, so every API process of a home, and each after a
+    restart, knows what the others accepted: a MessageId is claimed once however many processes
+    it is delivered to (the memory was per process: issue 40). Forgotten once its message is
+    older than the window (a delivery after that is refused as expired anyway). Processes on
+    other hosts keep their own file; the topic's consumer stays idempotent for them
+    (docs/security.md)."""
+
+    def __init__(self, path: Path, max_age_s: float) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.max_age_s = max_age_s
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=10,
+                                   isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS seen (message_id TEXT PRIMARY KEY, "
+                         "expiry REAL NOT NULL)")
+        self._db.execute("CREATE INDEX IF NOT EXISTS seen_expiry ON seen (expiry)")
+
+    def __contains__(self, message_id: str) -> bool:
+        with self._lock:
+            return self._db.execute("SELECT 1 FROM seen WHERE message_id = ?",
+                                    (message_id,)).fetchone() is not None
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM seen").fetchone()[0])
+
+    def add(self, message_id: str, timestamp_s: float, now_s: float) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM seen WHERE expiry < ?", (now_s,))
+            self._db.execute("INSERT OR REPLACE INTO seen VALUES (?, ?)",
+                             (message_id, timestamp_s + self.max_age_s))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

@@ -26,7 +26,7 @@ from streams.campaigns.recipients import normalise
 
 CAMPAIGN_TAG, CHUNK_TAG, TENANT_TAG = ses.CAMPAIGN_TAG, ses.CHUNK_TAG, ses.TENANT_TAG
 CONFIGURATION_SET_TAG = "ses:configuration-set"
-CONFIGURATION_SET_PREFIX = "cronstream-"  # cronstream-<tenant>-<pool> (streams.campaigns.walker)
+CONFIGURATION_SET_PREFIX = ses.CONFIGURATION_SET_PREFIX  # ses.configuration_set's names
 
 
 def chunk_tag(upload_id: str, seq: int) -> str:
@@ -104,9 +104,11 @@ def _affected(kind: str, event: Mapping[str, Any], mail: Mapping[str, Any]
 def tenant_of(event: Mapping[str, Any], pinned: str | None, known: Callable[[str], bool]
               ) -> str | None:
     """The tenant an event belongs to: the topic's own tenant if the operator pinned one, else
-    the send's ``cronstream-tenant`` tag, else the one known tenant whose configuration set
-    (``cronstream-<tenant>-<pool>``) the mail went through. None when that names no tenant, or
-    two (tenant and pool names may both contain '-').
+    the send's ``cronstream-tenant`` tag, else the known tenant whose configuration set
+    (``cronstream-<tenant>_<pool>``, or ``cronstream-<tenant>`` for reminders) the mail went
+    through. A set of the old form ``cronstream-<tenant>-<pool>`` (before issue 40) counts only
+    when one known tenant matches it: tenant and pool names may both contain '-'. None when
+    that names no known tenant, or two.
     """
     if pinned:
         return pinned
@@ -115,11 +117,15 @@ def tenant_of(event: Mapping[str, Any], pinned: str | None, known: Callable[[str
     if (tagged := _first_tag(tags, TENANT_TAG)) is not None:
         return tagged
     config_set = _first_tag(tags, CONFIGURATION_SET_TAG)
-    if not config_set or not config_set.startswith(CONFIGURATION_SET_PREFIX):
+    owner = ses.configuration_set_owner(config_set or "")
+    if owner is None:
         return None
-    rest = config_set[len(CONFIGURATION_SET_PREFIX):]
+    if owner[1] is not None:  # the unambiguous form
+        return owner[0] if known(owner[0]) else None
+    rest = owner[0]  # a reminders' set, or the old form: every reading that names a tenant
     matches = [rest[:cut] for cut, char in enumerate(rest)
                if char == "-" and 0 < cut < len(rest) - 1 and known(rest[:cut])]
+    matches += [rest] if known(rest) else []
     return matches[0] if len(matches) == 1 else None
 
 

@@ -66,6 +66,46 @@ def _row(line: int, record: dict[str, str]) -> Row | BadRow:
     return Row(line, email, extra)
 
 
+class Lines:
+    """An upload's bytes cut into lines, never holding more than ``limit`` bytes of one.
+
+    Why: the upload route used to buffer until a newline, so a body without one (or a CSV
+    header line that never ended) grew the API's memory without bound, for as long as the
+    tenant cared to send (issue 40). A line past ``limit`` comes out as ``None`` (a bad row,
+    or a refused header, for the caller), its bytes dropped as they arrive."""
+
+    def __init__(self, limit: int = MAX_LINE_BYTES) -> None:
+        self.limit = limit
+        self._pending = bytearray()
+        self._over = False
+
+    def feed(self, piece: bytes) -> list[bytes | None]:
+        """The lines ``piece`` completes (without their ``\n``; None: one over the limit)."""
+        out: list[bytes | None] = []
+        start = 0
+        while True:
+            newline = piece.find(b"\n", start)
+            end = len(piece) if newline < 0 else newline
+            if not self._over:
+                room = self.limit + 1 - len(self._pending)  # one byte past says "over"
+                self._pending += piece[start:min(end, start + room)]
+                if len(self._pending) > self.limit:
+                    self._over = True
+                    self._pending.clear()
+            if newline < 0:
+                return out
+            out.append(None if self._over else bytes(self._pending))
+            self._pending.clear()
+            self._over = False
+            start = newline + 1
+
+    def end(self) -> list[bytes | None]:
+        """The last line, when the body does not end with a newline."""
+        if self._over:
+            return [None]
+        return [bytes(self._pending)] if self._pending else []
+
+
 class CsvRows:
     """CSV with a header naming an ``email`` column; other columns become template variables.
     Fed one line at a time (line numbers count from 1, the header)."""

@@ -40,11 +40,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from streams.adapters import ses
 from streams.campaigns import bounces
 
 BUCKETS = 24  # a window is this many buckets: its edge is at most 1/24 of the window off
 SEND, BOUNCE, COMPLAINT = 0, 1, 2  # positions in a bucket's counts
-CONFIGURATION_SET_PREFIX = "cronstream-"
+CONFIGURATION_SET_PREFIX = ses.CONFIGURATION_SET_PREFIX
 
 
 @dataclass(frozen=True)
@@ -114,11 +115,15 @@ def counted_as(record: Mapping[str, Any], decision_kind: str) -> int | None:
 
 
 def pool_of(record: Mapping[str, Any]) -> str | None:
-    """The IP pool of the configuration set ``cronstream-<tenant>-<pool>`` the mail went
-    through; None without one (the tenant's window then spans its pools)."""
+    """The IP pool of the configuration set ``cronstream-<tenant>_<pool>`` the mail went
+    through (or ``cronstream-<tenant>-<pool>``, the form before issue 40, for the record's own
+    tenant); None without one (the tenant's window then spans its pools)."""
     config_set = record.get("configuration_set") or ""
-    prefix = f"{CONFIGURATION_SET_PREFIX}{record['tenant']}-"
-    return config_set[len(prefix):] or None if config_set.startswith(prefix) else None
+    owner = ses.configuration_set_owner(config_set)
+    if owner is not None and owner[1] is not None:
+        return owner[1] if owner[0] == record["tenant"] else None
+    legacy = f"{CONFIGURATION_SET_PREFIX}{record['tenant']}-"
+    return config_set[len(legacy):] or None if config_set.startswith(legacy) else None
 
 
 def row_key(tenant: str, pool: str | None, partition: int) -> bytes:

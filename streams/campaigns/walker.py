@@ -32,7 +32,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from streams.adapters import ses
+from streams.adapters import ses, tenants
 from streams.campaigns import feedback, unknown, unsubscribe, warmup
 from streams.campaigns.barrier import OptOutBarrier
 from streams.campaigns.chunk_verdict import DONE, INTENT, REFUSED, Resume, resume, stop_reason
@@ -266,7 +266,7 @@ class Walker:
         while campaign["status"] == "paused" and now_ms() < deadline:
             await asyncio.sleep(0.5)
             campaign = await self.records.campaign(order["campaign_id"]) or campaign
-        stop = stop_reason(campaign, deadline, now_ms())
+        stop = stop_reason(campaign, deadline, now_ms()) or await self._not_granted(campaign)
         tenant = campaign["tenant"]
         # pace for the addresses the chunk will send as the table has them now, so opt-outs
         # cost no tokens; the check that counts comes after the wait (below)
@@ -300,6 +300,19 @@ class Walker:
         # unpaid, a few addresses over the rate at most
         self._give_back(bucket, paid - len(allowed))
         return campaign, allowed
+
+    async def _not_granted(self, campaign: dict[str, Any]) -> tuple[str, str] | None:
+        """("failed", why) when the campaign's sender or IP pool is not (or no longer) the
+        tenant's grant (``streams.adapters.tenants.mail_refused``): checked at each chunk, so a
+        grant revoked mid-campaign stops its mail, and a record not written by the API (which
+        checks at creation) sends nothing in another tenant's name."""
+        refused = tenants.mail_refused(await self.records.tenant(campaign["tenant"]),
+                                       campaign["sender"], campaign["ip_pool"])
+        if refused is None:
+            return None
+        log.warning("campaign %s of tenant %s: not sent, %s", campaign["campaign_id"],
+                    campaign["tenant"], refused[1])
+        return "failed", f"not sent: {refused[1]}"
 
     async def _send(self, outcomes: ChunkOutcomes, campaign: dict[str, Any],
                     order: dict[str, Any], chunk: dict[str, Any], part: int,

@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import Message
 
+from streams.adapters import dns
 from streams.execution import overlap, targets
 from streams.execution.dispatch import RunQueue, Waiting, expiry_reason
 from streams.execution.done_marks import DoneMarks
@@ -524,10 +525,11 @@ def register(rt: Runtime, fan_out: targets.FanOut, deciding: Gate) -> Executor:
     done_table = rt.table(DONE_TABLE)
     emitter = Emitter(conf.bootstrap, f"executor-{rt.worker_id}")
     changelog = next(t for t in admin.changelog_topics() if t.name == DONE_TABLE.changelog(APP_ID))
-    allowed = targets.AllowLists(lambda: TopicView(conf.bootstrap, TENANTS))
+    records = targets.TenantRecords(lambda: TopicView(conf.bootstrap, TENANTS))
     executor = Executor(
         DoneMarks(done_table, emitter, changelog),
-        targets.Targets(fan_out, lambda: emitter, allowed, MAX_IN_FLIGHT),
+        targets.Targets(fan_out, lambda: emitter, records, MAX_IN_FLIGHT,
+                        dns.Resolver(conf.dns_timeout_s)),
         FiredReader(conf.bootstrap, f"executor-{rt.worker_id}"), Outbox(emitter), deciding,
         per_host=conf.runs_per_host)
     metrics.RUNS_PER_HOST.set(conf.runs_per_host)

@@ -4,9 +4,13 @@ function here and a line in ``Targets.attempt`` (and, if a repeat could be seen 
 line in ``AT_MOST_ONCE``), nothing in the executor.
 
 Webhooks carry the fire id (``X-Cronstream-Fire-Id``) so receivers can dedupe our at-least-once
-delivery; redirects are never followed (a redirect could lead past the SSRF guard). The client is
-our own (``webhook_client``): a spike's runs are its cost a hundred thousand times, and it spent
-a tenth of aiohttp's CPU a request (docs/performance.md, "Webhook runs").
+delivery; redirects are never followed (a redirect could lead past the SSRF guard). A webhook's
+host is resolved off the event loop (``streams.adapters.dns``), every address checked
+(``streams.execution.ssrf``), and the connection made to one of those addresses with the URL's
+own Host header and TLS server name, so no second lookup can send the call elsewhere (DNS
+rebinding, issue 40). The client is our own (``webhook_client``): a spike's runs are its cost a
+hundred thousand times, and it spent a tenth of aiohttp's CPU a request (docs/performance.md,
+"Webhook runs").
 Kafka targets may only write topics under the tenant's own prefix (``<tenant>.``), so a job can
 never write cronstream's own topics or another tenant's.
 """
@@ -21,7 +25,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from streams.adapters import ses
+from streams.adapters import dns, ses, tenants
 from streams.execution import ssrf, suppressed
 from streams.execution.webhook_client import RequestRefused, WebhookClient
 from streams.runtime.emit import Emitter
@@ -82,8 +86,8 @@ async def call_webhook(client: WebhookClient, fired: dict[str, Any],
         async with asyncio.timeout(timeout_s):
             status = await client.request(target.get("method") or "POST", target["url"], headers,
                                           body.encode() if body is not None else None, allowed)
-    except ssrf.TargetRefused as exc:
-        return CallResult(False, None, f"target refused: {exc}", final=True)
+    except ssrf.TargetRefused as exc:  # transient: the name servers did not answer in time
+        return CallResult(False, None, f"target refused: {exc}", final=not exc.transient)
     except RequestRefused as exc:
         return CallResult(False, None, f"request refused: {exc}"[:500], final=True)
     except TimeoutError:
@@ -95,8 +99,15 @@ async def call_webhook(client: WebhookClient, fired: dict[str, Any],
     return CallResult(False, status, f"HTTP {status}")
 
 
+# cronstream's own topics, Kafka Connect's and Kafka's internal ones: never a tenant's, whatever
+# its name (a tenant named ``cronstream``, created before the name was reserved, passed the
+# prefix rule for ``cronstream.jobs``: issue 40)
+SYSTEM_TOPIC_PREFIXES = ("cronstream.", "cronstream-", "_")
+
+
 def tenant_topic_allowed(tenant: str, topic: str) -> bool:
-    return topic.startswith(f"{tenant}.") and len(topic) > len(tenant) + 1
+    return (topic.startswith(f"{tenant}.") and len(topic) > len(tenant) + 1
+            and not topic.startswith(SYSTEM_TOPIC_PREFIXES))
 
 
 async def produce_record(emitter: Emitter, fired: dict[str, Any]) -> CallResult:
@@ -131,13 +142,22 @@ def consult_suppressions(lookup: SuppressionLookup | None) -> None:
     _suppressions = lookup
 
 
-def send_email(ses_client: Any, fired: dict[str, Any]) -> CallResult:
-    """One SES attempt for a reminder (blocking: run it in a thread), unless its address is
+def send_email(ses_client: Any, fired: dict[str, Any], tenant: dict[str, Any] | None
+               ) -> CallResult:
+    """One SES attempt for a reminder (blocking: run it in a thread), unless its sender is not
+    one the operator granted ``tenant`` (its record as the tenants view has it now: a revoked
+    sender stops the next send; ``streams.adapters.tenants.mail_refused``) or its address is
     suppressed for the tenant: the same opt-outs, bounces and complaints as campaigns honour,
-    checked after the executor's intent and before SES, so at-most-once is unchanged. A
-    suppressed address is a final failure naming why (nothing was sent, and retrying cannot
-    help until the suppression is lifted)."""
+    checked after the executor's intent and before SES, so at-most-once is unchanged. Either
+    is a final failure naming why (nothing was sent, and retrying cannot help until the grant
+    or the suppression changes); a tenant not read yet is retried."""
     target = fired["target"]
+    if tenant is None:
+        return CallResult(False, None, f"tenant {fired['tenant']} not in the tenants view yet; "
+                          "not sent")
+    if (refused := tenants.mail_refused(tenant, target["email_from"] or "")) is not None:
+        return CallResult(False, None, f"not sent: {refused[1]}", final=True,
+                          note="not sent: sender not granted")
     if _suppressions is not None:
         try:
             found = _suppressions.of(fired["tenant"], target["email_to"])
@@ -168,15 +188,21 @@ AT_MOST_ONCE = frozenset({"email"})
 FanOut = Callable[[dict[str, Any]], Awaitable[tuple[bool, str]]]
 
 
-class AllowLists:
-    """The tenants' SSRF allow-lists, read from their compacted topic through one view started
-    once however many runs ask at the same time (``streams.runtime.views.StartedOnce``)."""
+class TenantRecords:
+    """The tenants' records (SSRF allow-lists, granted senders), read from their compacted topic
+    through one view started once however many runs ask at the same time
+    (``streams.runtime.views.StartedOnce``)."""
 
     def __init__(self, view: Callable[[], Any]) -> None:
         self._view = StartedOnce(view)
 
-    async def __call__(self, tenant: str) -> list[str]:
-        record = (await self._view.get()).get(tenant)
+    async def record(self, tenant: str) -> dict[str, Any] | None:
+        found: dict[str, Any] | None = (await self._view.get()).get(tenant)
+        return found
+
+    async def allowed(self, tenant: str) -> list[str]:
+        """The tenant's SSRF allow-list."""
+        record = await self.record(tenant)
         return list(record["allowed_targets"]) if record else []
 
 
@@ -184,12 +210,12 @@ class Targets:
     """The clients every kind of target is attempted with, made on first use inside the
     worker's event loop, and the one switch over the kinds (``attempt``)."""
 
-    def __init__(self, fan_out: FanOut, emitter: Callable[[], Emitter],
-                 allowed: Callable[[str], Awaitable[list[str]]], max_connections: int,
+    def __init__(self, fan_out: FanOut, emitter: Callable[[], Emitter], tenants: TenantRecords,
+                 max_connections: int, resolver: dns.Resolver,
                  ses_client: Callable[[], Any] = ses.client) -> None:
         self.fan_out = fan_out  # a campaign's tick becomes its fan-out (streams.campaigns)
-        self._emitter, self._allowed = emitter, allowed
-        self._max_connections = max_connections
+        self._emitter, self.tenants = emitter, tenants
+        self._max_connections, self._resolver = max_connections, resolver
         self._ses_client = ses_client
         self._client: WebhookClient | None = None
         self._ses: Any = None
@@ -197,14 +223,15 @@ class Targets:
     @property
     def client(self) -> WebhookClient:
         if self._client is None:
-            self._client = WebhookClient(self._max_connections)
+            self._client = WebhookClient(self._max_connections, self._resolver.resolve)
         return self._client
 
     async def attempt(self, fired: dict[str, Any]) -> CallResult:
         """One attempt at the slot's target (retries are the executor's)."""
         kind = fired["target"]["type"]
         if kind == "webhook":
-            return await call_webhook(self.client, fired, await self._allowed(fired["tenant"]))
+            return await call_webhook(self.client, fired,
+                                      await self.tenants.allowed(fired["tenant"]))
         if kind == "campaign":
             ok, note = await self.fan_out(fired)
             return CallResult(ok, None, None if ok else note, note=note)
@@ -213,5 +240,6 @@ class Targets:
         if kind == "email":
             if self._ses is None:
                 self._ses = self._ses_client()
-            return await asyncio.to_thread(send_email, self._ses, fired)
+            return await asyncio.to_thread(send_email, self._ses, fired,
+                                           await self.tenants.record(fired["tenant"]))
         return CallResult(False, None, f"unknown target type {kind!r}", final=True)

@@ -12,7 +12,8 @@ What it guarantees a multi-tenant service needs:
 
 - the address is vetted once and pinned: the host is resolved off the event loop (with a
   timeout: a name server that never answers costs the slot its timeout, not the worker its
-  loop), every address is checked (``ssrf.vet``), and the connection goes to that address,
+  loop: ``streams.adapters.dns``), every address is checked (``ssrf.vet``), and the connection
+  goes to the first,
   with the URL's host as TLS server name and ``Host``: a second, rebound answer is never
   asked for. Pooled connections belong to one (scheme, host, port, address);
 - no redirects are followed (a 3xx is an answer like any other), a body longer than
@@ -26,9 +27,7 @@ What it guarantees a multi-tenant service needs:
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import re
-import socket
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -37,6 +36,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from streams.adapters import dns
 from streams.execution import ssrf
 
 MAX_BODY = 64 * 1024  # response bytes read at most; past this the connection is closed
@@ -53,16 +53,6 @@ Resolver = Callable[[str], Awaitable[list[str]]]
 class RequestRefused(ValueError):
     """A request that cannot be made as given (a header that could split it, a URL without a
     host): retrying cannot help."""
-
-
-async def resolve(host: str) -> list[str]:
-    """Every address ``host`` resolves to, from the system's resolver in a thread (getaddrinfo
-    blocks), so the event loop never waits on DNS."""
-    try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    except socket.gaierror as exc:
-        raise ssrf.TargetRefused(f"host {host!r} does not resolve: {exc.strerror}") from exc
-    return sorted({str(info[4][0]) for info in infos})
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,11 +195,14 @@ class WebhookClient:
     """Keep-alive connections per ``Origin``, at most ``max_idle`` of them idle; the resolver
     and TLS context are passed in (tests pass their own)."""
 
-    def __init__(self, max_idle: int, resolver: Resolver = resolve,
+    def __init__(self, max_idle: int, resolver: Resolver | None = None,
                  tls: ssl.SSLContext | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
+        """``resolver``: a host's addresses, off the event loop (``streams.adapters.dns``'s by
+        default, with its default timeout)."""
         self.max_idle = max_idle
-        self.resolver, self.clock = resolver, clock
+        self.resolver = resolver or dns.Resolver().resolve
+        self.clock = clock
         self._tls = tls
         self._idle: dict[Origin, list[_Connection]] = {}
         self._idle_count = 0
@@ -227,8 +220,8 @@ class WebhookClient:
         ``RequestRefused`` (the request cannot be made), ``OSError``/``ConnectionError`` (the
         exchange failed); the caller bounds it in time (``asyncio.timeout``)."""
         scheme, host, port, head = request_bytes(method, url, headers, body)
-        address = await self.vetted(host, allowed)
-        request = Request(Origin(scheme, host, port, address), head, body or b"",
+        vetted = await ssrf.vet(url, allowed, self._resolve)
+        request = Request(Origin(scheme, host, port, vetted.addresses[0]), head, body or b"",
                           method.upper() == "HEAD")
         connection = await self._checkout(request.origin)
         try:
@@ -239,27 +232,19 @@ class WebhookClient:
         self._checkin(connection)
         return status
 
-    async def vetted(self, host: str, allowed: Iterable[str]) -> str:
-        """The address to connect to: ``host`` itself if it is one, else the first of what it
-        resolves to (resolved again after ``RESOLVED_FOR_S``), every address checked."""
-        try:
-            literal = ipaddress.ip_address(host)
-        except ValueError:
-            literal = None
-        if literal is not None:
-            addresses = [str(literal)]
-        else:
-            cached = self._resolved.get(host)
-            now = self.clock()
-            if cached is not None and cached[0] > now:
-                addresses = cached[1]
-            else:
-                addresses = await self.resolver(host)
-                if len(self._resolved) > 10_000:
-                    self._resolved.clear()
-                self._resolved[host] = (now + RESOLVED_FOR_S, addresses)
-        ssrf.vet(host, addresses, allowed)
-        return addresses[0]
+    async def _resolve(self, host: str) -> list[str]:
+        """The resolver's answer for ``host``, reused for ``RESOLVED_FOR_S``: a spike calls one
+        host a hundred thousand times in a minute, and every call is vetted (``ssrf.vet``)
+        against the answer it is connected by; only the asking is saved."""
+        cached = self._resolved.get(host)
+        now = self.clock()
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        addresses = await self.resolver(host)
+        if len(self._resolved) > 10_000:
+            self._resolved.clear()
+        self._resolved[host] = (now + RESOLVED_FOR_S, addresses)
+        return addresses
 
     async def _checkout(self, origin: Origin) -> _Connection:
         idle = self._idle.get(origin)

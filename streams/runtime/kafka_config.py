@@ -123,6 +123,11 @@ class KafkaSecurity:
         if mechanism not in MECHANISMS:
             raise KafkaConfigError(f"CRONSTREAM_KAFKA_SASL_MECHANISM={mechanism!r} is not one of "
                                    f"{', '.join(MECHANISMS)}")
+        if mechanism == "PLAIN" and protocol == "SASL_PLAINTEXT":
+            # PLAIN sends the password itself: without TLS, anyone on the path reads it (it was
+            # accepted without a word: issue 40); SCRAM over SASL_PLAINTEXT sends only a proof
+            raise KafkaConfigError("CRONSTREAM_KAFKA_SASL_MECHANISM=PLAIN sends the password in "
+                                   "clear over SASL_PLAINTEXT: use SASL_SSL, or SCRAM-SHA-512")
         username = env.get("CRONSTREAM_KAFKA_SASL_USERNAME") or ""
         password = env.get("CRONSTREAM_KAFKA_SASL_PASSWORD") or ""
         if mechanism == "OAUTHBEARER":

@@ -66,6 +66,14 @@ def _int(name: str, default: int) -> int:
         raise SettingsError(f"{name}={raw!r} is not an integer") from exc
 
 
+def _float(name: str, default: str) -> float:
+    raw = os.environ.get(name) or default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{name}={raw!r} is not a number") from exc
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path
@@ -228,6 +236,16 @@ class Settings:
         return raw
 
     @property
+    def dns_timeout_s(self) -> float:
+        """How long a webhook host's name may take to resolve (``CRONSTREAM_DNS_TIMEOUT_S``,
+        default 2), in the API's check and at each call: then the create is a 422 and the
+        attempt a retryable failure (``streams.adapters.dns``), and no one else waits on it."""
+        seconds = _float("CRONSTREAM_DNS_TIMEOUT_S", "2")
+        if not 0 < seconds <= 60:
+            raise SettingsError(f"CRONSTREAM_DNS_TIMEOUT_S={seconds:g} is not in (0, 60]")
+        return seconds
+
+    @property
     def soft_bounce_limit(self) -> int:
         """Transient bounces of an address, within the window, that suppress it
         (``CRONSTREAM_SOFT_BOUNCE_LIMIT``, default 3: ``streams.campaigns.bounces``)."""
@@ -264,13 +282,9 @@ class Settings:
         rates = []
         for name, default in (("CRONSTREAM_GUARD_BOUNCE_RATE", "0.04"),
                               ("CRONSTREAM_GUARD_COMPLAINT_RATE", "0.0008")):
-            raw = os.environ.get(name) or default
-            try:
-                rate = float(raw)
-            except ValueError as exc:
-                raise SystemExit(f"{name}={raw!r} is not a number") from exc
+            rate = _float(name, default)
             if not 0 < rate <= 1:
-                raise SystemExit(f"{name}={raw} is not a rate in (0, 1]")
+                raise SystemExit(f"{name}={rate:g} is not a rate in (0, 1]")
             rates.append(rate)
         min_sends = _int("CRONSTREAM_GUARD_MIN_SENDS", 1000)
         window_s = _int("CRONSTREAM_GUARD_WINDOW_S", 86400)
@@ -303,6 +317,12 @@ class Settings:
         """Plain-http certificate and subscribe URLs (``CRONSTREAM_SNS_ALLOW_HTTP=1``): the local
         stack's SES server only; AWS's are https."""
         return os.environ.get("CRONSTREAM_SNS_ALLOW_HTTP", "") in ("1", "true", "yes")
+
+    @property
+    def sns_allow_signature_v1(self) -> bool:
+        """SNS messages signed with SignatureVersion 1, SHA1 (``CRONSTREAM_SNS_ALLOW_SIGNATURE_V1
+        =1``): refused by default; a topic signs with 2 once its SignatureVersion says so."""
+        return os.environ.get("CRONSTREAM_SNS_ALLOW_SIGNATURE_V1", "") in ("1", "true", "yes")
 
     @property
     def sns_max_age_s(self) -> float:
@@ -374,7 +394,8 @@ SETTINGS: tuple[Setting, ...] = (
             "`SASL_PLAINTEXT` or `SASL_SSL`", "worker, API, CLI, Connect",
             _kafka_env("CRONSTREAM_KAFKA_SECURITY_PROTOCOL")),
     Setting("CRONSTREAM_KAFKA_SASL_MECHANISM", "`SCRAM-SHA-512`", "`SCRAM-SHA-512`, "
-            "`SCRAM-SHA-256`, `PLAIN` or `OAUTHBEARER`", "worker, API, CLI, Connect",
+            "`SCRAM-SHA-256`, `PLAIN` (only over `SASL_SSL`: refused at start over "
+            "`SASL_PLAINTEXT`) or `OAUTHBEARER`", "worker, API, CLI, Connect",
             _kafka_env("CRONSTREAM_KAFKA_SASL_MECHANISM")),
     Setting("CRONSTREAM_KAFKA_SASL_USERNAME", "—", "SASL user (SCRAM, PLAIN)",
             "worker, API, CLI, Connect", _kafka_env("CRONSTREAM_KAFKA_SASL_USERNAME")),
@@ -469,6 +490,11 @@ SETTINGS: tuple[Setting, ...] = (
             "host must match", "API", lambda s: " ".join(s.sns_cert_hosts)),
     Setting("CRONSTREAM_SNS_ALLOW_HTTP", "off", "plain-http certificate URLs (the local SES "
             "server only)", "API", lambda s: s.sns_allow_http),
+    Setting("CRONSTREAM_SNS_ALLOW_SIGNATURE_V1", "off", "accept SNS SignatureVersion 1 "
+            "(SHA-1) messages too ([security.md](security.md))", "API",
+            lambda s: s.sns_allow_signature_v1),
+    Setting("CRONSTREAM_DNS_TIMEOUT_S", "2", "how long a webhook host's name may take to "
+            "resolve, at creation and at each call", "worker, API", lambda s: s.dns_timeout_s),
     Setting("CRONSTREAM_RECIPIENTS_PRUNE_INTERVAL_S", "3600", "how often the API deletes from "
             "`cronstream.recipients` what no campaign can read any more (0: never)", "API",
             lambda s: s.recipients_prune_interval_s),

@@ -136,7 +136,9 @@ def test_lag_through_the_api_and_prometheus(stack, api, lag_group):
     assert body["run_backlog"]["partitions"] > 0 and body["run_backlog"]["slots"] >= 0
     assert {(i["partition"], i["committed"], i["end"], i["lag"]) for i in items} \
         == {(0, 4, 10, 6), (1, 10, 10, 0)}
-    scraped = httpx.get(f"{stack.s.api_url}/metrics", timeout=30).text
+    assert httpx.get(f"{stack.s.api_url}/metrics", timeout=30).status_code == 401
+    scraped = httpx.get(f"{stack.s.api_url}/metrics", headers={"Authorization": f"Bearer {key}"},
+                        timeout=30).text
     until = time.time()
     assert f'cronstream_consumer_lag{{group="{group}",partition="0",topic="{topic}"}} 6.0' in scraped
     # read from Kafka (or the API's cache of a read) some time after the group committed
@@ -212,7 +214,8 @@ def test_worker_and_api_health_and_metrics(stack, api):
     assert httpx.get(f"{base}/healthz", timeout=5).status_code == 200
     ready = httpx.get(f"{base}/readyz", timeout=5).json()
     assert ready["status"] == "ok" and ready["recovered"] and ready["partitions"]
-    api_ready = httpx.get(f"{stack.s.api_url}/readyz", timeout=10)
+    operator = {"Authorization": f"Bearer {os.environ['CRONSTREAM_OPERATOR_KEY']}"}
+    api_ready = httpx.get(f"{stack.s.api_url}/readyz", headers=operator, timeout=10)
     assert api_ready.status_code == 200, api_ready.text
     assert api_ready.json()["workers"] >= 1 and api_ready.json()["unassigned"] == []
     before = worker_metrics(stack)

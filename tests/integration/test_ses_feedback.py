@@ -90,12 +90,12 @@ def test_sent_mail_comes_back_once_per_recipient_per_event(stack, api, subscribe
                                               "ooto")] + [f"someone-{label}@example.org"]
     client = ses.client()
     answer = client.send_bulk_email(
-        FromEmailAddress="news@example.org", ConfigurationSetName=f"cronstream-{tenant}-shared",
+        FromEmailAddress="news@example.org", ConfigurationSetName=f"cronstream-{tenant}_shared",
         DefaultContent={"Template": {"TemplateContent": {"Subject": "hi", "Text": "hi"}}},
         DefaultEmailTags=[{"Name": "cronstream-campaign", "Value": "c-feedback"}],
         BulkEmailEntries=[{"Destination": {"ToAddresses": [a]}} for a in to[:4]])
     single = client.send_email(FromEmailAddress="news@example.org",
-                               ConfigurationSetName=f"cronstream-{tenant}-shared",
+                               ConfigurationSetName=f"cronstream-{tenant}_shared",
                                Destination={"ToAddresses": to[4:]},
                                Content={"Simple": {"Subject": {"Data": "hi"},
                                                    "Body": {"Text": {"Data": "hi"}}}})
@@ -195,12 +195,12 @@ def test_ses_events_command_sets_up_each_configuration_set_once_and_again(stack)
     assert first.count("created event destination cronstream (and the configuration set") == 3
     assert "updated event destination cronstream" in cli(*args[:3], "--topic-arn", topic + "2").stdout
     client = ses.client()
-    for name in (f"cronstream-{tenant}-default", f"cronstream-{tenant}-warm", f"cronstream-{tenant}"):
+    for name in (f"cronstream-{tenant}_default", f"cronstream-{tenant}_warm", f"cronstream-{tenant}"):
         [dest] = client.get_configuration_set_event_destinations(
             ConfigurationSetName=name)["EventDestinations"]
         assert dest["Name"] == "cronstream" and dest["Enabled"]
         assert set(dest["MatchingEventTypes"]) == set(ses.EVENT_TYPES)
-        assert dest["SnsDestination"]["TopicArn"] == (topic + "2" if name.endswith("-default")
+        assert dest["SnsDestination"]["TopicArn"] == (topic + "2" if name.endswith("_default")
                                                       else topic)
     refused = cli("ses-events", "--tenant", "bad name!", "--topic-arn", topic, check=False)
     assert refused.returncode == 3 and "SES refused" in refused.stderr

@@ -28,7 +28,7 @@ def start(api, pool: str, n: int) -> str:
 
 def test_warmup_cap_is_shared_by_a_pools_campaigns(stack):
     pools = dict([warmup.parse_plan(f"warm={CAP}:2", now_ms())])
-    with make_client(stack, ip_pools=pools) as api:
+    with make_client(stack, ip_pools=pools, pools=["cold"]) as api:  # cold: granted, no plan
         big, small, other = start(api, "warm", 4000), start(api, "warm", 400), start(api, "cold", 400)
         for campaign_id, n in ((big, 4000), (small, 400), (other, 400)):
             wait_for(lambda c=campaign_id, n=n: len(outcomes(stack, c)) == n, timeout_s=180,

@@ -31,7 +31,7 @@ from stack import isolated
 from stack.local import Stack
 from streams.runtime import settings
 from streams.runtime.settings import REPO_ROOT
-from tests.conftest import free_port
+from tests.conftest import TEST_SENDERS, free_port
 from tests.integration.helpers import skeleton_job_lands
 from tests.integration.test_campaigns import campaign_body, csv_lines, upload
 from tests.waiting import wait_for
@@ -63,7 +63,8 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 def client(stack: Stack) -> httpx.Client:
     name = f"t{uuid.uuid4().hex[:10]}"
     key = isolated.call("streams.adapters.tenants:create", stack.s.bootstrap, name, timeout_s=120,
-                        env=stack.kafka_env(), allowed_targets=["127.0.0.1"])
+                        env=stack.kafka_env(), allowed_targets=["127.0.0.1"],
+                        senders=list(TEST_SENDERS))
     auth = {"Authorization": f"Bearer {key}"}
     wait_for_key(stack.s.api_url, auth)
     return httpx.Client(base_url=stack.s.api_url, headers=auth, timeout=30)

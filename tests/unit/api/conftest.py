@@ -64,6 +64,7 @@ class Api:
         """A tenant record in the tenants store; the Authorization header of its key."""
         options.setdefault("requests_per_s", 100_000)  # never limited unless a test says so
         options.setdefault("allowed_targets", ["127.0.0.1"])
+        options.setdefault("senders", ["example.com", "example.org"])
         record, key = new_tenant(name, **options)
         self.state.tenants.put(name, record)
         return {"Authorization": f"Bearer {key}"}
@@ -80,7 +81,8 @@ def api(tmp_path) -> Iterator[Api]:
     clock, emitter = Clock(), RecordingEmitter()
     state = ApiState(dataclasses.replace(settings.load(), home=tmp_path), emitter, clock)
     try:
-        with TestClient(create_app(state)) as client:
+        # a loopback host: the only one whose console cookies may lack Secure (plain http here)
+        with TestClient(create_app(state), base_url="http://127.0.0.1") as client:
             yield Api(state, client, clock, emitter)
     finally:
         state.close()

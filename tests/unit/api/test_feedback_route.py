@@ -114,7 +114,7 @@ def test_a_subscription_is_confirmed_by_fetching_its_url_and_writes_nothing(api:
     confirmation = sns.sign({"Type": "SubscriptionConfirmation", "MessageId": "c-1", "Token": "t",
                              "TopicArn": TOPIC, "Message": "subscribe?", "Timestamp": stamp(),
                              "SubscribeURL": subscribe, "SigningCertURL": CERT_URL},
-                            identity()[0], "1")
+                            identity()[0])
     answer = post(api, confirmation)
     assert answer.status_code == 200 and answer.json() == {"confirmed": TOPIC}
     assert intake.urls == [CERT_URL, subscribe]
@@ -133,3 +133,24 @@ def test_an_authentic_message_that_is_no_ses_event_or_no_tenants_is_answered_and
     unknown_tenant = post(api, message(message_id="sns-m-9"))  # no tenant "acme" known
     assert unknown_tenant.status_code == 200 and "no tenant" in unknown_tenant.json()["ignored"]
     assert api.emitter.sent == []
+
+
+def test_signature_version_1_is_refused_unless_the_operator_allows_it(api: Api, intake):
+    api.tenant("acme")
+    sha1 = sns.sign(message(), identity()[0], "1")
+    refused = post(api, sha1)
+    assert refused.status_code == 400 and "SignatureVersion 1" in refused.text
+    assert api.emitter.sent == []
+    allowing = sns.Policy(topics={TOPIC: None}, allow_signature_v1=True)
+    sns.check_version(sha1, allowing)  # the explicit setting lets it through the check
+
+
+def test_the_replay_memory_is_shared_through_its_file(tmp_path):
+    first = sns.SharedSeen(tmp_path / "seen.sqlite3", max_age_s=100)
+    second = sns.SharedSeen(tmp_path / "seen.sqlite3", max_age_s=100)  # another API process
+    first.add("m-1", timestamp_s=0, now_s=0)
+    assert "m-1" in second and "m-2" not in second
+    second.add("m-2", timestamp_s=150, now_s=150)  # m-1's window ended at 100: forgotten
+    assert "m-1" not in first and "m-2" in first and len(first) == 1
+    first.close()
+    second.close()

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from api.app import MAX_BODY_BYTES
+from api.app import MAX_BODY_BYTES, body_unlimited
 from tests.api_routes import body_for, operations
 from tests.unit.api.conftest import JOB, Api
 
@@ -99,6 +99,29 @@ def test_a_body_over_the_limit_is_refused_declared_or_streamed(api: Api):
     assert api.emitter.sent == []
 
 
+def test_only_the_exact_upload_route_may_send_a_larger_body():
+    # the old rule (any path ending in /recipients) let an anonymous body of any size into
+    # PUT /v1/jobs/{job_id} named "recipients" (issue 40)
+    unlimited = [op for op in operations("/") if body_unlimited(op[0], op[1].replace(
+        "{campaign_id}", "c1"))]
+    assert unlimited == [("PUT", "/v1/campaigns/{campaign_id}/recipients")]
+    for method, path in (("PUT", "/v1/jobs/recipients"), ("POST", "/v1/campaigns/c/recipients"),
+                         ("PUT", "/v1/campaigns/c/recipients/x"), ("PUT", "/v1/campaigns//recipients"),
+                         ("PUT", "/ui/campaigns/c/recipients")):
+        assert not body_unlimited(method, path), (method, path)
+
+
+def test_an_anonymous_body_over_the_limit_on_a_path_named_like_the_upload_is_refused(api: Api):
+    def pieces():
+        for _ in range(MAX_BODY_BYTES // 65536 + 2):
+            yield b" " * 65536
+
+    response = api.client.put("/v1/jobs/recipients", content=pieces(),
+                              headers={"content-type": "application/json"})
+    assert response.status_code == 413, response.text
+    assert api.emitter.sent == []
+
+
 def past(days: int = 2) -> str:
     return (datetime.now(UTC) - timedelta(days=days)).isoformat()
 
@@ -131,8 +154,10 @@ BAD_JOBS = [  # a body, where its problem is, what the answer must say about it
     (job(target={"type": "webhook", "url": "ftp://example.org/x"}),
      ["body", "target", "webhook", "url"], "URL scheme should be 'http' or 'https'"),
     (job(target={"type": "webhook", "url": "http://10.1.2.3/x"}), ["body", "target", "url"],
-     "loopback/private/link-local"),
+     "not a globally routable address"),
     (job(target={"type": "kafka", "topic": "cronstream.jobs"}), ["body", "target", "topic"],
+     "one of cronstream's own topics"),
+    (job(target={"type": "kafka", "topic": "other.events"}), ["body", "target", "topic"],
      "must start with 'acme.'"),
     (job(target={"type": "sms"}), ["body", "target"], "'webhook', 'kafka', 'email'"),
 ]
@@ -245,3 +270,22 @@ def test_a_webhook_header_that_would_split_or_spoof_the_request_is_refused(api: 
     assert detail["loc"][:4] == ["body", "target", "webhook", "headers"], detail
     assert fragment in detail["msg"]
     assert api.emitter.sent == []
+
+
+def test_mail_from_an_identity_or_through_a_pool_not_granted_is_refused(api: Api):
+    auth = api.tenant("acme", senders=["acme.example"], pools=["vip"])
+    ok = api.client.post("/v1/campaigns", json={**campaign_body(), "from": "n@acme.example",
+                                                 "ip_pool": "vip"}, headers=auth)
+    assert ok.status_code == 201, ok.text
+    written = list(api.emitter.sent)
+    for body, loc in (({"from": "n@other.example"}, ["body", "from"]),
+                      ({"from": "n@acme.example", "ip_pool": "theirs"}, ["body", "ip_pool"])):
+        refused = api.client.post("/v1/campaigns", json={**campaign_body(), **body}, headers=auth)
+        assert refused.status_code == 422, refused.text
+        detail_naming(refused, loc, "cronstream tenant update")
+    reminder = api.client.post("/v1/jobs", json={"schedule": {"cron": "0 0 1 1 *"}, "target": {
+        "type": "email", "to": "a@example.org", "from": "n@other.example", "subject": "s",
+        "text": "t"}}, headers=auth)
+    assert reminder.status_code == 422
+    detail_naming(reminder, ["body", "target", "from"], "not one of tenant acme's senders")
+    assert api.emitter.sent == written

@@ -112,6 +112,12 @@ def test_the_tenant_is_pinned_tagged_or_read_from_a_single_matching_configuratio
         mail = {**MAIL, "tags": {"ses:configuration-set": [config_set]}}
         return feedback.tenant_of({**event, "mail": mail}, None, known)
 
+    # the form since issue 40: the first '_' ends the tenant, whatever '-' the names hold
+    assert through("cronstream-a_b-c") == "a" and through("cronstream-a-b_c") == "a-b"
+    assert through("cronstream-acme") == "acme", "a tenant's reminders"
+    assert through("cronstream-a-b") is None, "a-b's reminders, or a's pool b of the old form"
+    assert through("cronstream-nobody_pool") is None
+    # the old form, still read for mail sent before the upgrade: only when one tenant matches
     assert through("cronstream-a-b-c") is None, "tenant a pool b-c, or tenant a-b pool c"
     assert through("cronstream-a-pool") == "a"
     assert through("cronstream-nobody-pool") is None
@@ -139,6 +145,25 @@ def test_every_send_is_tagged_so_its_events_name_tenant_campaign_chunk_and_fire(
         "acme", "c-1", "0f3a9c2b11de:42")
 
 
+GRANTED = {"tenant": "acme", "senders": ["example.org"], "pools": []}
+
+
+def test_a_reminder_from_a_sender_not_granted_is_refused_before_ses():
+    from streams.execution import targets
+
+    class Client:
+        def send_email(self, **request):
+            raise AssertionError("sent in another's name")
+
+    fired = {"tenant": "acme", "fire_id": "j1@x", "nominal_ms": 0, "job_id": "j1",
+             "target": {"email_from": "ceo@other.example", "email_to": "b@example.org",
+                        "subject": "s", "text": "t", "html": None}}
+    refused = targets.send_email(Client(), fired, GRANTED)
+    assert not refused.ok and refused.final and "not one of tenant acme's senders" in refused.error
+    unread = targets.send_email(Client(), fired, None)
+    assert not unread.ok and not unread.final, "a tenant not read yet is retried, not refused"
+
+
 def test_the_email_target_and_the_walker_tag_their_sends():
     from streams.execution import targets
 
@@ -151,7 +176,8 @@ def test_the_email_target_and_the_walker_tag_their_sends():
     fired = {"tenant": "acme", "fire_id": "j1@2026-11-26T00:00:00Z", "nominal_ms": 0,
              "job_id": "j1", "target": {"email_from": "a@example.org", "email_to": "b@example.org",
                                         "subject": "s", "text": "t", "html": None}}
-    assert targets.send_email(client, fired).ok
+    assert targets.send_email(client, fired, GRANTED).ok
+    assert client.request["ConfigurationSetName"] == "cronstream-acme"
     assert client.request["EmailTags"] == [
         {"Name": "cronstream-tenant", "Value": "acme"},
         {"Name": "cronstream-fire", "Value": "j1_2026-11-26T00_00_00Z"}]
@@ -180,11 +206,11 @@ def test_a_reminder_to_a_suppressed_address_fails_before_ses_with_the_reason():
     lookup = Lookup({"reason": "bounce"})
     targets.consult_suppressions(lookup)
     try:
-        result = targets.send_email(Client(), fired)
+        result = targets.send_email(Client(), fired, GRANTED)
         assert not result.ok and result.final and "(bounce)" in (result.error or "")
         assert lookup.asked == [("acme", "b@example.org")]
         targets.consult_suppressions(Lookup(suppressed.ViewBehind("behind")))
-        result = targets.send_email(Client(), fired)
+        result = targets.send_email(Client(), fired, GRANTED)
         assert not result.ok and not result.final and not result.unknown, "retried: nothing left"
     finally:
         targets.consult_suppressions(None)

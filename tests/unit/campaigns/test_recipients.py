@@ -8,6 +8,7 @@ from streams.campaigns.recipients import (
     BadRow,
     Chunker,
     CsvRows,
+    Lines,
     NdjsonRows,
     Row,
     normalise,
@@ -67,3 +68,16 @@ def test_chunker_groups_by_partition_and_drops_duplicates():
     assert sum(len(rows) for _, rows in chunks) == 300
     from streams.topology import partition_for
     assert all(partition_for(r.email, 4) == part for part, rows in chunks for r in rows)
+
+
+def test_lines_hold_no_more_than_the_limit_of_a_line_however_it_arrives():
+    lines = Lines(limit=8)
+    assert lines.feed(b"a@b.c\nx") == [b"a@b.c"]
+    assert lines.feed(b"yz\n") == [b"xyz"]
+    assert lines.feed(b"0123456789" * 1000) == [], "a line over the limit is not kept"
+    assert len(lines._pending) <= 8
+    assert lines.feed(b"more\nok\n") == [None, b"ok"], "reported once, at its end"
+    assert lines.feed(b"12345678") == [] and lines.end() == [b"12345678"], "the limit itself is fine"
+    tail = Lines(limit=4)
+    tail.feed(b"toolong")
+    assert tail.end() == [None]

@@ -92,6 +92,10 @@ def test_what_counts():
 
 def test_the_pool_is_the_configuration_sets_tail():
     assert reputation.pool_of(record("Send", tenant="a-b", pool="bulk-2")) == "bulk-2"
+    assert reputation.pool_of({**record("Send", tenant="a-b"),
+                               "configuration_set": "cronstream-a-b_bulk-2"}) == "bulk-2"
+    assert reputation.pool_of({**record("Send", tenant="a"),
+                               "configuration_set": "cronstream-a-b_bulk-2"}) is None
     assert reputation.pool_of(record("Send", pool=None)) is None
     assert reputation.pool_of({**record("Send"), "configuration_set": "other-set"}) is None
 

@@ -45,3 +45,82 @@ def test_runs_are_limited_per_scheme_host_and_port_and_other_targets_share_a_lan
         == "https://a.example:8443"
     assert targets.host_of({"type": "webhook", "url": "http://a.example/x"}) == "http://a.example:"
     assert targets.host_of({"type": "kafka"}) == "kafka"
+
+
+class Named:
+    """A resolver that answers every name with the given addresses and counts the questions."""
+
+    def __init__(self, *addresses: str) -> None:
+        self.addresses, self.asked = list(addresses), []
+
+    async def resolve(self, host: str) -> list[str]:
+        self.asked.append(host)
+        return list(self.addresses)
+
+
+def serve(handler):
+    """Run ``handler(reader, writer)`` as a loopback server for one attempt of ``call_named``."""
+    async def run(record, allowed, resolver):
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        record["target"]["url"] = record["target"]["url"].replace("PORT", str(port))
+        client = WebhookClient(4, resolver.resolve)
+        try:
+            return await targets.call_webhook(client, record, allowed)
+        finally:
+            client.close()
+            server.close()
+    return run
+
+
+def test_a_named_host_is_called_at_the_vetted_address_with_its_own_host_header():
+    seen: list[bytes] = []
+
+    async def handler(reader, writer):
+        seen.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    resolver = Named("127.0.0.1")
+    result = asyncio.run(serve(handler)(fired("http://hook.test:PORT/h?a=1"), ["127.0.0.1"],
+                                        resolver))
+    assert result.ok and result.status_code == 204, result
+    assert resolver.asked == ["hook.test"], "resolved once, by the check"
+    head = seen[0].decode()
+    assert head.startswith("POST /h?a=1 HTTP/1.1") and "\r\nHost: hook.test:" in head, head
+
+
+def test_an_answer_that_never_ends_is_read_only_up_to_the_cap():
+    async def endless(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        try:
+            while True:
+                writer.write(b"10000\r\n" + b"x" * 0x10000 + b"\r\n")
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+
+    record = fired("http://127.0.0.1:PORT/h")
+    record["target"]["timeout_s"] = 5.0
+    result = asyncio.run(serve(endless)(record, ["127.0.0.1"], Named("127.0.0.1")))
+    assert result.ok and result.status_code == 200, result
+
+
+def test_the_urls_host_is_the_host_header_and_tls_name_whatever_address_is_dialled():
+    from streams.execution.webhook_client import request_bytes
+
+    scheme, host, port, head = request_bytes("POST", "https://Hook.Example:8443/p%20q?x=1", {},
+                                             None)
+    assert (scheme, host, port) == ("https", "hook.example", 8443)
+    assert head.startswith(b"POST /p%20q?x=1 HTTP/1.1\r\nHost: hook.example:8443\r\n")
+    _, host, port, head = request_bytes("POST", "http://[::1]:81/", {}, None)
+    assert (host, port) == ("::1", 81) and b"\r\nHost: [::1]:81\r\n" in head
+
+
+def test_a_kafka_target_writes_only_the_tenants_own_topics_never_cronstreams():
+    assert targets.tenant_topic_allowed("acme", "acme.events")
+    for tenant, topic in (("acme", "other.events"), ("acme", "acme."), ("acme", "acmex.y"),
+                          ("cronstream", "cronstream.jobs"), ("cronstream", "cronstream.ledger")):
+        assert not targets.tenant_topic_allowed(tenant, topic), (tenant, topic)

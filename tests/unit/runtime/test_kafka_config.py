@@ -258,3 +258,11 @@ def test_msk_iam_names_the_package_it_needs_or_maps_to_amazons_handler() -> None
         return
     lines = KafkaSecurity.from_env(env).java_properties()
     assert any("IAMOAuthBearerLoginCallbackHandler" in line for line in lines)
+def test_plain_without_tls_is_refused_naming_both_settings():
+    env = {"CRONSTREAM_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+           "CRONSTREAM_KAFKA_SASL_MECHANISM": "PLAIN", "CRONSTREAM_KAFKA_SASL_USERNAME": "u",
+           "CRONSTREAM_KAFKA_SASL_PASSWORD": "p"}
+    with pytest.raises(SystemExit, match="PLAIN sends the password in clear over SASL_PLAINTEXT"):
+        KafkaSecurity.from_env(env)
+    assert KafkaSecurity.from_env({**env, "CRONSTREAM_KAFKA_SECURITY_PROTOCOL": "SASL_SSL"}).sasl
+    assert KafkaSecurity.from_env({**env, "CRONSTREAM_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512"}).sasl

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from streams.execution.targets import AllowLists
+from streams.execution.targets import TenantRecords
 
 
 class SlowView:
@@ -32,8 +32,8 @@ def test_a_spikes_first_round_starts_one_tenants_view():
     release = threading.Event()
 
     async def main() -> list[list[str]]:
-        allowed = AllowLists(lambda: SlowView(release))
-        asking = [asyncio.ensure_future(allowed("t1")) for _ in range(64)]
+        records = TenantRecords(lambda: SlowView(release))
+        asking = [asyncio.ensure_future(records.allowed("t1")) for _ in range(64)]
         await asyncio.sleep(0)  # every caller has asked (and waits) before the view is ready
         release.set()
         return await asyncio.gather(*asking)

@@ -14,8 +14,21 @@ def _key(headers: dict[str, str]) -> str:
     return headers["Authorization"].split(" ", 1)[1]
 
 
+def login_form(api, base: str = "") -> dict[str, str]:
+    """The login form's fields but the key: its CSRF token (its cookie kept by the client)."""
+    page = api.client.get(f"{base}/ui/login")
+    found = re.search(r'name="login_token" value="([^"]+)"', page.text)
+    assert page.status_code == 200 and found, page.text
+    return {"login_token": found.group(1)}
+
+
+def sign_in(api, key: str, base: str = ""):
+    return api.client.post(f"{base}/ui/login", data={**login_form(api, base), "key": key},
+                           follow_redirects=False)
+
+
 def _login(api, headers) -> str:
-    answer = api.client.post("/ui/login", data={"key": _key(headers)}, follow_redirects=False)
+    answer = sign_in(api, _key(headers))
     assert answer.status_code == 303, answer.text
     return answer.headers["set-cookie"]
 
@@ -34,7 +47,7 @@ def test_pages_need_a_session(api):
 
 
 def test_an_unknown_key_is_refused(api):
-    answer = api.client.post("/ui/login", data={"key": "nope"}, follow_redirects=False)
+    answer = sign_in(api, "nope")
     assert answer.status_code == 401
     assert "unknown API key" in answer.text
 
@@ -95,7 +108,7 @@ def test_the_operator_pages_refuse_a_tenant(api):
 
 def test_the_operator_key_opens_the_operator_pages_not_a_tenants(api, monkeypatch):
     monkeypatch.setenv("CRONSTREAM_OPERATOR_KEY", "op-secret")
-    answer = api.client.post("/ui/login", data={"key": "op-secret"}, follow_redirects=False)
+    answer = sign_in(api, "op-secret")
     assert answer.status_code == 303 and answer.headers["location"] == "/ui/ops"
     topology = api.client.get("/ui/topology")
     assert topology.status_code == 200 and "<svg" in topology.text
@@ -151,6 +164,52 @@ def test_another_tenants_campaign_and_suppressions_are_not_shown(api):
 
 def test_the_session_cookie_is_secure_over_https(api):
     headers = api.tenant("acme")
-    answer = api.client.post("https://testserver/ui/login", data={"key": _key(headers)},
+    answer = sign_in(api, _key(headers), "https://127.0.0.1")
+    assert answer.status_code == 303 and "Secure" in answer.headers["set-cookie"]
+
+
+def test_the_session_cookie_is_secure_off_loopback_even_over_plain_http(api):
+    # behind a TLS proxy the API sees http: the host the browser asked for decides
+    headers = api.tenant("acme")
+    proxied = {"host": "console.example"}
+    page = api.client.get("/ui/login", headers=proxied)
+    assert "Secure" in page.headers["set-cookie"], "the login form's cookie too"
+    token = re.search(r'name="login_token" value="([^"]+)"', page.text).group(1)
+    nonce = page.cookies["cronstream_login"]
+    api.client.cookies.clear()  # a browser would send it back over https only
+    answer = api.client.post("/ui/login", headers={**proxied, "cookie": f"cronstream_login={nonce}"},
+                             data={"key": _key(headers), "login_token": token},
                              follow_redirects=False)
     assert answer.status_code == 303 and "Secure" in answer.headers["set-cookie"]
+
+
+def test_a_login_without_the_forms_token_is_refused(api):
+    headers = api.tenant("acme")
+    forged = api.client.post("/ui/login", data={"key": _key(headers)}, follow_redirects=False)
+    assert forged.status_code == 403 and "sign in again" in forged.text
+    login_form(api)
+    guessed = api.client.post("/ui/login", data={"key": _key(headers), "login_token": "x"},
+                              follow_redirects=False)
+    assert guessed.status_code == 403
+    assert api.client.get("/ui/jobs", follow_redirects=False).status_code == 303
+
+
+def test_failed_logins_from_one_address_are_throttled(api):
+    from api.console.sessions import LOGIN_FAILURES
+
+    for _ in range(LOGIN_FAILURES):
+        assert sign_in(api, "wrong").status_code == 401
+    throttled = sign_in(api, _key(api.tenant("acme")))
+    assert throttled.status_code == 429 and int(throttled.headers["retry-after"]) >= 1
+
+
+def test_a_message_in_the_query_is_shown_only_if_the_console_signed_it(api):
+    _login(api, api.tenant("acme"))
+    page = api.client.get("/ui/suppressions", params={"msg": "Your key expired: re-enter it at "
+                                                             "evil.example"})
+    assert page.status_code == 200 and "evil.example" not in page.text
+    answer = api.client.post("/ui/suppressions", data={"csrf": _csrf(api),
+                                                        "email": "x@example.org"},
+                             follow_redirects=False)
+    shown = api.client.get(answer.headers["location"])
+    assert "x@example.org is suppressed" in shown.text
