@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 BATCH = 2_000  # records handed to the loop at once at most
 IDLE_WAIT_S = 0.1  # how long one poll waits for a record when nothing has come
 COMMIT_TIMEOUT_S = 10.0
+RETRY_S = 1.0  # after a step that failed
 
 
 @dataclass(frozen=True)
@@ -112,22 +113,28 @@ class FiredReader:
         consumer = self._factory(self._config)
         try:
             while not self._closed.is_set():
-                # with nothing assigned there is nothing to read: wait for a command instead
-                self._apply_commands(consumer, loop, deliver,
-                                     wait_s=0.0 if self._assigned else IDLE_WAIT_S)
-                if not self._assigned:
-                    continue
-                if not self.room.is_set():
-                    self.room.wait(IDLE_WAIT_S)
-                    continue
-                batch = self._read(consumer)
-                if batch:
-                    loop.call_soon_threadsafe(deliver, batch)
-        except Exception:
-            log.exception("the fired reader stopped; the worker's runs stop with it")
-            raise
+                try:
+                    self._step(consumer, loop, deliver)
+                except Exception:  # a broker that does not answer, say: the runs wait, no more
+                    log.exception("fired reader: a step failed (partitions %s); trying again in "
+                                  "%s s", sorted(self._assigned), RETRY_S)
+                    self._closed.wait(RETRY_S)
         finally:
             consumer.close()
+
+    def _step(self, consumer: Any, loop: asyncio.AbstractEventLoop,
+              deliver: Callable[[Notice], None]) -> None:
+        # with nothing assigned there is nothing to read: wait for a command instead
+        self._apply_commands(consumer, loop, deliver,
+                             wait_s=0.0 if self._assigned else IDLE_WAIT_S)
+        if not self._assigned:
+            return
+        if not self.room.is_set():
+            self.room.wait(IDLE_WAIT_S)
+            return
+        batch = self._read(consumer)
+        if batch:
+            loop.call_soon_threadsafe(deliver, batch)
 
     def _read(self, consumer: Any) -> list[Message]:
         """One wait for a record, then whatever else is fetched already (no second wait): a slot
@@ -155,7 +162,13 @@ class FiredReader:
                 return
             wait_s = 0.0
             if kind == "assign":
-                starts = self._assign(consumer, arg - self._assigned)
+                try:
+                    starts = self._assign(consumer, arg - self._assigned)
+                except Exception:
+                    # its commits could not be read: asked again first thing next step, ahead
+                    # of anything queued after it (a revocation must still follow it)
+                    self._retry_first(("assign", arg))
+                    raise
                 if starts:
                     loop.call_soon_threadsafe(deliver, Assigned(starts))
             elif kind == "revoke":
@@ -166,6 +179,17 @@ class FiredReader:
             else:
                 offsets, on_failed = arg
                 self._commit(consumer, offsets, loop, on_failed)
+
+    def _retry_first(self, command: tuple[str, Any]) -> None:
+        """Put ``command`` back at the head of the queue, the rest behind it in their order."""
+        rest: list[tuple[str, Any]] = []
+        while True:
+            try:
+                rest.append(self._commands.get_nowait())
+            except queue.Empty:
+                break
+        for queued in (command, *rest):
+            self._commands.put(queued)
 
     def _assign(self, consumer: Any, new: frozenset[int]) -> dict[int, int | None]:
         if not new:
