@@ -38,7 +38,7 @@ from stack import isolated, processes
 from stack.local import EXTRA_LISTENERS, Stack
 from streams.runtime import settings
 from streams.runtime.settings import REPO_ROOT
-from tests.conftest import free_port
+from tests.conftest import free_port, free_port_block
 from tests.integration.helpers import skeleton_job_lands
 from tests.integration.test_campaigns import campaign_body, csv_lines, upload
 from tests.waiting import wait_for
@@ -56,7 +56,9 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         shutil.copy(marker, home / marker.name)
     ports = {name: free_port() for name in ("controller", "connect", "pg", "api", "ses")}
     web = free_port()
-    conf = replace(main, home=home, kafka_port=kafka_port(), controller_port=ports["controller"],
+    # the mTLS and OAUTHBEARER listeners' ports count from the Kafka port (Stack.auth_port)
+    kafka = free_port_block(offset for _, _, offset in EXTRA_LISTENERS.values())
+    conf = replace(main, home=home, kafka_port=kafka, controller_port=ports["controller"],
                    connect_port=ports["connect"], pg_port=ports["pg"], api_port=ports["api"],
                    ses_port=ports["ses"], worker_web_port=web, worker_metrics_port=web + 2)
     stack = Stack(conf)
@@ -78,27 +80,6 @@ def clients_by(stack: Stack, auth: str) -> Stack:
 @pytest.fixture()
 def scram(secure: Stack) -> Stack:
     return clients_by(secure, "scram")
-
-
-def kafka_port() -> int:
-    """A free port 50 and 51 below free ports too: the mTLS and OAUTHBEARER listeners'
-    (``Stack.auth_port``)."""
-    while True:
-        port = free_port()
-        if port + 51 < 65536 and all(_free(port + offset) for _, _, offset in
-                                     EXTRA_LISTENERS.values()):
-            return port
-
-
-def _free(port: int) -> bool:
-    import socket
-
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def client(stack: Stack) -> httpx.Client:
