@@ -20,10 +20,10 @@ def _stack(args: argparse.Namespace) -> int:
         if args.action == "up":
             part = "services" if args.services_only else "apps" if args.apps_only else "all"
             stack.up(with_app=not args.infra_only, workers=args.workers, brokers=args.brokers,
-                     secure=True if args.secure else None, part=part)
+                     secure=True if args.secure else None, part=part, kafka_auth=args.kafka_auth)
             if stack.secure:
-                print(f"[stack] Kafka listens on SASL_SSL; for the CLI: "
-                      f"source {stack.secure_dir / 'client.env'}")
+                print(f"[stack] Kafka listens on SASL_SSL, mTLS and OAUTHBEARER; its clients use "
+                      f"{stack.kafka_auth}; for the CLI: source {stack.secure_dir / 'client.env'}")
         elif args.action == "down":
             stack.down()
         else:
@@ -207,7 +207,13 @@ def build_parser() -> argparse.ArgumentParser:
                        "the Kafka and PostgreSQL the settings name")
     stack.add_argument("--secure", action="store_true",
                        help="a SASL_SSL listener (SCRAM-SHA-512 and PLAIN) with a CA and broker "
-                       "certificate generated into CRONSTREAM_HOME; fixed per CRONSTREAM_HOME")
+                       "certificate generated into CRONSTREAM_HOME, and beside it a listener "
+                       "requiring a client certificate and one taking OAUTHBEARER tokens "
+                       "(Kafka's unsecured validator); fixed per CRONSTREAM_HOME")
+    stack.add_argument("--kafka-auth", default=None, metavar="scram|mtls|oauth",
+                       help="how Connect, the workers and the API of a secure stack authenticate "
+                       "(default: as last time, first scram); those running another way restart "
+                       "(stack.local.KAFKA_AUTHS)")
     stack.add_argument("--brokers", type=int,
                        default=int(os.environ["CRONSTREAM_BROKERS"]) if os.environ.get(
                            "CRONSTREAM_BROKERS") else None,

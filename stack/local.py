@@ -51,6 +51,14 @@ LEDGER_SQL = REPO_ROOT / "connectors" / "ledger.sql"
 # (8 B an entry) and of time index (12 B) still cover 128 and 85 MiB of log a segment.
 BROKER_INDEX_BYTES = 256 * 1024
 
+# How the clients of a secure stack (``up --secure``) may authenticate (``up --kafka-auth``):
+# SCRAM (or PLAIN) on its SASL_SSL listener, and on a listener each beside it a client
+# certificate (mutual TLS) or an OAUTHBEARER token: name, protocol, port above the client port.
+KAFKA_AUTHS = ("scram", "mtls", "oauth")
+EXTRA_LISTENERS = {"mtls": ("MTLS", "SSL", 50), "oauth": ("OAUTH", "SASL_SSL", 51)}
+# the scope the OAUTHBEARER listener requires of every token (unsecuredValidatorRequiredScope)
+OAUTH_SCOPE = "cronstream"
+
 
 class StackError(RuntimeError):
     """A component failed: the message names it, the reason, and where its log is."""
@@ -234,14 +242,20 @@ class Stack:
         internal_rf = min(brokers, 3)
         min_isr = 2 if brokers >= 3 else 1
         client = "SASL_SSL" if self.secure else "PLAINTEXT"
+        # a secure node also listens for client certificates (MTLS) and tokens (OAUTH)
+        extra = {name: self.auth_port(node, auth) for auth, (name, _, _) in EXTRA_LISTENERS.items()
+                 } if self.secure else {}
+        served = ",".join([f"{client}://{h}:{port}", *(f"{n}://{h}:{p}" for n, p in extra.items())])
+        protocols = ",".join([f"{client}:{client}", *(f"{name}:{protocol}" for name, protocol, _
+                                                       in EXTRA_LISTENERS.values() if name in extra)])
         lines = [
             "process.roles=broker,controller",
             f"node.id={node}",
             f"controller.quorum.voters={voters}",
-            f"listeners={client}://{h}:{port},CONTROLLER://{h}:{controller}",
-            f"advertised.listeners={client}://{h}:{port}",
+            f"listeners={served},CONTROLLER://{h}:{controller}",
+            f"advertised.listeners={served}",
             "controller.listener.names=CONTROLLER",
-            f"listener.security.protocol.map={client}:{client},CONTROLLER:PLAINTEXT",
+            f"listener.security.protocol.map={protocols},CONTROLLER:PLAINTEXT",
             f"inter.broker.listener.name={client}",
             *self.secure_broker_properties(),
             f"log.dirs={self.node_dir(node) / 'data'}",
@@ -269,10 +283,34 @@ class Stack:
     def secure_dir(self) -> Path:
         return self.s.home / "secure"
 
+    def auth_port(self, node: int, auth: str) -> int:
+        """Node ``node``'s port for clients authenticating by ``auth`` (``KAFKA_AUTHS``): its
+        client port for scram, 50 and 51 above it for mtls and oauth (19142, 19143 for 19092;
+        below node 2's pair at +100)."""
+        return self.node_ports(node)[0] + (EXTRA_LISTENERS[auth][2] if auth in EXTRA_LISTENERS
+                                           else 0)
+
+    def node_listen_ports(self, node: int) -> tuple[int, ...]:
+        """Every port node ``node`` listens on: client and controller, and on a secure stack
+        the mTLS and OAUTHBEARER listeners'."""
+        extra = tuple(self.auth_port(node, auth) for auth in EXTRA_LISTENERS) if self.secure else ()
+        return (*self.node_ports(node), *extra)
+
+    @property
+    def kafka_auth(self) -> str:
+        """How the stack's Kafka clients (Connect, the workers, the API, ``secure/client.env``)
+        authenticate: ``up --kafka-auth``, recorded in the home; scram when never set."""
+        try:
+            return (self.s.home / "kafka" / "client-auth").read_text().strip() or "scram"
+        except OSError:
+            return "scram"
+
     def kafka_env(self) -> dict[str, str]:
         """The Kafka settings (``streams.runtime.kafka_config``) a client of this stack needs:
         none on PLAINTEXT; on a secure stack SASL_SSL as the user ``cronstream`` (SCRAM-SHA-512,
-        or PLAIN if ``CRONSTREAM_KAFKA_SASL_MECHANISM`` says so), trusting the stack's CA."""
+        or PLAIN if ``CRONSTREAM_KAFKA_SASL_MECHANISM`` says so), trusting the stack's CA. The
+        stack's own calls (topics, health) and the tests' helpers use it whatever ``kafka_auth``
+        its clients use (``clients_kafka_env``)."""
         if not self.secure:
             return {}
         return {"CRONSTREAM_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
@@ -282,16 +320,65 @@ class Stack:
                 "CRONSTREAM_KAFKA_SASL_PASSWORD": self.secret("", "kafka-cronstream.password"),
                 "CRONSTREAM_KAFKA_CA_FILE": str(self.secure_dir / "ca.pem")}
 
+    def clients_kafka_env(self, auth: str | None = None) -> dict[str, str]:
+        """The settings of a client authenticating by ``auth`` (default ``kafka_auth``): scram
+        is ``kafka_env``; mtls dials the SSL listener with the client certificate the stack's
+        CA signed; oauth the OAUTHBEARER listener with an unsecured JWT (subject ``cronstream``,
+        scope ``OAUTH_SCOPE``, which that listener requires). Those two name their listener as
+        ``CRONSTREAM_BOOTSTRAP``: only a client given every setting of its way gets in."""
+        auth = auth or self.kafka_auth
+        if not self.secure or auth == "scram":
+            return self.kafka_env()
+        bootstrap = ",".join(f"{self.s.host}:{self.auth_port(node, auth)}"
+                             for node in range(1, self.brokers + 1))
+        common = {"CRONSTREAM_BOOTSTRAP": bootstrap,
+                  "CRONSTREAM_KAFKA_CA_FILE": str(self.secure_dir / "ca.pem")}
+        if auth == "mtls":
+            return {**common, "CRONSTREAM_KAFKA_SECURITY_PROTOCOL": "SSL",
+                    "CRONSTREAM_KAFKA_CERT_FILE": str(self.secure_dir / "client.crt"),
+                    "CRONSTREAM_KAFKA_KEY_FILE": str(self.secure_dir / "client.key")}
+        return {**common, "CRONSTREAM_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+                "CRONSTREAM_KAFKA_SASL_MECHANISM": "OAUTHBEARER",
+                "CRONSTREAM_KAFKA_OAUTH_PROVIDER": "unsecured",
+                "CRONSTREAM_KAFKA_SASL_USERNAME": "cronstream",
+                "CRONSTREAM_KAFKA_OAUTH_SCOPE": OAUTH_SCOPE}
+
+    def use_kafka_auth(self, auth: str) -> None:
+        """Make ``auth`` the way the stack's clients reach Kafka (a secure stack's only, but
+        scram): Connect, the workers and the API running another way are stopped, for ``up``
+        to start them again this way, and ``secure/client.env`` is written for the CLI."""
+        if auth not in KAFKA_AUTHS:
+            raise StackError("kafka", f"--kafka-auth {auth!r} is not one of {', '.join(KAFKA_AUTHS)}")
+        if auth != "scram" and not self.secure:
+            raise StackError("kafka", f"--kafka-auth {auth} needs a secure stack (up --secure)")
+        if auth != self.kafka_auth:
+            for name in [*self.app_names(), "connect"]:
+                if processes.stop(self.pidfile(name), timeout_s=30):
+                    say(f"stopped {name} (it reached kafka by {self.kafka_auth}, now {auth})")
+            record = self.s.home / "kafka" / "client-auth"
+            record.parent.mkdir(parents=True, exist_ok=True)
+            record.write_text(f"{auth}\n")
+        if self.secure:
+            client_env = self.secure_dir / "client.env"
+            client_env.touch(mode=0o600)
+            client_env.write_text("".join(f"export {k}={v}\n"
+                                          for k, v in self.clients_kafka_env().items()))
+
     def secure_broker_properties(self) -> list[str]:
-        """The SASL_SSL listener's settings: the broker's PEM key and certificate, its CA as
-        trust store (brokers talk to each other over the same listener), SCRAM-SHA-512 and
-        PLAIN, and the ``admin`` user the brokers log in as."""
+        """The listeners' settings: the broker's PEM key and certificate, its CA as trust store
+        (brokers talk to each other over SASL_SSL), SCRAM-SHA-512 and PLAIN on SASL_SSL with the
+        ``admin`` user the brokers log in as; a client certificate signed by that CA required on
+        MTLS; OAUTHBEARER alone on OAUTH, tokens checked by Kafka's default unsecured validator
+        (``OAuthBearerUnsecuredValidatorCallbackHandler``: an unsigned JWT with ``sub``, ``exp``
+        and the scope ``OAUTH_SCOPE``; for tests, it trusts any such token)."""
         if not self.secure:
             return []
         admin = self.secret("", "kafka-admin.password")
         client = self.secret("", "kafka-cronstream.password")
         plain = "org.apache.kafka.common.security.plain.PlainLoginModule"
         scram = "org.apache.kafka.common.security.scram.ScramLoginModule"
+        oauth = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+        mtls, oauth_listener = (EXTRA_LISTENERS[auth][0].lower() for auth in ("mtls", "oauth"))
         return [
             "sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN",
             "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
@@ -305,6 +392,11 @@ class Stack:
             "ssl.truststore.type=PEM",
             f"ssl.truststore.location={self.secure_dir / 'ca.pem'}",
             "ssl.client.auth=none",
+            f"listener.name.{mtls}.ssl.client.auth=required",
+            f"listener.name.{oauth_listener}.sasl.enabled.mechanisms=OAUTHBEARER",
+            # the broker's own login (a token it never sends: brokers talk over SASL_SSL)
+            f'listener.name.{oauth_listener}.oauthbearer.sasl.jaas.config={oauth} required '
+            f'unsecuredLoginStringClaim_sub="admin" unsecuredValidatorRequiredScope="{OAUTH_SCOPE}";',
         ]
 
     def scram_users(self) -> list[str]:
@@ -319,41 +411,47 @@ class Stack:
         return out
 
     def ensure_certificates(self) -> None:
-        """A CA and a broker certificate for the stack's host and localhost (PostgreSQL's too,
-        ``postgres.pem``), made with openssl once per
-        home (``$CRONSTREAM_HOME/secure``, never in the repository), and the two SCRAM users'
-        passwords (``secrets/``)."""
+        """A CA, a broker certificate for the stack's host and localhost (PostgreSQL's too)
+        and a client certificate (``client.crt``, its PKCS#8 key
+        ``client.key``: the mTLS listener's), made with openssl once per home
+        (``$CRONSTREAM_HOME/secure``, never in the repository)."""
         d = self.secure_dir
-        if (d / "broker.pem").exists() and (d / "ca.pem").exists():
-            return
-        if shutil.which("openssl") is None:
-            raise StackError("kafka", "openssl is needed for --secure (Debian: apt-get install "
-                             "openssl)")
-        d.mkdir(parents=True, exist_ok=True)
-        os.chmod(d, 0o700)
-        (d / "broker.ext").write_text(f"subjectAltName=IP:{self.s.host},IP:127.0.0.1,DNS:localhost\n"
-                                      "extendedKeyUsage=serverAuth,clientAuth\n")
-        steps = [
-            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
-             "-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=cronstream local CA",
-             "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
-            ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "broker.key",
-             "-out", "broker.csr", "-subj", f"/CN={self.s.host}"],
-            ["openssl", "x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-             "-CAcreateserial", "-days", "3650", "-out", "broker.crt", "-extfile", "broker.ext"],
-        ]
-        for argv in steps:
-            out = subprocess.run(argv, cwd=d, capture_output=True, text=True)
-            if out.returncode != 0:
-                raise StackError("kafka", f"{' '.join(argv[:3])} failed: {out.stderr[-300:]}")
-        (d / "broker.pem").write_text((d / "broker.key").read_text() + (d / "broker.crt").read_text())
-        for secret_file in ("ca.key", "broker.key", "broker.pem"):
-            os.chmod(d / secret_file, 0o600)
-        lines = [f"export {k}={v}" for k, v in self.kafka_env().items()]
-        client_env = d / "client.env"
-        client_env.touch(mode=0o600)
-        client_env.write_text("\n".join([*lines, ""]))
+        if not ((d / "broker.pem").exists() and (d / "ca.pem").exists()):
+            if shutil.which("openssl") is None:
+                raise StackError("kafka", "openssl is needed for --secure (Debian: apt-get "
+                                 "install openssl)")
+            d.mkdir(parents=True, exist_ok=True)
+            os.chmod(d, 0o700)
+            self._openssl(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
+                           "-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=cronstream local CA",
+                           "-addext", "basicConstraints=critical,CA:TRUE",
+                           "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+            self._signed_by_ca("broker", f"/CN={self.s.host}",
+                               f"subjectAltName=IP:{self.s.host},IP:127.0.0.1,DNS:localhost\n"
+                               "extendedKeyUsage=serverAuth,clientAuth\n")
+            (d / "broker.pem").write_text((d / "broker.key").read_text()
+                                          + (d / "broker.crt").read_text())
+            for secret_file in ("ca.key", "broker.pem"):
+                os.chmod(d / secret_file, 0o600)
+        if not (d / "client.crt").exists():  # a home made before the mTLS listener gets one too
+            self._signed_by_ca("client", "/CN=cronstream", "extendedKeyUsage=clientAuth\n")
+
+    def _signed_by_ca(self, name: str, subject: str, extensions: str) -> None:
+        """``name.key`` (PKCS#8, mode 0600) and ``name.crt`` signed by the stack's CA."""
+        d = self.secure_dir
+        (d / f"{name}.ext").write_text(extensions)
+        self._openssl(["req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key",
+                       "-out", f"{name}.csr", "-subj", subject])
+        self._openssl(["x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                       "-CAcreateserial", "-days", "3650", "-out", f"{name}.crt",
+                       "-extfile", f"{name}.ext"])
+        os.chmod(d / f"{name}.key", 0o600)
+
+    def _openssl(self, argv: list[str]) -> None:
+        out = subprocess.run(["openssl", *argv], cwd=self.secure_dir, capture_output=True,
+                             text=True)
+        if out.returncode != 0:
+            raise StackError("kafka", f"openssl {' '.join(argv[:2])} failed: {out.stderr[-300:]}")
 
     def start_kafka(self, brokers: int | None = None, secure: bool | None = None) -> None:
         """Start every KRaft node of the stack (``brokers``, default the home's count) and wait
@@ -393,7 +491,7 @@ class Stack:
         """Format (first start) and spawn node ``node``; False if it already runs."""
         name, pidfile, log = self.node_name(node), self.pidfile(self.node_name(node)), \
             self.log(self.node_name(node))
-        if _running_or_free(name, pidfile, self.node_ports(node),
+        if _running_or_free(name, pidfile, self.node_listen_ports(node),
                             "CRONSTREAM_KAFKA_PORT / CRONSTREAM_CONTROLLER_PORT", log, name,
                             self.s.host):
             return False
@@ -467,8 +565,9 @@ class Stack:
                                        self.s.bootstrap, timeout_s=60, env=self.kafka_env())[0])
         except isolated.ChildCallFailed as exc:
             raise StackError(name, f"could not read the cluster's replication: {exc}", log) from exc
+        clients = self.clients_kafka_env()
         props.write_text("\n".join([
-            f"bootstrap.servers={self.s.bootstrap}",
+            f"bootstrap.servers={clients.get('CRONSTREAM_BOOTSTRAP', self.s.bootstrap)}",
             "group.id=cronstream-connect",
             "key.converter=org.apache.kafka.connect.storage.StringConverter",
             "value.converter=org.apache.kafka.connect.json.JsonConverter",
@@ -493,7 +592,7 @@ class Stack:
             # makes: one mapping (streams.runtime.kafka_config), nothing on PLAINTEXT
             *[line for prefix in ("", "producer.", "consumer.", "admin.")
               for line in kafka_config.KafkaSecurity.from_env(
-                  {**os.environ, **self.kafka_env()}).java_properties(prefix)],
+                  {**os.environ, **clients}).java_properties(prefix)],
             "",
         ]))
         os.chmod(props, 0o600)  # it holds the SASL password on a secure stack
@@ -716,11 +815,11 @@ class Stack:
     def ses_log(self) -> Path:
         return self.s.home / "ses" / "sent.jsonl"
 
-    def app_env(self) -> dict[str, str]:
-        """What the workers and the API need: the local SES server, AWS-style credentials for
-        it, the unsubscribe signing secret and the operator key (generated once into .local/,
-        never committed)."""
-        return {**self.settings_env(), **self.kafka_env(),
+    def app_env(self, kafka_auth: str | None = None) -> dict[str, str]:
+        """What the workers and the API need: Kafka as ``kafka_auth`` (default the stack's)
+        reaches it, the local SES server, AWS-style credentials for it, the unsubscribe signing
+        secret and the operator key (generated once into .local/, never committed)."""
+        return {**self.settings_env(), **self.clients_kafka_env(kafka_auth),
                 "CRONSTREAM_SES_ENDPOINT": self.s.ses_endpoint,
                 "CRONSTREAM_UNSUBSCRIBE_SECRET": self.secret("CRONSTREAM_UNSUBSCRIBE_SECRET",
                                                              "unsubscribe.key"),
@@ -772,9 +871,11 @@ class Stack:
 
     # -- whole stack ---------------------------------------------------------------------------
     def up(self, with_app: bool = True, workers: int = 1, brokers: int | None = None,
-           secure: bool | None = None, part: str = "all") -> None:
+           secure: bool | None = None, part: str = "all", kafka_auth: str | None = None) -> None:
         """Start what is not running. ``brokers`` and ``secure`` (a SASL_SSL listener) are
-        fixed when a home's cluster is first formatted; None keeps the home's. ``part``:
+        fixed when a home's cluster is first formatted; None keeps the home's. ``kafka_auth``
+        (``use_kafka_auth``) is how Connect, the workers and the API authenticate; None keeps
+        the home's. ``part``:
         ``services`` starts PostgreSQL and Kafka only (as on hosts of their own), ``apps``
         everything else against the services the settings name (``CRONSTREAM_BOOTSTRAP``,
         ``CRONSTREAM_PG_*``, ``CRONSTREAM_KAFKA_*``)."""
@@ -783,6 +884,7 @@ class Stack:
         if part != "apps":
             self.start_postgres()
             self.start_kafka(brokers, secure)
+        self.use_kafka_auth(kafka_auth or self.kafka_auth)
         # in a child: a client created here would live as long as the caller (a test run) and
         # through every broker restart it sees, where librdkafka aborted one (stack.isolated)
         try:

@@ -38,7 +38,10 @@ def alive(pidfile: Path) -> int | None:
     current = _start_time(pid)
     if current is None or (started and current != started):
         return None
-    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    try:  # it may have exited since: stop() asks while the process it signalled goes
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
     return None if state == "Z" else pid
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import httpx
 import pytest
@@ -44,6 +44,27 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def free_port_block(offsets: Iterable[int]) -> int:
+    """A free port p with p + each of ``offsets`` free too on loopback: for a stack whose other
+    ports count from its Kafka port (the nodes of ``--brokers 3``, a secure node's mTLS and
+    OAUTHBEARER listeners: ``Stack.node_ports``, ``Stack.auth_port``)."""
+    wanted = tuple(offsets)
+    for _ in range(50):
+        port = free_port()
+        if port + max(wanted, default=0) < 65000 and all(_bindable(port + o) for o in wanted):
+            return port
+    raise RuntimeError(f"no free block of ports at offsets {wanted}")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +23,12 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec
 
-from streams.runtime.kafka_config import Replication, client_config, replication_for
+from streams.runtime.kafka_config import (
+    KafkaSecurity,
+    Replication,
+    client_config,
+    replication_for,
+)
 from streams.topology import APP_ID, EXECUTOR_GROUP, FIRED, PROCESSORS, TABLES, TOPICS, TopicSpec
 
 
@@ -258,25 +264,63 @@ class KafkaUnreachable(SystemExit):  # noqa: N818 - a process's exit, named for 
     API stops at start with that line, instead of retrying for ever behind a hang."""
 
 
-def diagnose(error: KafkaError | None, bootstrap: str) -> str | None:
+# a TLS alert the broker sent about our certificate (OpenSSL's words: "tlsv1 alert unknown ca",
+# "ssl/tls alert bad certificate", "tlsv13 alert certificate required", ...)
+_CLIENT_CERT_ALERT = re.compile(r"alert (bad certificate|unknown ca|certificate \w+|"
+                                r"unsupported certificate|access denied)")
+
+
+def diagnose(error: KafkaError | None, bootstrap: str,
+             security: KafkaSecurity | None = None) -> str | None:
     """What a librdkafka error met while connecting says is wrong, in words naming the setting
-    to check; None when it is not a configuration problem (a broker still starting)."""
+    to check (``security``: the settings the client was made with, so the advice fits the way it
+    authenticates); None when it is not a configuration problem (a broker still starting)."""
     if error is None:
         return None
+    security = security or KafkaSecurity()
     text = error.str()
     lowered = text.lower()
+    where = f"kafka at {bootstrap}"
+    if "failed to acquire sasl oauthbearer token" in lowered:
+        advice = _TOKEN_ADVICE.get(security.oauth_provider or "", "check "
+                                   "CRONSTREAM_KAFKA_OAUTH_PROVIDER")
+        return f"{where}: no OAUTHBEARER token ({advice}): {text}"
+    if "unsupported sasl mechanism" in lowered:
+        return (f"{where}: the broker does not offer SASL {security.mechanism} on this listener "
+                f"(check CRONSTREAM_KAFKA_SASL_MECHANISM and CRONSTREAM_BOOTSTRAP): {text}")
     if error.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED) \
-            or "authentication failed" in lowered or "invalid credentials" in lowered:
-        return (f"kafka at {bootstrap}: SASL authentication failed (check "
+            or "authentication failed" in lowered or "invalid credentials" in lowered \
+            or "sasl authentication error" in lowered:
+        if security.oauth:
+            return (f"{where}: the broker refused the OAUTHBEARER token (check "
+                    f"CRONSTREAM_KAFKA_OAUTH_PROVIDER, _SCOPE and what the cluster requires of a "
+                    f"token): {text}")
+        return (f"{where}: SASL authentication failed (check "
                 f"CRONSTREAM_KAFKA_SASL_USERNAME/PASSWORD and _MECHANISM): {text}")
+    if (alert := _CLIENT_CERT_ALERT.search(lowered)) is not None:
+        if security.cert_file is None:
+            return (f"{where}: TLS refused, the broker requires a client certificate (mutual "
+                    f"TLS; set CRONSTREAM_KAFKA_CERT_FILE and _KEY_FILE): {text}")
+        return (f"{where}: TLS refused, the broker does not accept the client certificate "
+                f"({alert.group(0)}; check CRONSTREAM_KAFKA_CERT_FILE and _KEY_FILE: one "
+                f"signed by a CA the broker trusts): {text}")
     if "certificate verify failed" in lowered or "ssl handshake failed" in lowered \
             or error.code() == KafkaError._SSL:
-        return (f"kafka at {bootstrap}: TLS handshake failed, the broker's certificate is not "
+        return (f"{where}: TLS handshake failed, the broker's certificate is not "
                 f"trusted or does not name the host (check CRONSTREAM_KAFKA_CA_FILE): {text}")
     if "disconnected while requesting apiversion" in lowered:
-        return (f"kafka at {bootstrap}: the broker closed the connection at once; it may expect "
+        return (f"{where}: the broker closed the connection at once; it may expect "
                 f"another protocol (CRONSTREAM_KAFKA_SECURITY_PROTOCOL): {text}")
     return None
+
+
+# what to check when no OAUTHBEARER token could be made, by provider
+_TOKEN_ADVICE = {
+    "oidc": "the token endpoint refused or did not answer: check CRONSTREAM_KAFKA_OAUTH_TOKEN_URL, "
+            "_CLIENT_ID and _CLIENT_SECRET",
+    "unsecured": "check CRONSTREAM_KAFKA_SASL_USERNAME, the token's subject",
+    "aws-msk-iam": "check the AWS credentials and AWS_REGION",
+}
 
 
 def check_reachable(bootstrap: str, timeout_s: float = 60.0) -> int:
@@ -285,6 +329,7 @@ def check_reachable(bootstrap: str, timeout_s: float = 60.0) -> int:
     out. Returns the broker count. A configuration problem (``diagnose``) stops at its first
     sight; silence (no broker yet) is waited out for ``timeout_s``."""
     errors: list[KafkaError] = []
+    settings = KafkaSecurity.from_env()
     probe = AdminClient(client_config(bootstrap, **{"error_cb": errors.append}))
     _keep_forever(probe)  # never destroyed, like every other (see there)
     deadline = time.monotonic() + timeout_s
@@ -296,7 +341,7 @@ def check_reachable(bootstrap: str, timeout_s: float = 60.0) -> int:
             last = exc
         probe.poll(0.2)  # serves error_cb
         for error in errors:
-            if (reason := diagnose(error, bootstrap)) is not None:
+            if (reason := diagnose(error, bootstrap, settings)) is not None:
                 raise KafkaUnreachable(reason)
         if time.monotonic() > deadline:
             seen = errors[-1].str() if errors else str(last)

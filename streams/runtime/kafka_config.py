@@ -225,6 +225,12 @@ class KafkaSecurity:
         if not self.sasl:
             return {"broker_credentials": faust.SSLCredentials(context)}
         if self.oauth:
+            from aiokafka.abc import AbstractTokenProvider
+
+            # aiokafka takes only its ABC's instances (a check in aiokafka/conn.py that stopped
+            # the worker on the secure stack's OAUTHBEARER listener); registered here, not
+            # subclassed, so importing this module imports no aiokafka
+            AbstractTokenProvider.register(_AiokafkaTokens)
             return {"broker_credentials": faust.OAuthCredentials(
                 oauth_cb=_AiokafkaTokens(self), ssl_context=context)}
         return {"broker_credentials": faust.SASLCredentials(
@@ -269,15 +275,20 @@ class KafkaSecurity:
             return [f"{prefix}sasl.login.callback.handler.class={_MSK_HANDLER}",
                     f"{prefix}sasl.client.callback.handler.class={_MSK_HANDLER}",
                     f"{prefix}sasl.jaas.config={_OAUTH_MODULE} required;"]
+        # the scope as a list claim (the first character is the list's separator), as the
+        # Python token carries it
+        scope = f' unsecuredLoginListClaim_scope=" {_jaas(self.scope)}"' if self.scope else ""
         return [f'{prefix}sasl.jaas.config={_OAUTH_MODULE} required '
-                f'unsecuredLoginStringClaim_sub="{_jaas(self.username)}";']
+                f'unsecuredLoginStringClaim_sub="{_jaas(self.username)}"{scope};']
 
 
 def unsecured_jwt(subject: str, scope: str | None = None, lifetime_s: int = 3600,
                   now: float | None = None) -> tuple[str, float]:
     """An unsigned JWT (``alg: none``) as Kafka's default OAUTHBEARER validator
-    (``OAuthBearerUnsecuredValidatorCallbackHandler``) accepts it: ``sub``, ``iat``, ``exp``.
-    Only for a cluster that validates nothing (tests); its expiry in seconds since the epoch."""
+    (``OAuthBearerUnsecuredValidatorCallbackHandler``) accepts it: ``sub``, ``iat``, ``exp``,
+    and ``scope`` as the list of its space-separated names (what the validator's
+    ``unsecuredValidatorRequiredScope`` is checked against). Only for a cluster that validates
+    nothing (tests); its expiry in seconds since the epoch."""
     import base64
     import json
     import time
@@ -285,7 +296,7 @@ def unsecured_jwt(subject: str, scope: str | None = None, lifetime_s: int = 3600
     issued = time.time() if now is None else now
     claims: dict[str, Any] = {"sub": subject, "iat": int(issued), "exp": int(issued) + lifetime_s}
     if scope:
-        claims["scope"] = scope
+        claims["scope"] = scope.split()
 
     def part(data: dict[str, Any]) -> str:
         return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
@@ -294,8 +305,9 @@ def unsecured_jwt(subject: str, scope: str | None = None, lifetime_s: int = 3600
 
 
 class _AiokafkaTokens:
-    """aiokafka's ``AbstractTokenProvider`` (duck-typed: faust passes it on as it is): a token
-    of the settings' provider, the client credentials grant done here for ``oidc``."""
+    """aiokafka's ``AbstractTokenProvider`` (a virtual subclass: ``KafkaSecurity.faust``
+    registers it): a token of the settings' provider, the client credentials grant done here
+    for ``oidc``."""
 
     def __init__(self, security: KafkaSecurity) -> None:
         self.security = security

@@ -411,14 +411,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CRONSTREAM_KAFKA_SSL_KEY_PASSWORD", "—", "the key file's passphrase, if encrypted",
             "worker, API, CLI, Connect", secret=True),
     Setting("CRONSTREAM_KAFKA_OAUTH_TOKEN_URL", "—", "OAUTHBEARER: the OIDC token endpoint "
-            "(client credentials grant); unset with `OAUTHBEARER`: an unsecured JWT (test "
-            "clusters only) or `CRONSTREAM_KAFKA_OAUTH_PROVIDER=aws-msk-iam`",
+            "(client credentials grant), required by the `oidc` provider; the `unsecured` and "
+            "`aws-msk-iam` providers need none",
             "worker, API, CLI, Connect", _kafka_env("CRONSTREAM_KAFKA_OAUTH_TOKEN_URL")),
     Setting("CRONSTREAM_KAFKA_OAUTH_CLIENT_ID", "—", "OAUTHBEARER client id",
             "worker, API, CLI, Connect", _kafka_env("CRONSTREAM_KAFKA_OAUTH_CLIENT_ID")),
     Setting("CRONSTREAM_KAFKA_OAUTH_CLIENT_SECRET", "—", "OAUTHBEARER client secret",
             "worker, API, CLI, Connect", secret=True),
-    Setting("CRONSTREAM_KAFKA_OAUTH_SCOPE", "—", "OAUTHBEARER scope", "worker, API, CLI, Connect",
+    Setting("CRONSTREAM_KAFKA_OAUTH_SCOPE", "—", "OAUTHBEARER scope (space-separated): asked of "
+            "the token endpoint, or put in the unsecured JWT", "worker, API, CLI, Connect",
             _kafka_env("CRONSTREAM_KAFKA_OAUTH_SCOPE")),
     Setting("CRONSTREAM_KAFKA_OAUTH_PROVIDER", "`oidc`", "`oidc` (the token URL above), "
             "`unsecured` (a JWT Kafka's unsecured validator accepts, as the user above; tests) or "

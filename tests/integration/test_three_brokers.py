@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 from dataclasses import replace
@@ -24,26 +23,13 @@ from streams.runtime import settings
 from streams.runtime.admin import CONNECT_TOPICS, changelog_topics
 from streams.runtime.settings import REPO_ROOT
 from streams.topology import TOPICS
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+from tests.conftest import free_port_block
 
 
 def free_ports_for_three() -> tuple[int, int]:
     """A client port p and controller port with p+100..p+103 free too (nodes 2 and 3)."""
-    for _ in range(50):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if port + 103 < 65000 and all(_free(p) for p in (port, port + 1, *range(port + 100, port + 104))):
-            return port, port + 1
-    raise RuntimeError("no free block of ports for three brokers")
+    port = free_port_block((1, *range(100, 104)))
+    return port, port + 1
 
 
 @pytest.fixture(scope="module")

@@ -155,6 +155,46 @@ def test_a_connection_error_is_named_with_its_cause(code: str, text: str, cause:
     assert text in said
 
 
+# what librdkafka said against the secure stack's mTLS and OAUTHBEARER listeners (2026-11-28)
+CERT_ALERT = ("ssl://127.0.0.1:9094/bootstrap: Receive failed: error:0A000412:SSL routines::"
+              "ssl/tls alert bad certificate: SSL alert number 42 (after 1ms in state "
+              "APIVERSION_QUERY)")
+MTLS = KafkaSecurity(protocol="SSL", cert_file="client.crt", key_file="client.key")
+OAUTH = KafkaSecurity(protocol="SASL_SSL", mechanism="OAUTHBEARER", oauth_provider="oidc")
+
+
+@pytest.mark.parametrize(("security", "code", "text", "cause"), [
+    (MTLS, "_TRANSPORT", CERT_ALERT,
+     "TLS refused, the broker does not accept the client certificate (alert bad certificate; "
+     "check CRONSTREAM_KAFKA_CERT_FILE"),
+    (KafkaSecurity(protocol="SSL"), "_TRANSPORT", CERT_ALERT,
+     "TLS refused, the broker requires a client certificate (mutual TLS; set "
+     "CRONSTREAM_KAFKA_CERT_FILE"),
+    (OAUTH, "_AUTHENTICATION", "Failed to acquire SASL OAUTHBEARER token: "
+     '{"error":"invalid_client"}', "no OAUTHBEARER token (the token endpoint refused or did not "
+     "answer: check CRONSTREAM_KAFKA_OAUTH_TOKEN_URL, _CLIENT_ID and _CLIENT_SECRET)"),
+    (OAUTH, "_AUTHENTICATION", "sasl_ssl://127.0.0.1:9095/bootstrap: SASL authentication error: "
+     '{"status":"insufficient_scope", "scope":"[cronstream]"} (after 308ms in state AUTH_REQ)',
+     "the broker refused the OAUTHBEARER token (check CRONSTREAM_KAFKA_OAUTH_PROVIDER, _SCOPE"),
+    (KafkaSecurity(protocol="SASL_SSL", mechanism="SCRAM-SHA-512"), "_AUTHENTICATION",
+     "sasl_ssl://127.0.0.1:9095/bootstrap: SASL SCRAM-SHA-512 mechanism handshake failed: "
+     "Broker: Unsupported SASL mechanism: broker's supported mechanisms: OAUTHBEARER",
+     "the broker does not offer SASL SCRAM-SHA-512 on this listener (check "
+     "CRONSTREAM_KAFKA_SASL_MECHANISM"),
+])
+def test_the_cause_is_said_in_the_terms_of_the_way_the_client_authenticates(
+        security: KafkaSecurity, code: str, text: str, cause: str) -> None:
+    """A refused client certificate is not the broker's untrusted one, and a refused token is
+    not a wrong password: each line names the settings of the client's own way in."""
+    from confluent_kafka import KafkaError
+
+    from streams.runtime.admin import diagnose
+
+    said = diagnose(KafkaError(getattr(KafkaError, code), text), "127.0.0.1:9094", security)
+    assert said is not None and said.startswith(f"kafka at 127.0.0.1:9094: {cause}"), said
+    assert said.endswith(text)
+
+
 def test_a_broker_not_up_yet_is_not_a_configuration_error() -> None:
     from confluent_kafka import KafkaError
 
@@ -234,6 +274,8 @@ def test_oauthbearer_unsecured_makes_the_jwt_kafkas_default_validator_reads() ->
     import base64
     import json
 
+    from aiokafka.abc import AbstractTokenProvider
+
     env = {**OIDC, "CRONSTREAM_KAFKA_OAUTH_PROVIDER": "unsecured",
            "CRONSTREAM_KAFKA_SASL_USERNAME": "cronstream"}
     security = KafkaSecurity.from_env(env)
@@ -242,10 +284,13 @@ def test_oauthbearer_unsecured_makes_the_jwt_kafkas_default_validator_reads() ->
     decoded = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))
     assert json.loads(base64.urlsafe_b64decode(header + "==")) == {"alg": "none"}
     assert signature == "" and decoded["sub"] == "cronstream" and decoded["exp"] == expiry
-    assert decoded["exp"] > decoded["iat"]
+    assert decoded["exp"] > decoded["iat"] and decoded["scope"] == ["kafka"]
     creds = security.faust()["broker_credentials"]
     assert asyncio.run(creds.oauth_cb.token()).split(".")[0] == header
-    assert 'unsecuredLoginStringClaim_sub="cronstream";' in security.java_properties()[-1]
+    # aiokafka refuses any other token provider when it connects (aiokafka/conn.py)
+    assert isinstance(creds.oauth_cb, AbstractTokenProvider)
+    assert security.java_properties()[-1].endswith(
+        'unsecuredLoginStringClaim_sub="cronstream" unsecuredLoginListClaim_scope=" kafka";')
 
 
 def test_msk_iam_names_the_package_it_needs_or_maps_to_amazons_handler() -> None:

@@ -27,6 +27,20 @@ def test_a_recycled_pid_is_never_ours(tmp_path):
         other.wait()
 
 
+def test_a_process_gone_between_two_looks_is_not_alive_and_no_error(tmp_path, monkeypatch):
+    """``stop`` polls ``alive`` while the process it signalled exits: gone between alive's two
+    reads of ``/proc/<pid>/stat``, it raised FileNotFoundError, and ``stack down`` stopped before
+    PostgreSQL (the likely way a two-host test run left its server running, 2026-11-28)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    pidfile = tmp_path / "p.pid"
+    processes.write(pidfile, proc.pid)
+    started = processes._start_time(proc.pid)
+    proc.kill()
+    proc.wait()  # gone and reaped
+    monkeypatch.setattr(processes, "_start_time", lambda pid: started)  # the first look saw it
+    assert processes.alive(pidfile) is None
+
+
 def test_kafka_cluster_ids_never_look_like_an_option(monkeypatch):
     """kafka-storage format -t <id> fails on an id starting with "-" (1 in 64 of random ids)."""
     import uuid
