@@ -51,6 +51,14 @@ TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 Resolver = Callable[[str], Awaitable[list[str]]]
 
 
+class Unanswered(ConnectionError):
+    """The connection closed before the answer began (``answered`` False) or in its middle."""
+
+    def __init__(self, message: str, answered: bool) -> None:
+        super().__init__(message)
+        self.answered = answered
+
+
 class RequestRefused(ValueError):
     """A request that cannot be made as given (a header that could split it, a URL without a
     host): retrying cannot help."""
@@ -126,6 +134,8 @@ class _Connection(asyncio.Protocol):
         self.body_read = 0
         self.reusable = False
         self.no_body_back = False
+        self.answered = False  # a byte of the answer came
+        self.reused = False  # taken from the pool (it served an exchange before)
         self.idle_since = 0.0
 
     # asyncio.Protocol
@@ -134,6 +144,7 @@ class _Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
+        self.answered = True
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -143,8 +154,13 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
-        self._fail(ConnectionError("the connection closed before the answer")
-                   if exc is None else exc)
+        if self.status >= 200 and exc is None:
+            # an answer whose body runs to the end of the connection (HTTP/1.0, or no length
+            # given): its end is the close, and its status is all that was wanted
+            self._done(reusable=False)
+            return
+        why = "" if exc is None else f": {type(exc).__name__}: {exc}"
+        self._fail(Unanswered(f"the connection closed before the answer{why}", self.answered))
 
     # httptools' callbacks
     def on_headers_complete(self) -> None:
@@ -167,7 +183,7 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None
         loop = asyncio.get_running_loop()
         self.answer = loop.create_future()
-        self.status, self.body_read, self.reusable = 0, 0, False
+        self.status, self.body_read, self.reusable, self.answered = 0, 0, False, False
         self.no_body_back = request.no_body_back
         self.transport.write(request.head + request.body if request.body else request.head)
         return await self.answer
@@ -227,6 +243,18 @@ class WebhookClient:
         connection = await self._checkout(request.origin)
         try:
             status = await connection.exchange(request)
+        except Unanswered as exc:
+            connection.close()
+            if not connection.reused or exc.answered:
+                raise
+            # a kept-alive connection the server had closed while it was idle (the close
+            # crossed our request): asked again once, on a new connection, as HTTP clients do
+            connection = await self._checkout(request.origin, fresh=True)
+            try:
+                status = await connection.exchange(request)
+            except BaseException:
+                connection.close()
+                raise
         except BaseException:
             connection.close()
             raise
@@ -247,14 +275,15 @@ class WebhookClient:
         self._resolved[host] = (now + RESOLVED_FOR_S, addresses)
         return addresses
 
-    async def _checkout(self, origin: Origin) -> _Connection:
-        idle = self._idle.get(origin)
+    async def _checkout(self, origin: Origin, fresh: bool = False) -> _Connection:
+        idle = None if fresh else self._idle.get(origin)
         now = self.clock()
         while idle:
             connection = idle.pop()
             self._idle_count -= 1
             if connection.transport is not None and not connection.transport.is_closing() \
                     and now - connection.idle_since < IDLE_S:
+                connection.reused = True
                 return connection
             connection.close()
         loop = asyncio.get_running_loop()

@@ -228,3 +228,50 @@ def test_an_internal_address_is_refused_unless_the_tenant_allows_it():
         return await web.request("POST", url, {}, None, ["127.0.0.0/8"])
 
     assert run(no_content, scenario) == 204
+
+
+def test_an_answer_that_ends_with_its_connection_gives_its_status():
+    """http.server's default: HTTP/1.0, no length, the body runs to the close."""
+    def old_style(_: bytes) -> bytes:
+        return b"HTTP/1.0 500 Internal Server Error\r\nServer: x\r\nConnection: close\r\n\r\noops"
+
+    async def scenario(server: Server, web: WebhookClient) -> tuple[list[int], int]:
+        url = f"http://127.0.0.1:{server.port}/"
+        statuses = [await web.request("POST", url, {}, None, LOOPBACK) for _ in range(2)]
+        return statuses, server.connections
+
+    assert run(old_style, scenario) == ([500, 500], 2)
+
+
+def test_a_kept_alive_connection_the_server_drops_is_asked_again_once_on_a_new_one():
+    """The server closes a kept-alive connection just as the next request goes out on it (its
+    keep-alive timeout): that request is made again on a new connection, once; a request whose
+    connection closed in the middle of its answer is not."""
+    class DropsSecond(Server):
+        async def _serve(self, reader, writer):  # each connection answers one request only
+            self.connections += 1
+            served = False
+            try:
+                while True:
+                    self.requests.append(await reader.readuntil(b"\r\n\r\n"))
+                    if served:
+                        break  # the second request on this connection: dropped unanswered
+                    writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
+                    await writer.drain()
+                    served = True
+            except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+                pass
+            finally:
+                writer.close()
+
+    async def main() -> tuple[list[int], int, int]:
+        async with DropsSecond(no_content) as server:
+            web = WebhookClient(8)
+            try:
+                url = f"http://127.0.0.1:{server.port}/"
+                statuses = [await web.request("POST", url, {}, None, LOOPBACK) for _ in range(2)]
+                return statuses, server.connections, len(server.requests)
+            finally:
+                web.close()
+
+    assert asyncio.run(main()) == ([204, 204], 2, 3)
