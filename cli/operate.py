@@ -44,8 +44,29 @@ def lag(args: argparse.Namespace) -> int:
         rows = lag_.read(_bootstrap(args), args.group or None)
     except Exception as exc:  # noqa: BLE001 - reported in one line
         raise CliError(f"lag: cannot read offsets from {_bootstrap(args)}: {exc}", 3) from exc
-    emit([r.as_dict() for r in rows], args.json, lag_.table(rows) if rows else "no consumer groups")
+    human = lag_.table(rows) if rows else "no consumer groups"
+    standby = args.standby or settings_().standby_bootstrap
+    if not standby:
+        emit([r.as_dict() for r in rows], args.json, human)
+        return 0
+    from ops import replication
+
+    source = settings_().region or "a"
+    try:
+        copied = replication.read(_bootstrap(args), standby, source)
+    except Exception as exc:  # noqa: BLE001 - reported in one line
+        raise CliError(f"lag: cannot read the replication from {_bootstrap(args)} to {standby}: "
+                       f"{exc}", 3) from exc
+    emit({"consumer": [r.as_dict() for r in rows],
+          "replication": [r.as_dict() for r in copied]}, args.json,
+         f"{human}\n\nreplication from region {source} to {standby}:\n{replication.table(copied)}")
     return 0
+
+
+def settings_() -> Any:
+    from streams.runtime import settings
+
+    return settings.load()
 
 
 def topology(args: argparse.Namespace) -> int:
@@ -164,6 +185,8 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("lag", parents=[broker], help="consumer lag per group/topic/partition, "
                        "read from Kafka's offsets (as kafka-consumer-groups --describe)")
     p.add_argument("--group", action="append", help="only this group (repeatable)")
+    p.add_argument("--standby", default=None, help="the standby region's brokers: the "
+                   "replication lag too (default CRONSTREAM_STANDBY_BOOTSTRAP; docs/regions.md)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=lag)
 
