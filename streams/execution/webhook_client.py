@@ -232,15 +232,25 @@ class WebhookClient:
         return self._tls
 
     async def request(self, method: str, url: str, headers: dict[str, str], body: bytes | None,
-                      allowed: Iterable[str]) -> int:
+                      allowed: Iterable[str], before_send: Callable[[], object] | None = None
+                      ) -> int:
         """The answer's status. Raises ``ssrf.TargetRefused`` (the address is not allowed),
         ``RequestRefused`` (the request cannot be made), ``OSError``/``ConnectionError`` (the
-        exchange failed); the caller bounds it in time (``asyncio.timeout``)."""
+        exchange failed); the caller bounds it in time (``asyncio.timeout``). ``before_send``
+        is called once the connection is ready, right before the request is written (the
+        region's lease: ``streams.runtime.authority``); what it raises, the call raises, with
+        nothing sent."""
         scheme, host, port, head = request_bytes(method, url, headers, body)
         vetted = await ssrf.vet(url, allowed, self._resolve)
         request = Request(Origin(scheme, host, port, vetted.addresses[0]), head, body or b"",
                           method.upper() == "HEAD")
         connection = await self._checkout(request.origin)
+        if before_send is not None:
+            try:
+                before_send()
+            except BaseException:
+                self._checkin(connection)
+                raise
         try:
             status = await connection.exchange(request)
         except Unanswered as exc:
