@@ -7,7 +7,8 @@ import json
 import pytest
 
 from cli import progress
-from cli.client import CliError, describe, load_documents
+from cli.client import describe, load_documents
+from cli.failures import CliError
 from ops import lag, replay
 from streams.runtime.metrics import STALL_S, WorkerHealth
 
