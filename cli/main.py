@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 import traceback
+from collections.abc import Iterator
 
 from cli import operate, resources
 from cli.failures import (
@@ -344,7 +345,9 @@ def adopt_home_settings(args: argparse.Namespace) -> list[str]:
     from streams.runtime import settings
 
     explicit = operate.explicit_bootstrap(args) or os.environ.get("CRONSTREAM_BOOTSTRAP")
-    found = Stack(settings.load()).home_client_env(explicit)
+    found = Stack(settings.load()).home_client_env(
+        explicit, os.environ.get("CRONSTREAM_KAFKA_SECURITY_PROTOCOL"),
+        os.environ.get("CRONSTREAM_KAFKA_SASL_MECHANISM"))
     adopted = {name: value for name, value in found.items() if name not in os.environ}
     os.environ.update(adopted)
     return sorted(adopted)
@@ -386,23 +389,37 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(chatty).setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
     args.adopted = []
-    if not args.verbose and args.command not in SERVICES:  # said in our line, not in theirs
-        from streams.runtime import kafka_config
+    with _quiet(not args.verbose and args.command not in SERVICES):
+        try:
+            if args.command not in ("stack", "demo"):  # those start the stack: it has its own
+                args.adopted = adopt_home_settings(args)
+            for need in getattr(args, "needs", ()):
+                reach(need, args)
+            return int(args.func(args))
+        except (KeyboardInterrupt, SystemExit) as exc:
+            if not (isinstance(exc, SystemExit) and isinstance(exc.code, str)):
+                raise  # an exit code, or ^C: as they are
+            return _said(args, exc)
+        except Exception as exc:  # noqa: BLE001 - every failure ends in one line
+            return _said(args, exc)
 
-        kafka_config.quiet_client_logs()
-        logging.getLogger("librdkafka").setLevel(logging.CRITICAL + 1)
+
+@contextlib.contextmanager
+def _quiet(quiet: bool) -> Iterator[None]:
+    """librdkafka's log lines kept back while the command runs (said in its line instead), and
+    shown again after it (a caller in the same process, a test, gets its default back)."""
+    from streams.runtime import kafka_config
+
+    if not quiet:
+        yield
+        return
+    kafka_config.quiet_client_logs()
+    logging.getLogger("librdkafka").setLevel(logging.CRITICAL + 1)
     try:
-        if args.command not in ("stack", "demo"):  # those start the stack: it has its own
-            args.adopted = adopt_home_settings(args)
-        for need in getattr(args, "needs", ()):
-            reach(need, args)
-        return int(args.func(args))
-    except (KeyboardInterrupt, SystemExit) as exc:
-        if not (isinstance(exc, SystemExit) and isinstance(exc.code, str)):
-            raise  # an exit code, or ^C: as they are
-        return _said(args, exc)
-    except Exception as exc:  # noqa: BLE001 - every failure ends in one line
-        return _said(args, exc)
+        yield
+    finally:
+        kafka_config.quiet_client_logs(False)
+        logging.getLogger("librdkafka").setLevel(logging.NOTSET)
 
 
 def _said(args: argparse.Namespace, exc: BaseException) -> int:
@@ -423,3 +440,7 @@ def _said(args: argparse.Namespace, exc: BaseException) -> int:
     for line in lines:
         print(f"{_label(args)}: {line}", file=sys.stderr)
     return failure.code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
