@@ -167,7 +167,7 @@ def ses_failure(where: str, exc: Exception) -> CliError:
         if code in _SES_DENIED:
             return CliError(f"{here}: refused the credentials ({code}; check the AWS "
                             f"credentials and AWS_REGION): {text}", DENIED)
-        return CliError(f"{here}: refused: {text}", FAILED)
+        return CliError(f"{here}: SES refused the request: {text}", FAILED)
     return CliError(f"{here}: {text}", FAILED)
 
 

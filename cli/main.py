@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(chatty).setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
     args.adopted = []
-    with _quiet(not args.verbose and args.command not in SERVICES):
+    with _client_logs(args.verbose, quiet=args.command not in SERVICES):
         try:
             if args.command not in ("stack", "demo"):  # those start the stack: it has its own
                 args.adopted = adopt_home_settings(args)
@@ -405,21 +405,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 @contextlib.contextmanager
-def _quiet(quiet: bool) -> Iterator[None]:
-    """librdkafka's log lines kept back while the command runs (said in its line instead), and
-    shown again after it (a caller in the same process, a test, gets its default back)."""
+def _client_logs(verbose: bool, quiet: bool) -> Iterator[None]:
+    """librdkafka's log lines while the command runs: every one with ``verbose`` (its clients'
+    and the Kafka probe's, ``streams.runtime.admin``, at debug level); none when ``quiet`` (the
+    command says what went wrong in its own line); else as the process logs them (a worker's).
+    Put back after (a caller in the same process, a test, gets its defaults)."""
     from streams.runtime import kafka_config
 
-    if not quiet:
-        yield
-        return
-    kafka_config.quiet_client_logs()
-    logging.getLogger("librdkafka").setLevel(logging.CRITICAL + 1)
+    logger = logging.getLogger("librdkafka")
+    if verbose:
+        logger.setLevel(logging.DEBUG)
+    elif quiet:
+        kafka_config.quiet_client_logs()
+        logger.setLevel(logging.CRITICAL + 1)
     try:
         yield
     finally:
         kafka_config.quiet_client_logs(False)
-        logging.getLogger("librdkafka").setLevel(logging.NOTSET)
+        logger.setLevel(logging.NOTSET)
 
 
 def _said(args: argparse.Namespace, exc: BaseException) -> int:

@@ -973,8 +973,8 @@ class Stack:
                                  timeout_s=30, env=self.kafka_env())
             short = isolated.call("streams.runtime.admin:replication_shortfall",
                                   self.s.bootstrap, timeout_s=60, env=self.kafka_env())
-        except isolated.ChildCallFailed as exc:
-            return f"unknown ({str(exc)[-200:]})"
+        except isolated.ChildCallFailed as exc:  # its last line: the error, not the traceback
+            return f"unknown ({str(exc).strip().splitlines()[-1][-200:]})"
         head = f"factor {want[0]}, min.insync.replicas {want[1]}"
         if not short:
             return f"{head}: every cronstream topic ok"

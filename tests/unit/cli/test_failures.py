@@ -160,3 +160,18 @@ def test_a_settings_problem_is_usage_and_named(monkeypatch: pytest.MonkeyPatch,
     err = capsys.readouterr().err
     assert err.startswith("cronstream lag: kafka: CRONSTREAM_KAFKA_SECURITY_PROTOCOL='TLS'"), err
     assert "Traceback" not in err
+
+
+def test_librdkafkas_own_lines_are_kept_back_unless_verbose(monkeypatch: pytest.MonkeyPatch) -> None:
+    from streams.runtime.kafka_config import client_config
+
+    seen: list[object] = []
+
+    def record(_args: argparse.Namespace) -> int:
+        seen.append(client_config("b:1", env={}).get("log_level", "librdkafka's default"))
+        return OK
+
+    monkeypatch.setattr(main.operate, "topology", record)
+    assert main.main(["topology"]) == main.main(["topology", "--verbose"]) == OK
+    assert seen == [0, "librdkafka's default"]
+    assert "log_level" not in client_config("b:1", env={})  # put back after the command
