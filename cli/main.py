@@ -125,7 +125,7 @@ def _recipients(args: argparse.Namespace) -> int:
 
 def _config(args: argparse.Namespace) -> int:
     """``config check``: every setting's effective value (secrets masked) and where it came
-    from, then each problem a worker and the API would stop at; exit 1 if any."""
+    from, then each problem a worker and the API would stop at; exit 2 (usage) if any."""
     from streams.runtime import settings
 
     conf = settings.load()
