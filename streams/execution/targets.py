@@ -79,13 +79,14 @@ async def call_webhook(client: WebhookClient, fired: dict[str, Any],
     """One attempt at a webhook, bounded by its timeout as a whole (resolving, connecting, the
     exchange): 2xx succeeds, anything else fails with the status or what went wrong."""
     target = fired["target"]
-    headers = {**(target.get("headers") or {}), **headers_for(fired)}
     body = target.get("body")
     timeout_s = target.get("timeout_s") or DEFAULT_TIMEOUT_S
     try:
         async with asyncio.timeout(timeout_s):
-            status = await client.request(target.get("method") or "POST", target["url"], headers,
-                                          body.encode() if body is not None else None, allowed)
+            status = await client.request(target.get("method") or "POST", target["url"],
+                                          target.get("headers") or {},
+                                          body.encode() if body is not None else None, allowed,
+                                          headers_for(fired))
     except ssrf.TargetRefused as exc:  # transient: the name servers did not answer in time
         return CallResult(False, None, f"target refused: {exc}", final=not exc.transient)
     except RequestRefused as exc:
