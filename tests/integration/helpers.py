@@ -153,3 +153,33 @@ class HeldCalls:
     def _ended(self) -> None:
         with self.lock:
             self.now -= 1
+
+
+def commit_at_end(bootstrap: str, group: str, topic: str, partition: int,
+                  timeout_s: float = 60.0) -> int:
+    """Commit ``group``'s offset on ``topic``[``partition``] at the partition's end, as a consumer
+    that committed past records it never processed would have (run in a child process:
+    ``stack.isolated``). The broker takes it only once the group has no member left, so it is
+    asked again until then; returns the offset committed."""
+    import time
+
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+
+    from streams.runtime import admin
+
+    end = admin.end_offsets(bootstrap, [(topic, partition)])[(topic, partition)]
+    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, partition, end)])]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            done = admin.call(bootstrap, lambda client: client.alter_consumer_group_offsets(
+                request)[group].result())
+            failed = [tp.error for tp in done.topic_partitions if tp.error is not None]
+        except KafkaException as exc:
+            failed = [exc]
+        if not failed and admin.committed_offsets(bootstrap, group).get((topic, partition)) == end:
+            return end
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{group} offset on {topic}[{partition}] not committed at {end}: "
+                               f"{failed}")
+        time.sleep(0.5)  # a member's session has not expired yet
