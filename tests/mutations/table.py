@@ -1,0 +1,138 @@
+"""The one table of mutations: for each guarantee of the README's table, an edit that removes its
+mechanism, and the test that must go red without it.
+
+Each edit is ``anchor`` → ``replacement`` in ``path``, the anchor exact text found exactly once
+(``tests/unit/test_mutations.py`` checks that on every ``./dev test``, so a refactor that moves
+a mechanism fails there until its mutation is anchored again: edit its row here). ``red`` is the
+failing assertion the mutation was last seen to cause (docs/testing.md, "Mutation check"), to
+compare a run with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    guarantee: str  # the README's row, word for word
+    path: str  # the file edited, from the repository's root
+    anchor: str  # exact text, found exactly once
+    replacement: str
+    tests: tuple[str, ...]  # node ids: at least one must fail
+    red: str  # the assertion seen failing (what a run should show again)
+
+
+MUTATIONS: tuple[Mutation, ...] = (
+    Mutation(
+        "reconciler-never-redrives", "every slot gets one decision",
+        "streams/scheduling/reconciler.py",
+        "            if now_ms - item.emitted_ms < self.lag_ms or item.fire_id in in_flight:\n",
+        "            if True:  # MUTATION: the reconciler never catches a slot\n",
+        ("tests/integration/test_jobs_api.py::test_every_second_job_has_a_ledger_row_per_slot",),
+        "condition not met within 240.0s ... undecided: [the held slot]"),
+    Mutation(
+        "executor-ignores-done-table", "a fire id runs once",
+        "streams/execution/executor.py",
+        "        arrival = classify(self.done.get_in(part, fid.encode()), self.in_flight.get(fid),\n",
+        "        arrival = classify(None, self.in_flight.get(fid),  # MUTATION: done table unread\n",
+        ("tests/integration/test_jobs_api.py::"
+         "test_backfill_runs_missing_slots_once_and_never_repeats_done_ones",),
+        "backfilled slots that already ran were run again"),
+    Mutation(
+        "no-done-mark", "replays are safe",
+        "streams/execution/executor.py",
+        "        self.done[fired[\"fire_id\"].encode()] = outcome.encode()\n",
+        "        pass  # MUTATION: the fire id is never marked done\n",
+        ("tests/integration/test_operator.py::test_cronstream_replay_of_fired_runs_nothing_twice",),
+        "a replayed fired record called the webhook again"),
+    Mutation(
+        "takeover-resumes-from-now", "no slot lost in a failover",
+        "streams/scheduling/partitions.py",
+        "                self.fired_through[part] = marks.get(part, 0)\n",
+        "                self.fired_through[part] = max(marks.get(part, 0),  # MUTATION: not the mark\n"
+        "                                               int(time.time() * 1000))\n",
+        ("tests/integration/test_failover.py::test_sigkilled_worker_loses_no_slot",),
+        "condition not met ... slots without a decision"),
+    Mutation(
+        "send-fence-always-owned", "zombies fenced",
+        "streams/campaigns/ownership.py",
+        "    if assignment.state != \"STABLE\":\n        return Ownership.UNSETTLED\n",
+        "    return Ownership.OWNED  # MUTATION: the coordinator is never asked\n",
+        ("tests/chaos/test_faults.py::"
+         "test_zombie_worker_paused_past_its_session_sends_nothing_twice",),
+        "the zombie's walkers were never fenced"),
+    Mutation(
+        "no-chunk-intent", "at most once per recipient",
+        "streams/campaigns/walker.py",
+        "        await self.send_chunks.put_acked(key, INTENT)\n",
+        "        pass  # MUTATION: no intent before the send\n",
+        ("tests/integration/test_campaign_faults.py::test_worker_sigkilled_mid_fanout",),
+        "an address was mailed twice"),
+    Mutation(
+        "no-email-intent", "at most once per reminder email",
+        "streams/execution/executor.py",
+        "            await self.done.put_acked(fired[\"fire_id\"].encode(), INTENT)\n",
+        "            pass  # MUTATION: no intent before the send\n",
+        ("tests/integration/test_email_target.py::"
+         "test_a_send_with_unknown_outcome_is_not_repeated",),
+        "accepted once and never sent again"),
+    Mutation(
+        "no-opt-out-barrier", "opt-out linearizable",
+        "streams/campaigns/walker.py",
+        "        await self.barrier.caught_up(part)\n"
+        "        if self.barrier.applied.get(part) != seen:  # opt-outs applied (or lifted) while it waited\n"
+        "            allowed, opted_out = self._split(part, tenant, emails, chunk[\"vars\"])\n",
+        "        pass  # MUTATION: no barrier, no second look at the opt-outs after the wait\n",
+        ("tests/integration/test_campaigns.py::"
+         "test_suppression_acknowledged_mid_campaign_stops_sends",),
+        "mailed this many ms after their opt-outs were acknowledged"),
+    Mutation(
+        "no-stale-cutoff", "stale-send cutoff",
+        "streams/campaigns/chunk_verdict.py",
+        "    if now > deadline:\n",
+        "    if False:  # MUTATION: the deadline never stops a chunk\n",
+        ("tests/chaos/test_faults.py::"
+         "test_deadline_passing_during_an_outage_expires_the_rest_with_reason",),
+        "mailed after the deadline"),
+    Mutation(
+        "fire-once-fires-all", "misfire policies",
+        "streams/scheduling/misfire.py",
+        "    if policy == \"fire_once\" and following_slot_ms is not None and "
+        "following_slot_ms <= now_ms:\n",
+        "    if False:  # MUTATION: fire_once catches up every missed slot\n",
+        ("tests/chaos/test_faults.py::test_workers_down_then_back_apply_misfire_policies",),
+        "fire_once ran more than one missed slot"),
+    Mutation(
+        "job-lookup-ignores-tenant", "tenant isolation",
+        "api/routes/jobs.py",
+        "        if job is not None and job[\"tenant\"] == tenant:\n",
+        "        if job is not None:  # MUTATION: another tenant's job is found\n",
+        ("tests/integration/test_tenant_isolation.py::"
+         "test_every_job_and_campaign_route_hides_other_tenants_resources",),
+        "assert 200 == 404 (another tenant's job answered)"),
+    Mutation(
+        "no-per-host-cap", "runs shared fairly",
+        "streams/execution/dispatch.py",
+        "                if self._running.get(host, 0) >= self.per_host:\n",
+        "                if False:  # MUTATION: no cap on a host's calls\n",
+        ("tests/integration/test_run_isolation.py::"
+         "test_a_slow_host_holds_only_its_own_slots_and_their_late_turns_expire",),
+        "calls held at once; the limit is"),
+    Mutation(
+        "feedback-not-deduplicated", "bounces and complaints suppress",
+        "streams/campaigns/bounces.py",
+        "    if key in state.seen:\n",
+        "    if False:  # MUTATION: a redelivered SES event counts again\n",
+        ("tests/integration/test_feedback_at_scale.py::"
+         "test_a_20k_campaign_with_bounces_and_complaints_suppresses_each_once",),
+        "an event SNS delivered twice suppressed once"),
+    Mutation(
+        "throttling-not-retried", "throttling never drops mail",
+        "streams/campaigns/walker.py",
+        "            if refused and attempt < MAX_THROTTLE_RETRIES and now_ms() < deadline:\n",
+        "            if False:  # MUTATION: a throttled chunk is not retried\n",
+        ("tests/integration/test_campaign_faults.py::test_ses_throttling_spell_drops_nothing",),
+        "Counter({'sent': ..., 'failed': ...}) == {'sent': 100000}"),
+)
