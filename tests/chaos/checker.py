@@ -33,12 +33,15 @@ from streams.runtime.codec import codec
 from streams.runtime.kafka_config import client_config
 from streams.scheduling import schedule
 from streams.scheduling.ledger import recipient_rows
+from streams.scheduling.misfire import MISFIRE_THRESHOLD_MS
 from streams.topology import LEDGER, RECIPIENT_OUTCOMES, TopicSpec
 
 TERMINAL = {"sent", "suppressed", "expired_stale", "failed", "unknown", "cancelled"}
 # the decisions that call the slot's target (streams.scheduling.misfire, the API's trigger and
 # backfill); every other decision records the slot as not run
 RUNS = frozenset({"fired", "missed_caught_up", "triggered", "backfilled"})
+# the decisions a misfire policy makes for a slot reached more than MISFIRE_THRESHOLD_MS late
+MISFIRES = frozenset({"missed_caught_up", "skipped_policy"})
 # ``unknown_verdict``'s windows (why each is what it is: its docstring)
 SLACK_MS = 3000
 READ_LATE_MS = 1000
@@ -217,6 +220,8 @@ def judge_slots(records: dict[str, list[dict[str, Any]]], pg: dict[str, tuple[st
     - each slot of ``expected`` has a decision, in Postgres and in Kafka, and the same one;
     - no slot has two different decisions in its history (a re-run writes the same decision again:
       at-least-once, allowed);
+    - a misfire decision (``skipped_policy``, ``missed_caught_up``) only for a slot reached more
+      than the misfire threshold late: a fault's stall made it late, or the policy is misapplied;
     - each slot ran and succeeded, unless its decision or outcome is one of ``explained`` (what the
       scenario's fault causes: ``skipped_policy`` and ``expired_stale`` after an outage, ...);
     - a slot recorded as run was called at least once, one recorded as not run never;
@@ -241,6 +246,11 @@ def judge_slots(records: dict[str, list[dict[str, Any]]], pg: dict[str, tuple[st
     if twice:
         problems.append(f"{len(twice)} slots decided twice, e.g. "
                         f"{[(f, [r['decision'] for r in records[f]]) for f in twice[:3]]}")
+    on_time = sorted(f for f in last if f in records and any(
+        r["decision"] in MISFIRES and r["lateness_ms"] <= MISFIRE_THRESHOLD_MS for r in records[f]))
+    if on_time:
+        problems.append(f"{len(on_time)} slots decided as misfires though reached on time "
+                        f"(within {MISFIRE_THRESHOLD_MS} ms), e.g. {on_time[:3]}")
     allowed = set(explained)
     odd = Counter(f"{d}/{o}" for d, o in last.values()
                   if not normal(d, o) and d not in allowed and o not in allowed)

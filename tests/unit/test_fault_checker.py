@@ -97,8 +97,11 @@ def test_a_chunk_waiting_to_retry_at_the_kill_must_not_end_unknown() -> None:
         "sent again by its next owner, whose accepted request's answer was lost"
 
 
-def record(decision: str, outcome: str = "succeeded", attempts: int = 1) -> dict[str, Any]:
-    return {"decision": decision, "outcome": outcome, "attempts": attempts}
+def record(decision: str, outcome: str = "succeeded", attempts: int = 1,
+           lateness_ms: int | None = None) -> dict[str, Any]:
+    late = lateness_ms if lateness_ms is not None else 9_000 if decision in (
+        "missed_caught_up", "skipped_policy") else 40
+    return {"decision": decision, "outcome": outcome, "attempts": attempts, "lateness_ms": late}
 
 
 def slots(records: dict[str, list[dict[str, Any]]], calls: list[str], **options: Any) -> list[str]:
@@ -146,3 +149,13 @@ def test_a_slot_missing_or_differing_between_postgres_and_kafka() -> None:
     assert len(judge_slots({}, {"a": ("fired", "succeeded")}, {"a"}, ["a"])) == 1
     problems = judge_slots(records, {"a": ("fired", "failed")}, {"a"}, ["a"])
     assert len(problems) == 1 and "differ" in problems[0]
+
+
+def test_a_misfire_decision_for_a_slot_reached_on_time_is_a_violation() -> None:
+    """``skipped_policy`` or ``missed_caught_up`` only past the misfire threshold: a slot reached
+    on time and skipped gave up without a fault to explain it."""
+    problems = slots({"a": [record("skipped_policy", "not_run", lateness_ms=1_200)]}, [],
+                     explained={"skipped_policy"})
+    assert len(problems) == 1 and "reached on time" in problems[0]
+    assert len(slots({"a": [record("missed_caught_up", lateness_ms=5_000)]}, ["a"])) == 1
+    assert slots({"a": [record("missed_caught_up", lateness_ms=5_001)]}, ["a"]) == []
