@@ -20,6 +20,23 @@ from tests.integration.helpers import executor_caught_up, fired_slot, ledger, si
 from tests.waiting import wait_for
 
 
+def worker_metric(stack, name: str) -> float:
+    """The sum of an unlabelled metric over the running workers' /metrics."""
+    import re
+
+    from stack import processes
+
+    total = 0.0
+    for n in range(1, 5):
+        if processes.alive(stack.pidfile(f"worker-{n}")):
+            text = httpx.get(f"http://127.0.0.1:{stack.s.worker_metrics_port + n}/metrics",
+                             timeout=10).text
+            found = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
+            assert found, f"worker-{n} does not export {name}"
+            total += float(found.group(1))
+    return total
+
+
 def webhook(port: int) -> dict:
     return {"type": "webhook", "url": f"http://127.0.0.1:{port}/hook"}
 
@@ -330,11 +347,14 @@ def test_a_job_changed_or_deleted_just_before_its_slot_fires_as_it_is_then(stack
     port = free_port()
     at = datetime.now(UTC) + timedelta(milliseconds=PREPARE_AHEAD_MS - 1_000)
     with Receiver(port, quiet=True) as receiver:
+        before = worker_metric(stack, "cronstream_slots_prepared")
         ids = [api.post("/v1/jobs", json={"schedule": {"at": at.isoformat()},
                                           "target": webhook(port)}).json()["id"]
                for _ in range(3)]
         kept, paused, deleted = ids
-        time.sleep(1.5)  # indexed and prepared by now, still ~2.5 s before the slot
+        # indexed and prepared (the workers' gauge of slots prepared ahead counts the three)
+        wait_for(lambda: worker_metric(stack, "cronstream_slots_prepared") >= before + 3,
+                 timeout_s=20, every_s=0.1)
         assert datetime.now(UTC) < at - timedelta(seconds=1), "too slow to test the window"
         assert api.post(f"/v1/jobs/{paused}/pause").json()["paused"] is True
         assert api.delete(f"/v1/jobs/{deleted}").status_code == 204

@@ -26,14 +26,14 @@ class Mutation:
 
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
-        "reconciler-never-redrives", "every slot gets one decision",
+        "no-redrive", "every slot gets one decision",
         "streams/scheduling/reconciler.py",
         "            if now_ms - item.emitted_ms < self.lag_ms or item.fire_id in in_flight:\n",
         "            if True:  # MUTATION: the reconciler never catches a slot\n",
         ("tests/integration/test_jobs_api.py::test_every_second_job_has_a_ledger_row_per_slot",),
         "condition not met within 240.0s ... undecided: [the held slot]"),
     Mutation(
-        "executor-ignores-done-table", "a fire id runs once",
+        "done-unread", "a fire id runs once",
         "streams/execution/executor.py",
         "        arrival = classify(self.done.get_in(part, fid.encode()), self.in_flight.get(fid),\n",
         "        arrival = classify(None, self.in_flight.get(fid),  # MUTATION: done table unread\n",
@@ -48,7 +48,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/integration/test_operator.py::test_cronstream_replay_of_fired_runs_nothing_twice",),
         "a replayed fired record called the webhook again"),
     Mutation(
-        "takeover-resumes-from-now", "no slot lost in a failover",
+        "resume-from-now", "no slot lost in a failover",
         "streams/scheduling/partitions.py",
         "                self.fired_through[part] = marks.get(part, 0)\n",
         "                self.fired_through[part] = max(marks.get(part, 0),  # MUTATION: not the mark\n"
@@ -56,7 +56,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/integration/test_failover.py::test_sigkilled_worker_loses_no_slot",),
         "condition not met ... slots without a decision"),
     Mutation(
-        "send-fence-always-owned", "zombies fenced",
+        "no-send-fence", "zombies fenced",
         "streams/campaigns/ownership.py",
         "    if assignment.state != \"STABLE\":\n        return Ownership.UNSETTLED\n",
         "    return Ownership.OWNED  # MUTATION: the coordinator is never asked\n",
@@ -79,7 +79,7 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_a_send_with_unknown_outcome_is_not_repeated",),
         "accepted once and never sent again"),
     Mutation(
-        "no-opt-out-barrier", "opt-out linearizable",
+        "no-barrier", "opt-out linearizable",
         "streams/campaigns/walker.py",
         "        await self.barrier.caught_up(part)\n"
         "        if self.barrier.applied.get(part) != seen:  # opt-outs applied (or lifted) while it waited\n"
@@ -89,7 +89,7 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_suppression_acknowledged_mid_campaign_stops_sends",),
         "mailed this many ms after their opt-outs were acknowledged"),
     Mutation(
-        "no-stale-cutoff", "stale-send cutoff",
+        "no-cutoff", "stale-send cutoff",
         "streams/campaigns/chunk_verdict.py",
         "    if now > deadline:\n",
         "    if False:  # MUTATION: the deadline never stops a chunk\n",
@@ -97,7 +97,7 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_deadline_passing_during_an_outage_expires_the_rest_with_reason",),
         "mailed after the deadline"),
     Mutation(
-        "fire-once-fires-all", "misfire policies",
+        "once-is-all", "misfire policies",
         "streams/scheduling/misfire.py",
         "    if policy == \"fire_once\" and following_slot_ms is not None and "
         "following_slot_ms <= now_ms:\n",
@@ -105,7 +105,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/chaos/test_faults.py::test_workers_down_then_back_apply_misfire_policies",),
         "fire_once ran more than one missed slot"),
     Mutation(
-        "job-lookup-ignores-tenant", "tenant isolation",
+        "any-tenant", "tenant isolation",
         "api/routes/jobs.py",
         "        if job is not None and job[\"tenant\"] == tenant:\n",
         "        if job is not None:  # MUTATION: another tenant's job is found\n",
@@ -113,7 +113,7 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_every_job_and_campaign_route_hides_other_tenants_resources",),
         "assert 200 == 404 (another tenant's job answered)"),
     Mutation(
-        "no-per-host-cap", "runs shared fairly",
+        "no-host-cap", "runs shared fairly",
         "streams/execution/dispatch.py",
         "                if self._running.get(host, 0) >= self.per_host:\n",
         "                if False:  # MUTATION: no cap on a host's calls\n",
@@ -121,7 +121,7 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_a_slow_host_holds_only_its_own_slots_and_their_late_turns_expire",),
         "calls held at once; the limit is"),
     Mutation(
-        "feedback-not-deduplicated", "bounces and complaints suppress",
+        "no-event-dedup", "bounces and complaints suppress",
         "streams/campaigns/bounces.py",
         "    if key in state.seen:\n",
         "    if False:  # MUTATION: a redelivered SES event counts again\n",
@@ -129,7 +129,7 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_a_20k_campaign_with_bounces_and_complaints_suppresses_each_once",),
         "an event SNS delivered twice suppressed once"),
     Mutation(
-        "throttling-not-retried", "throttling never drops mail",
+        "no-retry", "throttling never drops mail",
         "streams/campaigns/walker.py",
         "            if refused and attempt < MAX_THROTTLE_RETRIES and now_ms() < deadline:\n",
         "            if False:  # MUTATION: a throttled chunk is not retried\n",
