@@ -30,6 +30,7 @@ from tests.chaos.checker import (
     pg_campaign,
     slot_violations,
     unknown_of_campaign,
+    walker_stops,
 )
 from tests.chaos.workloads import settled_owners
 from tests.conftest import free_port
@@ -220,25 +221,6 @@ def campaign_calls(stack, campaign_id: str) -> list[dict]:
     """The local SES server's calls tagged with the campaign (``GET /_local/calls``)."""
     return httpx.get(f"{stack.s.ses_endpoint}/_local/calls", params={"campaign": campaign_id},
                      timeout=60).json()
-
-
-# a walker stopping, as the worker logs it: revoked, fenced, or failed and walked again
-WALKER_STOPS = ("revoked: walker stopped", "walker stopped, order left unacknowledged",
-                "walking again from the chunk table")
-
-
-def walker_stops(stack, campaign_id: str, since_ms: int) -> list[int]:
-    """When the workers' logs say a walker of the campaign stopped (a rebalance cancels a
-    survivor's walkers too; a failed walk resolves its chunks caught mid-send ``unknown`` as a
-    kill would) since ``since_ms``."""
-    found = []
-    for log in stack.s.home.joinpath("logs").glob("worker-*.log"):
-        for line in log.open(errors="replace"):
-            if campaign_id in line and any(stop in line for stop in WALKER_STOPS):
-                at = datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").astimezone(UTC)
-                if (ms := int(at.timestamp() * 1000)) >= since_ms:
-                    found.append(ms)
-    return found
 
 
 def test_a_kill_while_chunks_wait_out_throttling_leaves_only_requests_in_flight_unknown(stack, api):

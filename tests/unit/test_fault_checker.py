@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.chaos.checker import Stops, judge_slots, unknown_verdict
+from tests.chaos.checker import Stops, judge_slots, out_at, unknown_verdict
 
 CHUNK = "camp:0a1b2c:7"
 TAG = "0a1b2c-7"  # the local SES server's tag of each call (``feedback.chunk_tag``)
@@ -138,9 +138,20 @@ def test_the_receiver_must_agree_with_the_ledger() -> None:
 
 def test_a_call_beyond_the_attempts_needs_the_scenarios_allowance() -> None:
     problems = slots({"a": [record("fired")]}, ["a", "a"])
-    assert len(problems) == 1 and "more often" in problems[0]
-    assert slots({"a": [record("fired")]}, ["a", "a"], may_repeat={"a"}.__contains__) == []
+    assert len(problems) == 1 and "no fault to explain" in problems[0]
+    assert slots({"a": [record("fired")]}, ["a", "a"], may_repeat={"a"}.__contains__) == [], \
+        "a run lost with the worker that made it, then run again"
     assert slots({"a": [record("fired", attempts=3)]}, ["a"] * 3) == [], "retries are calls"
+    two_runs = {"a": [record("fired", attempts=2), record("fired")]}
+    assert len(slots(two_runs, ["a"] * 3)) == 1, "a second run needs the allowance"
+    assert slots(two_runs, ["a"] * 3, may_repeat=lambda f: True) == []
+    problems = slots({"a": [record("fired")]}, ["a"] * 3, may_repeat=lambda f: True)
+    assert len(problems) == 1 and "one run lost" in problems[0], "two calls no run accounts for"
+
+
+def test_a_call_out_at_a_fault_is_one_that_came_just_before_it_or_just_after() -> None:
+    assert out_at([97_500], 100_000) and out_at([100_900], 100_000)
+    assert not out_at([96_000, 101_500], 100_000)
 
 
 def test_a_slot_missing_or_differing_between_postgres_and_kafka() -> None:
