@@ -45,7 +45,7 @@ from stack.local import Stack, broker_count_of
 from streams.runtime import settings
 from streams.scheduling.schedule import fire_id
 from streams.topology import FANOUT, FIRED, RECIPIENTS
-from tests.chaos.checker import TALLY, every_second, slot_violations, slots_violations
+from tests.chaos.checker import TALLY, Stops, every_second, slot_violations, slots_violations
 from tests.chaos.test_faults import OUTAGE_S, N, at_fraction, finish, start_campaign
 from tests.chaos.workloads import import_spike, sleep_until
 from tests.conftest import free_port
@@ -211,6 +211,7 @@ class Workload:
 
     campaign_id: str
     fires: Fires = field(default_factory=lambda: Fires([], Counter(), []))
+    stops: list[int] = field(default_factory=list)  # when a node went down: walkers may stop
 
 
 @contextmanager
@@ -228,7 +229,7 @@ def jobs_firing_and_a_campaign_sending(stack: Stack, api: httpx.Client, tag: str
         at_fraction(stack, campaign_id, N, from_fraction)
         work = Workload(campaign_id)
         yield work
-        finish(stack, campaign_id, subject, emails)
+        finish(stack, campaign_id, subject, emails, stops=Stops(None, work.stops))
         work.fires = stop_ticking(stack, api, api.tenant, jobs, start, receiver.fires)
 
 
@@ -292,12 +293,13 @@ def test_fanout_and_recipients_leader_sigkilled_mid_campaign(stack, api):
     campaign_id, subject, emails = start_campaign(api, "cluster-fanout", max_rate_per_s=1500)
     node, led = cluster.busiest_leader(stack, [FANOUT.name, RECIPIENTS.name])
     at_fraction(stack, campaign_id, N, 0.2)
+    killed = time.time_ns() // 1_000_000
     cluster.kill_node(stack, node)
     TALLY.faults += 1
     time.sleep(OUTAGE_S)
     cluster.start_node(stack, node)
     in_sync_s = cluster.wait_in_sync(stack)
-    finish(stack, campaign_id, subject, emails)
+    finish(stack, campaign_id, subject, emails, stops=Stops(None, [killed]))
     TALLY.figures.append(
         f"cluster: fan-out/recipients leader (node {node}, {led} partitions) SIGKILLed at 20 % "
         f"of {len(emails):,} recipients, back after {OUTAGE_S} s, in sync {in_sync_s:.0f} s "
@@ -309,6 +311,7 @@ def test_active_controller_sigkilled_while_jobs_fire_and_a_campaign_sends(stack,
     outage, with jobs firing every second and a campaign sending."""
     with jobs_firing_and_a_campaign_sending(stack, api, "cluster-controller", 1500, 0.2) as work:
         node = cluster.active_controller(stack)
+        work.stops.append(time.time_ns() // 1_000_000)
         cluster.kill_node(stack, node)
         TALLY.faults += 1
         time.sleep(OUTAGE_S)
@@ -329,6 +332,7 @@ def test_rolling_restart_of_the_three_brokers_while_jobs_fire_and_a_campaign_sen
         rounds = []
         began = time.monotonic()
         for node in range(1, stack.brokers + 1):
+            work.stops.append(time.time_ns() // 1_000_000)
             cluster.stop_node(stack, node)
             TALLY.faults += 1
             time.sleep(ROLLING_PAUSE_S)

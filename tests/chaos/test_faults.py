@@ -34,7 +34,7 @@ from tests.chaos.checker import (
 )
 from tests.chaos.workloads import settled_owners
 from tests.conftest import free_port
-from tests.integration.helpers import ses_faults, worker_trouble
+from tests.integration.helpers import ses_faults, sigkill, worker_trouble
 from tests.integration.test_campaigns import (
     IN_FLIGHT_AT_ACK_MS,
     campaign_body,
@@ -116,8 +116,7 @@ def test_worker_sigkilled_mid_campaign_and_restarted(stack, api):
     def scenario() -> None:
         campaign_id, subject, emails = start_campaign(api, "sigkill", max_rate_per_s=1500)
         at_fraction(stack, campaign_id, N, 0.2)
-        os.kill(processes.alive(stack.pidfile("worker-2")), signal.SIGKILL)
-        killed = now_ms()
+        killed = sigkill(stack, "worker-2")
         TALLY.faults += 1
         time.sleep(3)
         stack.start_worker("worker-2")
@@ -180,7 +179,7 @@ def test_kafka_broker_restarted_mid_campaign(stack, api):
     TALLY.faults += 1
     time.sleep(5)
     stack.start_kafka()
-    finish(stack, campaign_id, subject, emails, stops=Stops(stopped))
+    finish(stack, campaign_id, subject, emails, stops=Stops(None, [stopped]))
     # a campaign created after the restart is seen by the workers too (their topic views once
     # stopped reading after a broker restart: the campaign "not found", its tick dead-lettered)
     finish(stack, *start_campaign(api, "after-restart", n=500))
@@ -234,8 +233,7 @@ def test_a_kill_while_chunks_wait_out_throttling_leaves_only_requests_in_flight_
             campaign_id, subject, emails = start_campaign(api, "refused", n=N // 2,
                                                           max_rate_per_s=1500)
             at_fraction(stack, campaign_id, N // 2, 0.2)
-            killed = now_ms()
-            os.kill(processes.alive(stack.pidfile("worker-2")), signal.SIGKILL)
+            killed = sigkill(stack, "worker-2")
             TALLY.faults += 1
             stops = Stops(killed)
             finish(stack, campaign_id, subject, emails, stops=stops)

@@ -183,3 +183,21 @@ def commit_at_end(bootstrap: str, group: str, topic: str, partition: int,
             raise TimeoutError(f"{group} offset on {topic}[{partition}] not committed at {end}: "
                                f"{failed}")
         time.sleep(0.5)  # a member's session has not expired yet
+
+
+def sigkill(stack, name: str) -> int:
+    """SIGKILL one of the stack's processes and wait until it is gone (a start right after would
+    find it alive and its ready file there, and start nothing); when it was killed, in ms."""
+    import os
+    import signal
+    import time
+
+    from stack import processes
+    from tests.waiting import wait_for
+
+    pid = processes.alive(stack.pidfile(name))
+    assert pid, f"{name} is not running"
+    os.kill(pid, signal.SIGKILL)
+    killed_ms = time.time_ns() // 1_000_000
+    wait_for(lambda: processes.alive(stack.pidfile(name)) is None, timeout_s=30, every_s=0.05)
+    return killed_ms

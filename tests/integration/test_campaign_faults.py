@@ -4,8 +4,6 @@ malformed 1M-row upload reported line by line."""
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 import uuid
 from collections import Counter
@@ -15,7 +13,7 @@ import pytest
 
 from stack import processes
 from tests.chaos.checker import Stops, campaign_violations, walker_stops
-from tests.integration.helpers import ses_faults, worker_trouble
+from tests.integration.helpers import ses_faults, sigkill, worker_trouble
 from tests.integration.test_campaigns import campaign_body, outcomes, upload
 from tests.waiting import wait_for
 
@@ -66,9 +64,7 @@ def test_worker_sigkilled_mid_fanout(stack, api):
     try:
         campaign_id, subject, tag = start(api, "kill", max_rate_per_s=4000)
         wait_for(lambda: len(outcomes(stack, campaign_id)) > N // 5, timeout_s=300, every_s=1)
-        pid = processes.alive(stack.pidfile("worker-2"))
-        os.kill(pid, signal.SIGKILL)
-        killed = time.time_ns() // 1_000_000
+        killed = sigkill(stack, "worker-2")
         time.sleep(3)
         stack.start_worker("worker-2")
         done = settle(stack, campaign_id)

@@ -4,8 +4,6 @@ throttling retried, and a send whose outcome is unknown never repeated."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 from datetime import UTC, datetime, timedelta
 
 from streams.execution.targets import FIRE_ID_HEADER
@@ -67,8 +65,7 @@ def test_a_send_with_unknown_outcome_is_not_repeated(stack, api):
     hangs, and started again. It reads the slot's fired record again, finds the intent, and
     records the slot ``unknown`` without calling SES: the SES server's own log holds the mail
     once. (Without the intent the restarted worker sends it again: two lines.)"""
-    from stack import processes
-    from tests.integration.helpers import executor_caught_up
+    from tests.integration.helpers import executor_caught_up, sigkill
 
     hang_s = 300  # outlasts the kill and the restart: the answer never comes
     with ses_faults(stack, timeout_after_accept_ratio=1.0, timeout_s=hang_s, seconds=hang_s):
@@ -83,7 +80,7 @@ def test_a_send_with_unknown_outcome_is_not_repeated(stack, api):
 
         fire = wait_for(hanging, timeout_s=60)[0]["headers"][FIRE_ID_HEADER]
         assert ledger(stack, job_id=job["id"]) == [], "recorded before its answer came"
-        os.kill(processes.alive(stack.pidfile("worker-1")), signal.SIGKILL)
+        sigkill(stack, "worker-1")
         stack.start_worker("worker-1")
         # the slot recorded, or (the intent lost) the mail sent again: whichever comes first
         wait_for(lambda: ledger(stack, job_id=job["id"]) or len(sent(stack, fire)) > 1,

@@ -4,8 +4,6 @@ a fire id twice only if a call of it was out when the worker was killed."""
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -17,7 +15,7 @@ from streams.topology import partition_for
 from tests.chaos.checker import out_at, slots_violations
 from tests.chaos.workloads import settled_owners
 from tests.conftest import free_port
-from tests.integration.helpers import executor_caught_up, ledger
+from tests.integration.helpers import executor_caught_up, ledger, sigkill
 from tests.waiting import wait_for
 
 
@@ -40,10 +38,7 @@ def test_sigkilled_worker_loses_no_slot(stack, api):
             _, owners = wait_for(lambda: settled_owners(stack.s.bootstrap, 2), timeout_s=60)
             victims = [j for j in jobs if partition_for(j) in owners.get("worker-2", [])]
             assert victims, f"worker-2 holds none of the jobs' partitions: {owners}"
-            pid = processes.alive(stack.pidfile("worker-2"))
-            assert pid, "worker-2 is not running"
-            os.kill(pid, signal.SIGKILL)
-            killed_ms = time.time_ns() // 1_000_000
+            killed_ms = sigkill(stack, "worker-2")
             expected = {fire_id(j, int((start + timedelta(seconds=s)).timestamp() * 1000))
                         for j in jobs for s in range(31)}
 

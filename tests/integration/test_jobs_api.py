@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -16,7 +15,13 @@ from streams.runtime.codec import codec
 from streams.scheduling.schedule import fire_id
 from streams.topology import LEDGER
 from tests.conftest import free_port, make_client
-from tests.integration.helpers import executor_caught_up, fired_slot, ledger, sink_caught_up
+from tests.integration.helpers import (
+    executor_caught_up,
+    fired_slot,
+    ledger,
+    sigkill,
+    sink_caught_up,
+)
 from tests.waiting import wait_for
 
 
@@ -154,8 +159,7 @@ def test_every_second_job_has_a_ledger_row_per_slot(stack, api):
             released.append(threading.Event())
         else:
             raise AssertionError(f"every held slot was behind a mark already: {held}")
-        os.kill(worker, signal.SIGKILL)
-        killed_ms = time.time_ns() // 1_000_000
+        killed_ms = sigkill(stack, "worker-1")
         released[-1].set()
         isolated.call("tests.integration.helpers:commit_at_end", stack.s.bootstrap, APP_ID,
                       FIRED.name, part, timeout_s=120)
