@@ -240,7 +240,7 @@ def test_backfill_runs_missing_slots_once_and_never_repeats_done_ones(stack, api
         wait_for(lambda: trig in receiver.fires)
         wait_for(executor_caught_up(stack, [job["id"]]))
     assert set(receiver.fires) == ran | {trig}, "backfilled slots that already ran were run again"
-    assert len(receiver.fires) == len(set(receiver.fires))
+    assert len(receiver.fires) == len(set(receiver.fires)), "a fire id ran more than once"
 
 
 def test_backfilled_slots_older_than_max_lateness_still_run(stack, api):
