@@ -26,7 +26,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.mutations.table import MUTATIONS, Mutation
+from tests.mutations.table import MUTATIONS, Edit, Mutation
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ("api",)  # and every worker-N: whatever the stack runs of cronstream's own code
@@ -36,14 +36,23 @@ class Drifted(SystemExit):
     """The table no longer matches the code: an anchor is missing or not unique."""
 
 
-def applied(text: str, mutation: Mutation) -> str:
-    """``text`` with the mutation's edit made; ``Drifted`` unless its anchor occurs once."""
-    found = text.count(mutation.anchor)
+def applied(text: str, edit: Edit, name: str = "") -> str:
+    """``text`` with the edit made; ``Drifted`` unless its anchor occurs exactly once."""
+    found = text.count(edit.anchor)
     if found != 1:
-        raise Drifted(f"mutation {mutation.name}: its anchor is found {found} times in "
-                      f"{mutation.path} (must be exactly once; re-anchor it in "
-                      f"tests/mutations/table.py):\n{mutation.anchor}")
-    return text.replace(mutation.anchor, mutation.replacement)
+        raise Drifted(f"mutation {name}: its anchor is found {found} times in {edit.path} (must "
+                      f"be exactly once; re-anchor it in tests/mutations/table.py):\n{edit.anchor}")
+    return text.replace(edit.anchor, edit.replacement)
+
+
+def mutate(root: Path, mutation: Mutation) -> None:
+    """Make every edit of the mutation in the tree at ``root`` (checked first, all of them)."""
+    changed = {}
+    for edit in mutation.edits:
+        path = root / edit.path
+        changed[path] = applied(changed.get(path) or path.read_text(), edit, mutation.name)
+    for path, text in changed.items():
+        path.write_text(text)
 
 
 def copy_tree(into: Path) -> None:
@@ -109,13 +118,13 @@ def run(mutation: Mutation, keep: bool = False) -> Result:
     work = Path(tempfile.mkdtemp(prefix=f"cronstream-mutation-{mutation.name}-"))
     try:
         copy_tree(work)
-        target = work / mutation.path
-        target.write_text(applied(target.read_text(), mutation))
+        mutate(work, mutation)
         env = {**os.environ, "PYTHONPATH": str(work), "CRONSTREAM_KEEP_STACK": "1"}
         env.setdefault("CRONSTREAM_HOME", str(ROOT / ".local"))
         junit = work / "mutation-junit.xml"
         stop_apps()
-        print(f"[mutations] {mutation.name}: {mutation.path} edited in {work}; running "
+        print(f"[mutations] {mutation.name}: {', '.join(e.path for e in mutation.edits)} "
+              f"edited in {work}; running "
               f"{' '.join(mutation.tests)}", flush=True)
         subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
                         f"--junitxml={junit}", *mutation.tests], cwd=work, env=env, check=False)
@@ -141,10 +150,12 @@ def main() -> int:
         parser.error(f"no such mutation: {', '.join(unknown)} (--list shows them)")
     chosen = [known[n] for n in args.names] or list(MUTATIONS)
     for mutation in chosen:  # every anchor checked before anything runs
-        applied((ROOT / mutation.path).read_text(), mutation)
+        for edit in mutation.edits:
+            applied((ROOT / edit.path).read_text(), edit, mutation.name)
     if args.list:
         for m in chosen:
-            print(f"{m.name:28} {m.guarantee:34} {m.path} -> {', '.join(m.tests)}")
+            print(f"{m.name:16} {m.guarantee:32} {', '.join(e.path for e in m.edits)} -> "
+                  f"{', '.join(m.tests)}")
         return 0
     results = []
     for mutation in chosen:

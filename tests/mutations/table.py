@@ -14,25 +14,36 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Mutation:
-    name: str
-    guarantee: str  # the README's row, word for word
+class Edit:
     path: str  # the file edited, from the repository's root
     anchor: str  # exact text, found exactly once
     replacement: str
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    guarantee: str  # the README's row, word for word
+    edits: tuple[Edit, ...]  # a mechanism kept twice (defence in depth) is removed twice
     tests: tuple[str, ...]  # node ids: at least one must fail
     red: str  # the assertion seen failing (what a run should show again)
 
 
+def mutation(name: str, guarantee: str, path: str, anchor: str, replacement: str,
+             tests: tuple[str, ...], red: str, *more: Edit) -> Mutation:
+    """A mutation of one edit (and ``more``)."""
+    return Mutation(name, guarantee, (Edit(path, anchor, replacement), *more), tests, red)
+
+
 MUTATIONS: tuple[Mutation, ...] = (
-    Mutation(
+    mutation(
         "no-redrive", "every slot gets one decision",
         "streams/scheduling/reconciler.py",
         "            if now_ms - item.emitted_ms < self.lag_ms or item.fire_id in in_flight:\n",
         "            if True:  # MUTATION: the reconciler never catches a slot\n",
         ("tests/integration/test_jobs_api.py::test_every_second_job_has_a_ledger_row_per_slot",),
         "condition not met within 240.0s ... undecided: [the held slot]"),
-    Mutation(
+    mutation(
         "done-unread", "a fire id runs once",
         "streams/execution/executor.py",
         "        arrival = classify(self.done.get_in(part, fid.encode()), self.in_flight.get(fid),\n",
@@ -40,14 +51,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/integration/test_jobs_api.py::"
          "test_backfill_runs_missing_slots_once_and_never_repeats_done_ones",),
         "backfilled slots that already ran were run again"),
-    Mutation(
+    mutation(
         "no-done-mark", "replays are safe",
         "streams/execution/executor.py",
         "        self.done[fired[\"fire_id\"].encode()] = outcome.encode()\n",
         "        pass  # MUTATION: the fire id is never marked done\n",
         ("tests/integration/test_operator.py::test_cronstream_replay_of_fired_runs_nothing_twice",),
         "a replayed fired record called the webhook again"),
-    Mutation(
+    mutation(
         "resume-from-now", "no slot lost in a failover",
         "streams/scheduling/partitions.py",
         "                self.fired_through[part] = marks.get(part, 0)\n",
@@ -55,7 +66,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "                                               int(time.time() * 1000))\n",
         ("tests/integration/test_failover.py::test_sigkilled_worker_loses_no_slot",),
         "condition not met ... slots without a decision"),
-    Mutation(
+    mutation(
         "no-send-fence", "zombies fenced",
         "streams/campaigns/ownership.py",
         "    if assignment.state != \"STABLE\":\n        return Ownership.UNSETTLED\n",
@@ -63,14 +74,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/chaos/test_faults.py::"
          "test_zombie_worker_paused_past_its_session_sends_nothing_twice",),
         "the zombie's walkers were never fenced"),
-    Mutation(
+    mutation(
         "no-chunk-intent", "at most once per recipient",
         "streams/campaigns/walker.py",
         "        await self.send_chunks.put_acked(key, INTENT)\n",
         "        pass  # MUTATION: no intent before the send\n",
         ("tests/integration/test_campaign_faults.py::test_worker_sigkilled_mid_fanout",),
         "an address was mailed twice"),
-    Mutation(
+    mutation(
         "no-email-intent", "at most once per reminder email",
         "streams/execution/executor.py",
         "            await self.done.put_acked(fired[\"fire_id\"].encode(), INTENT)\n",
@@ -78,7 +89,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/integration/test_email_target.py::"
          "test_a_send_with_unknown_outcome_is_not_repeated",),
         "accepted once and never sent again"),
-    Mutation(
+    mutation(
         "no-barrier", "opt-out linearizable",
         "streams/campaigns/walker.py",
         "        await self.barrier.caught_up(part)\n"
@@ -88,7 +99,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/integration/test_campaigns.py::"
          "test_suppression_acknowledged_mid_campaign_stops_sends",),
         "mailed this many ms after their opt-outs were acknowledged"),
-    Mutation(
+    mutation(
         "no-cutoff", "stale-send cutoff",
         "streams/campaigns/chunk_verdict.py",
         "    if now > deadline:\n",
@@ -96,7 +107,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/chaos/test_faults.py::"
          "test_deadline_passing_during_an_outage_expires_the_rest_with_reason",),
         "mailed after the deadline"),
-    Mutation(
+    mutation(
         "once-is-all", "misfire policies",
         "streams/scheduling/misfire.py",
         "    if policy == \"fire_once\" and following_slot_ms is not None and "
@@ -104,7 +115,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if False:  # MUTATION: fire_once catches up every missed slot\n",
         ("tests/chaos/test_faults.py::test_workers_down_then_back_apply_misfire_policies",),
         "fire_once ran more than one missed slot"),
-    Mutation(
+    mutation(
         "any-tenant", "tenant isolation",
         "api/routes/jobs.py",
         "        if job is not None and job[\"tenant\"] == tenant:\n",
@@ -112,7 +123,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/integration/test_tenant_isolation.py::"
          "test_every_job_and_campaign_route_hides_other_tenants_resources",),
         "assert 200 == 404 (another tenant's job answered)"),
-    Mutation(
+    mutation(
         "no-host-cap", "runs shared fairly",
         "streams/execution/dispatch.py",
         "                if self._running.get(host, 0) >= self.per_host:\n",
@@ -120,15 +131,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/integration/test_run_isolation.py::"
          "test_a_slow_host_holds_only_its_own_slots_and_their_late_turns_expire",),
         "calls held at once; the limit is"),
-    Mutation(
+    mutation(
         "no-event-dedup", "bounces and complaints suppress",
         "streams/campaigns/bounces.py",
         "    if key in state.seen:\n",
         "    if False:  # MUTATION: a redelivered SES event counts again\n",
         ("tests/integration/test_feedback_at_scale.py::"
          "test_a_20k_campaign_with_bounces_and_complaints_suppresses_each_once",),
-        "an event SNS delivered twice suppressed once"),
-    Mutation(
+        "an event SNS delivered twice suppressed once",
+        # and at the edge: the API's memory of the SNS messages it wrote (alone, either one
+        # keeps a redelivered event from suppressing twice: the bounces' seen keys alone removed,
+        # the test stayed green)
+        Edit("api/routes/feedback.py",
+             "    if message_id in intake.seen:\n        return {\"written\": 0, \"duplicate\": True}\n",
+             "    # MUTATION: a redelivered SNS message is written again\n")),
+    mutation(
         "no-retry", "throttling never drops mail",
         "streams/campaigns/walker.py",
         "            if refused and attempt < MAX_THROTTLE_RETRIES and now_ms() < deadline:\n",

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.mutations.__main__ import Drifted, applied, failing_lines
-from tests.mutations.table import MUTATIONS, Mutation
+from tests.mutations.__main__ import Drifted, applied, failing_lines, mutate
+from tests.mutations.table import MUTATIONS, Edit, Mutation
 from tests.unit.test_docs import defined_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,9 +27,24 @@ def readme_rows() -> dict[str, str]:
 
 def test_every_anchor_is_in_the_code_exactly_once() -> None:
     for mutation in MUTATIONS:
-        source = (ROOT / mutation.path).read_text()
-        assert source.count(mutation.anchor) == 1, (mutation.name, mutation.path)
-        assert applied(source, mutation) != source
+        for edit in mutation.edits:
+            source = (ROOT / edit.path).read_text()
+            assert source.count(edit.anchor) == 1, (mutation.name, edit.path)
+            assert applied(source, edit) != source
+
+
+def test_a_mutation_makes_every_edit_in_the_copy_and_none_in_the_tree(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("x = 1\ny = 1\n")
+    (tmp_path / "b.py").write_text("z = 1\n")
+    mutate(tmp_path, Mutation("m", "g", (Edit("a.py", "x = 1\n", "x = 2\n"),
+                                        Edit("a.py", "y = 1\n", "y = 2\n"),
+                                        Edit("b.py", "z = 1\n", "z = 2\n")), ("t",), ""))
+    assert (tmp_path / "a.py").read_text() == "x = 2\ny = 2\n"
+    assert (tmp_path / "b.py").read_text() == "z = 2\n"
+    with pytest.raises(Drifted):
+        mutate(tmp_path, Mutation("m", "g", (Edit("b.py", "z = 2\n", "z = 3\n"),
+                                            Edit("a.py", "nowhere", "")), ("t",), ""))
+    assert (tmp_path / "b.py").read_text() == "z = 2\n", "a drifted mutation edits nothing"
 
 
 def test_every_mutations_tests_exist_and_names_are_unique() -> None:
@@ -54,12 +69,12 @@ def test_every_guarantee_of_the_readme_has_its_mutation() -> None:
 
 
 def test_a_drifted_anchor_stops_the_run() -> None:
-    mutation = Mutation("m", "g", "f.py", "x = 1\n", "x = 2\n", ("t",), "")
-    assert applied("a\nx = 1\nb\n", mutation) == "a\nx = 2\nb\n"
+    edit = Edit("f.py", "x = 1\n", "x = 2\n")
+    assert applied("a\nx = 1\nb\n", edit) == "a\nx = 2\nb\n"
     with pytest.raises(Drifted, match="found 0 times"):
-        applied("a\nb\n", mutation)
+        applied("a\nb\n", edit)
     with pytest.raises(Drifted, match="found 2 times"):
-        applied("x = 1\nx = 1\n", mutation)
+        applied("x = 1\nx = 1\n", edit)
 
 
 def test_the_report_gives_each_failing_tests_first_line(tmp_path: Path) -> None:
