@@ -85,7 +85,7 @@ class Result:
     guarantee: str
     tests: list[str]
     red: bool
-    failures: dict[str, str]  # node id -> the failing assertion's first line
+    failures: dict[str, str]  # node id -> the failing assertion (its first line or two)
     errors: dict[str, str]
     seconds: float
 
@@ -109,8 +109,12 @@ def failing_lines(junit: Path) -> tuple[dict[str, str], dict[str, str], int]:
 
 
 def _first_line(element: ET.Element) -> str:
+    """The failure's message: its first line, and the next one when the first is a wait that
+    gave up (``tests.waiting.wait_for`` puts its account of the system there)."""
     message = element.get("message") or element.text or ""
-    return next((line.strip() for line in message.splitlines() if line.strip()), "")[:400]
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    shown = lines[:2] if lines and "condition not met" in lines[0] else lines[:1]
+    return " / ".join(shown)[:400]
 
 
 def run(mutation: Mutation, keep: bool = False) -> Result:
