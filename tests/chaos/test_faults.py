@@ -8,7 +8,6 @@ Every scenario ends with the checker's list of violations, which must be empty.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import time
 import uuid
@@ -34,7 +33,7 @@ from tests.chaos.checker import (
 )
 from tests.chaos.workloads import settled_owners
 from tests.conftest import free_port
-from tests.integration.helpers import ses_faults, sigkill, worker_trouble
+from tests.integration.helpers import ses_faults, sigkill, worker_metrics, worker_trouble
 from tests.integration.test_campaigns import (
     IN_FLIGHT_AT_ACK_MS,
     campaign_body,
@@ -151,10 +150,7 @@ def test_zombie_worker_paused_past_its_session_sends_nothing_twice(stack, api):
 
 def fenced(stack, worker: int) -> float:
     """The worker's ``cronstream_fanout_fenced_total`` (0 before its first fenced chunk)."""
-    text = httpx.get(f"http://127.0.0.1:{stack.s.worker_metrics_port + worker}/metrics",
-                     timeout=30).text
-    found = re.search(r"^cronstream_fanout_fenced_total (\S+)$", text, re.MULTILINE)
-    return float(found.group(1)) if found else 0.0
+    return worker_metrics(stack, "cronstream_fanout_fenced_total", [worker])[worker]
 
 
 def test_workers_join_and_leave_mid_campaign(stack, api):

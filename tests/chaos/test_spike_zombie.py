@@ -37,7 +37,6 @@ import signal
 import time
 from datetime import UTC, datetime, timedelta
 
-import httpx
 import psycopg
 
 from bench.receiver import Receiver as SpikeReceiver
@@ -47,7 +46,7 @@ from streams.topology import partition_for
 from tests.chaos.checker import READ_LATE_MS, TALLY, out_at, slots_violations
 from tests.chaos.test_faults import SOAK, with_workers
 from tests.chaos.workloads import import_spike, settled_owners, sleep_until
-from tests.integration.helpers import executor_caught_up, worker_trouble
+from tests.integration.helpers import executor_caught_up, worker_metrics, worker_trouble
 from tests.waiting import wait_for
 
 SPIKE_JOBS = 10_000 * (10 if SOAK else 1)
@@ -61,12 +60,8 @@ REVOKING = "Revoking previously assigned partitions"  # aiokafka, as the zombie 
 
 
 def executions(stack, worker: int) -> float:
-    """The worker's runs so far (``cronstream_executions_total``, every outcome), from its
-    /metrics."""
-    text = httpx.get(f"http://127.0.0.1:{stack.s.worker_metrics_port + worker}/metrics",
-                     timeout=30).text
-    return sum(float(m.group(1)) for m in re.finditer(
-        r"^cronstream_executions_total\{[^}]*\} (\S+)$", text, re.MULTILINE))
+    """The worker's runs so far (``cronstream_executions_total``, every outcome)."""
+    return worker_metrics(stack, "cronstream_executions_total", [worker])[worker]
 
 
 def decided(stack, tenant: str) -> int:

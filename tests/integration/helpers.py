@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -201,3 +201,18 @@ def sigkill(stack, name: str) -> int:
     killed_ms = time.time_ns() // 1_000_000
     wait_for(lambda: processes.alive(stack.pidfile(name)) is None, timeout_s=30, every_s=0.05)
     return killed_ms
+
+
+def worker_metrics(stack, name: str, workers: Iterable[int] = range(1, 5)) -> dict[int, float]:
+    """The metric ``name`` of each running worker of ``workers`` (its series summed over their
+    labels; 0 before its first), from the worker's /metrics."""
+    from stack import processes
+
+    pattern = re.compile(rf"^{re.escape(name)}(?:\{{[^}}]*\}})? (\S+)$", re.MULTILINE)
+    values = {}
+    for n in workers:
+        if processes.alive(stack.pidfile(f"worker-{n}")):
+            text = httpx.get(f"http://127.0.0.1:{stack.s.worker_metrics_port + n}/metrics",
+                             timeout=30).text
+            values[n] = sum(float(m.group(1)) for m in pattern.finditer(text))
+    return values

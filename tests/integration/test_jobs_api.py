@@ -21,25 +21,14 @@ from tests.integration.helpers import (
     ledger,
     sigkill,
     sink_caught_up,
+    worker_metrics,
 )
 from tests.waiting import wait_for
 
 
-def worker_metric(stack, name: str) -> float:
-    """The sum of an unlabelled metric over the running workers' /metrics."""
-    import re
-
-    from stack import processes
-
-    total = 0.0
-    for n in range(1, 5):
-        if processes.alive(stack.pidfile(f"worker-{n}")):
-            text = httpx.get(f"http://127.0.0.1:{stack.s.worker_metrics_port + n}/metrics",
-                             timeout=10).text
-            found = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
-            assert found, f"worker-{n} does not export {name}"
-            total += float(found.group(1))
-    return total
+def prepared(stack) -> float:
+    """Slots the workers hold prepared ahead of their second (``cronstream_slots_prepared``)."""
+    return sum(worker_metrics(stack, "cronstream_slots_prepared").values())
 
 
 def webhook(port: int) -> dict:
@@ -351,13 +340,13 @@ def test_a_job_changed_or_deleted_just_before_its_slot_fires_as_it_is_then(stack
     port = free_port()
     at = datetime.now(UTC) + timedelta(milliseconds=PREPARE_AHEAD_MS - 1_000)
     with Receiver(port, quiet=True) as receiver:
-        before = worker_metric(stack, "cronstream_slots_prepared")
+        before = prepared(stack)
         ids = [api.post("/v1/jobs", json={"schedule": {"at": at.isoformat()},
                                           "target": webhook(port)}).json()["id"]
                for _ in range(3)]
         kept, paused, deleted = ids
         # indexed and prepared (the workers' gauge of slots prepared ahead counts the three)
-        wait_for(lambda: worker_metric(stack, "cronstream_slots_prepared") >= before + 3,
+        wait_for(lambda: prepared(stack) >= before + 3,
                  timeout_s=20, every_s=0.1)
         assert datetime.now(UTC) < at - timedelta(seconds=1), "too slow to test the window"
         assert api.post(f"/v1/jobs/{paused}/pause").json()["paused"] is True
