@@ -515,7 +515,7 @@ async def _aiohttp(url: str) -> AsyncIterator[Call]:
     async with aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
                                      auto_decompress=False) as session:
         async def call(i: int) -> bool:
-            ssrf.check_url(url, ["127.0.0.1"])
+            ssrf.check_addresses("127.0.0.1", ["127.0.0.1"], ["127.0.0.1"])
             async with session.post(url, headers=targets.headers_for(fired_for(i)),
                                     timeout=aiohttp.ClientTimeout(total=10.0),
                                     allow_redirects=False) as response:

@@ -1,9 +1,6 @@
-"""The HTTP client the CLI's tenant-facing commands share, and how its failures become exit codes.
-
-Exit codes of every ``cronstream`` command: 0 done; 1 the API (or Kafka) refused or failed, with
-the API's own message naming the field; 2 bad usage or an unreadable input file; 3 the API could
-not be reached. Scripts can tell "fix your input" from "try again later".
-"""
+"""The HTTP client the CLI's tenant-facing commands share, and how its failures become exit
+codes (``cli.failures``): the API's refusal names the field (1), a refused key is denied (4), an
+API that cannot be reached is unreachable (3)."""
 
 from __future__ import annotations
 
@@ -17,15 +14,7 @@ from typing import Any
 import httpx
 import yaml
 
-EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 1, 2, 3
-
-
-class CliError(Exception):
-    """A failure the CLI reports in one line and turns into ``code``."""
-
-    def __init__(self, message: str, code: int = EXIT_REFUSED) -> None:
-        super().__init__(message)
-        self.code = code
+from cli.failures import API_NEXT_STEP, DENIED, USAGE, CliError, http_failure
 
 
 def describe(body: Any) -> str:
@@ -49,13 +38,17 @@ class Client:
         try:
             response = self.http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
-            raise CliError(f"cannot reach the API at {self.http.base_url}: {exc} "
-                           f"(is the stack up? ./dev stack status)", EXIT_UNREACHABLE) from exc
+            raise http_failure("the API", str(self.http.base_url).rstrip("/"), exc,
+                               API_NEXT_STEP) from exc
         if response.status_code >= 400:
             try:
                 message = describe(response.json())
             except ValueError:
                 message = response.text[:200]
+            if response.status_code == 401:  # the key, not the request: a setting to fix
+                raise CliError(f"the API at {str(self.http.base_url).rstrip('/')} refused the "
+                               f"API key (HTTP 401: {message}; check --api-key or "
+                               f"CRONSTREAM_API_KEY)", DENIED)
             raise CliError(f"{method} {path}: HTTP {response.status_code}: {message}")
         return response.json() if response.content else None
 
@@ -76,7 +69,7 @@ def client(api_url: str | None, api_key: str | None) -> Client:
     key = api_key or os.environ.get("CRONSTREAM_API_KEY")
     if not key:
         raise CliError("no API key: pass --api-key or set CRONSTREAM_API_KEY "
-                       "(cronstream tenant create NAME prints one)", EXIT_USAGE)
+                       "(cronstream tenant create NAME prints one)", USAGE)
     return Client(api_url or settings.load().api_url, key)
 
 
@@ -85,16 +78,16 @@ def load_documents(path: str) -> list[dict[str, Any]]:
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text()
     except OSError as exc:
-        raise CliError(f"--file {path}: {exc.strerror}", EXIT_USAGE) from exc
+        raise CliError(f"--file {path}: {exc.strerror}", USAGE) from exc
     try:
         data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
         raise CliError(f"--file {path}: not valid {'JSON' if path.endswith('.json') else 'YAML'}: "
-                       f"{str(exc).splitlines()[0]}", EXIT_USAGE) from exc
+                       f"{str(exc).splitlines()[0]}", USAGE) from exc
     docs = data if isinstance(data, list) else [data]
     for i, doc in enumerate(docs):
         if not isinstance(doc, dict):
-            raise CliError(f"--file {path}: document {i + 1} is not a mapping", EXIT_USAGE)
+            raise CliError(f"--file {path}: document {i + 1} is not a mapping", USAGE)
     return docs
 
 

@@ -23,18 +23,24 @@ class Receiver:
     """A webhook receiver on loopback that prints each fire the moment it arrives.
 
     ``behave`` lets a caller answer with another status or after a delay (tests use it to make a
-    target fail or run long); by default every fire gets a 204 at once."""
+    target fail or run long); by default every fire gets a 204 at once. ``arrived_ms`` holds
+    when each of ``fires`` arrived (wall clock, ms): the fault suite's allowances for a call
+    made twice are about when its first call came."""
 
     def __init__(self, port: int, behave: Behaviour | None = None, quiet: bool = False,
                  host: str = "127.0.0.1") -> None:
         self.fires: list[str] = []
+        self.arrived_ms: list[int] = []
         receiver = self
+        lock = threading.Lock()
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 fire_id = self.headers.get(FIRE_ID_HEADER, "?")
-                receiver.fires.append(fire_id)
+                with lock:  # the two lists stay in step
+                    receiver.fires.append(fire_id)
+                    receiver.arrived_ms.append(time.time_ns() // 1_000_000)
                 status, delay = behave(fire_id, receiver.fires.count(fire_id)) if behave else (204, 0)
                 if not quiet:
                     lag = _lag_ms(self.headers.get(NOMINAL_TIME_HEADER, ""))

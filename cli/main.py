@@ -1,14 +1,40 @@
-"""Entry point of the ``cronstream`` console script."""
+"""Entry point of the ``cronstream`` console script.
+
+Every command ends in one of the exit codes of ``cli.failures`` and, when it fails, in one line
+naming what it tried, the cause and the next step: never a traceback (``--verbose`` adds it,
+and librdkafka's own log lines). A command that needs Kafka, PostgreSQL or Kafka Connect
+(``needs``) reaches it first; a command that talks to Kafka uses the client settings of the
+stack's home (``CRONSTREAM_HOME``, made ``--secure``) for each one the environment leaves unset.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
+import traceback
+from collections.abc import Iterator
 
 from cli import operate, resources
-from cli.client import CliError
+from cli.failures import (
+    CONNECT_NEXT_STEP,
+    FAILED,
+    OK,
+    USAGE,
+    CliError,
+    explain,
+    http_failure,
+    one_line,
+    postgres_failure,
+)
+
+# how long a short command waits for a broker that does not answer (a refused connection ends
+# it at once); a worker and the API wait longer at start (streams.runtime.admin.check_reachable)
+KAFKA_WAIT_S = 10.0
+# commands whose processes run on (their librdkafka log lines are their logs)
+SERVICES = ("worker", "api")
 
 
 def _stack(args: argparse.Namespace) -> int:
@@ -34,7 +60,8 @@ def _stack(args: argparse.Namespace) -> int:
                      secure=True if args.secure else None, part=part, kafka_auth=args.kafka_auth)
             if stack.secure:
                 print(f"[stack] Kafka listens on SASL_SSL, mTLS and OAUTHBEARER; its clients use "
-                      f"{stack.kafka_auth}; for the CLI: source {stack.secure_dir / 'client.env'}")
+                      f"{stack.kafka_auth}; the CLI reads their settings from this home, other "
+                      f"clients: source {stack.secure_dir / 'client.env'}")
         elif args.action == "down":
             stack.down()
         else:
@@ -44,9 +71,8 @@ def _stack(args: argparse.Namespace) -> int:
             if states["kafka"] != "stopped":  # topics replicated below the setting, never hidden
                 print(f"{'replication':<12} {stack.replication_report()}")
     except StackError as exc:
-        print(f"cronstream stack {args.action}: {exc}", file=sys.stderr)
-        return 1
-    return 0
+        raise CliError(str(exc), FAILED) from exc
+    return OK
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -60,10 +86,12 @@ def _worker(args: argparse.Namespace) -> int:
 def _api(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from streams.runtime import kafka_config, settings
+    from streams.runtime import admin, kafka_config, settings
 
     conf = settings.check_or_exit("api")  # every setting's problem, one line each, now
     kafka_config.security()  # a setting that cannot work stops here, in one line (not a traceback)
+    # here too, not only in the app's start: uvicorn logs a failed start with its traceback
+    admin.check_reachable(conf.bootstrap)
     uvicorn.run("api.app:create_app", factory=True, host=args.host or conf.api_host,
                 port=args.port or conf.api_port, log_level="info")
     return 0
@@ -79,10 +107,9 @@ def _sink(args: argparse.Namespace) -> int:
     try:
         register_sink(args.connect_url or conf.connect_url, conf,
                       schemas_dir=Path(args.schemas_dir))
-    except (StackError, SystemExit) as exc:
-        print(f"cronstream sink register: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    except StackError as exc:
+        raise CliError(str(exc), FAILED) from exc
+    return OK
 
 
 def _topics(args: argparse.Namespace) -> int:
@@ -109,15 +136,11 @@ def _recipients(args: argparse.Namespace) -> int:
 
 def _config(args: argparse.Namespace) -> int:
     """``config check``: every setting's effective value (secrets masked) and where it came
-    from, then each problem a worker and the API would stop at; exit 1 if any."""
+    from, then each problem a worker and the API would stop at; exit 2 (usage) if any."""
     from streams.runtime import settings
 
-    try:
-        conf = settings.load()
-    except SystemExit as exc:
-        print(f"config: {exc}", file=sys.stderr)
-        return 1
-    rows = settings.effective(conf)
+    conf = settings.load()
+    rows = settings.effective(conf, origins=dict.fromkeys(args.adopted, "home"))
     width = max(len(name) for name, _, _ in rows)
     for name, value, source in rows:
         print(f"{name:<{width}}  {value}  [{source}]")
@@ -125,7 +148,7 @@ def _config(args: argparse.Namespace) -> int:
     problems = sorted({p for role in roles for p in settings.validate(conf, role)})
     for problem in problems:
         print(f"config: {problem}", file=sys.stderr)
-    return 1 if problems else 0
+    return USAGE if problems else OK
 
 
 def _tenant(args: argparse.Namespace) -> int:
@@ -139,8 +162,7 @@ def _tenant(args: argparse.Namespace) -> int:
     try:
         pools = dict(warmup.parse_plan(text, now_ms()) for text in args.ip_pool)
     except ValueError as exc:
-        print(f"cronstream tenant create: --ip-pool: {exc}", file=sys.stderr)
-        return 2
+        raise CliError(f"--ip-pool: {exc}", USAGE) from exc
     try:
         api_key = tenants.create(
             settings.load().bootstrap, args.name, allowed_targets=args.allow_target,
@@ -149,11 +171,9 @@ def _tenant(args: argparse.Namespace) -> int:
             pools=args.pool, max_campaigns=args.max_campaigns,
             max_recipients=args.max_recipients, max_suppressions=args.max_suppressions)
     except ValueError as exc:
-        print(f"cronstream tenant create: {exc}", file=sys.stderr)
-        return 2
-    except RuntimeError as exc:
-        print(f"cronstream tenant create: {exc}", file=sys.stderr)
-        return 1
+        raise CliError(str(exc), USAGE) from exc
+    except RuntimeError as exc:  # the broker did not acknowledge the record
+        raise CliError(str(exc), FAILED) from exc
     if args.json:
         print(json.dumps({"tenant": args.name, "api_key": api_key}))
     else:
@@ -176,11 +196,9 @@ def _tenant_update(args: argparse.Namespace) -> int:
                                 revoke_senders=args.revoke_sender, grant_pools=args.pool,
                                 revoke_pools=args.revoke_pool, **limits)
     except (ValueError, LookupError) as exc:
-        print(f"cronstream tenant update: {exc}", file=sys.stderr)
-        return 2
-    except RuntimeError as exc:
-        print(f"cronstream tenant update: {exc}", file=sys.stderr)
-        return 1
+        raise CliError(str(exc), USAGE) from exc
+    except RuntimeError as exc:  # the broker did not acknowledge the record
+        raise CliError(str(exc), FAILED) from exc
     shown = {k: record[k] for k in ("tenant", "senders", "pools", *limits)}
     print(json.dumps(shown) if args.json else
           f"tenant {args.name}: senders {', '.join(record['senders']) or '(none)'}; pools "
@@ -197,8 +215,8 @@ def _demo(args: argparse.Namespace) -> int:
     try:
         Stack(conf).up(with_app=True)
     except StackError as exc:
-        print(f"cronstream demo: {exc}", file=sys.stderr)
-        return 1
+        raise CliError(str(exc), FAILED) from exc
+    args.adopted = adopt_home_settings(args)  # a secure home's, now that it is up
     return demo.run(conf, args.seconds, args.receiver_port)
 
 
@@ -273,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--max-suppressions", type=int, default=10_000_000,
                         help="suppressions it may add through the API")
     create.add_argument("--json", action="store_true", help="print JSON for scripts")
-    create.set_defaults(func=_tenant)
+    create.set_defaults(func=_tenant, needs=("kafka",))
     update = tenant_sub.add_parser("update", help="grant or revoke senders and pools, or change "
                                    "limits, keeping the tenant's key")
     update.add_argument("name")
@@ -285,25 +303,25 @@ def build_parser() -> argparse.ArgumentParser:
                   "--requests-per-s"):
         update.add_argument(limit, type=int, default=None)
     update.add_argument("--json", action="store_true", help="print JSON for scripts")
-    update.set_defaults(func=_tenant_update)
+    update.set_defaults(func=_tenant_update, needs=("kafka",))
 
     sink = sub.add_parser("sink", help="register the ledger → Postgres Kafka Connect sink")
     sink.add_argument("action", choices=["register"])
     sink.add_argument("--connect-url", default=None,
                       help="Kafka Connect's REST URL (default CRONSTREAM_CONNECT_URL)")
     sink.add_argument("--schemas-dir", required=True, help="schemas/ as the Connect worker sees it")
-    sink.set_defaults(func=_sink)
+    sink.set_defaults(func=_sink, needs=("postgres", "connect"))
 
     topics = sub.add_parser("topics", help="cronstream's topics on the cluster")
     topics.add_argument("action", choices=["align"],
                         help="align: set the delete-policy topics' retention.ms as declared")
-    topics.set_defaults(func=_topics)
+    topics.set_defaults(func=_topics, needs=("kafka",))
 
     recipients = sub.add_parser("recipients", help="cronstream.recipients")
     recipients.add_argument("action", choices=["prune"], help="delete what no campaign can read "
                             "any more (the API does it every CRONSTREAM_RECIPIENTS_PRUNE_INTERVAL_S)")
     recipients.add_argument("--dry-run", action="store_true", help="say it, delete nothing")
-    recipients.set_defaults(func=_recipients)
+    recipients.set_defaults(func=_recipients, needs=("kafka",))
 
     config = sub.add_parser("config", help="the effective configuration")
     config.add_argument("action", choices=["check"])
@@ -318,18 +336,129 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seconds", type=int, default=20)
     demo.add_argument("--receiver-port", type=int, default=18099)
     demo.set_defaults(func=_demo)
+    _verbose_everywhere(parser)
     return parser
+
+
+def _verbose_everywhere(parser: argparse.ArgumentParser, top: bool = True) -> None:
+    """``-v/--verbose`` on the command and on each of its subcommands (``cronstream lag -v`` and
+    ``cronstream -v lag`` alike; a subcommand's own never overrides the top one's ``True``)."""
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        default=False if top else argparse.SUPPRESS,
+                        help="on a failure, the traceback too; and librdkafka's own log lines")
+    for action in parser._actions:  # argparse lists its subparsers nowhere public
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                _verbose_everywhere(child, top=False)
+
+
+def adopt_home_settings(args: argparse.Namespace) -> list[str]:
+    """Set, in this process's environment, each Kafka client setting of the stack's home
+    (``Stack.home_client_env``: a home made ``--secure``) the environment leaves unset, even
+    empty: explicit settings win. Returns the names set (``config check`` says where they came
+    from; a secret's value is never printed)."""
+    from stack.local import Stack
+    from streams.runtime import settings
+
+    explicit = operate.explicit_bootstrap(args) or os.environ.get("CRONSTREAM_BOOTSTRAP")
+    found = Stack(settings.load()).home_client_env(
+        explicit, os.environ.get("CRONSTREAM_KAFKA_SECURITY_PROTOCOL"),
+        os.environ.get("CRONSTREAM_KAFKA_SASL_MECHANISM"))
+    adopted = {name: value for name, value in found.items() if name not in os.environ}
+    os.environ.update(adopted)
+    return sorted(adopted)
+
+
+def reach(need: str, args: argparse.Namespace) -> None:
+    """Reach what the command needs before it starts (``needs``), so a service that is down or
+    refuses us ends it in one line with the cause, not in a traceback halfway."""
+    import httpx
+    import psycopg
+
+    from streams.runtime import admin, settings
+
+    conf = settings.load()
+    if need == "kafka":
+        admin.check_reachable(operate.bootstrap_of(args), KAFKA_WAIT_S, patient=False)
+    elif need == "postgres":
+        try:
+            psycopg.connect(conf.pg_dsn, connect_timeout=10).close()
+        except psycopg.OperationalError as exc:
+            raise postgres_failure(conf.pg_params, exc) from exc
+    elif need == "connect":
+        url = (getattr(args, "connect_url", None) or conf.connect_url).rstrip("/")
+        try:
+            httpx.get(f"{url}/", timeout=10)
+        except httpx.TransportError as exc:
+            raise http_failure("Kafka Connect", url, exc, CONNECT_NEXT_STEP) from exc
+
+
+def _label(args: argparse.Namespace) -> str:
+    """``cronstream jobs list``: the command and its action, as a failure's line begins."""
+    action = getattr(args, "tenant_command", None) or getattr(args, "action", None)
+    return " ".join(["cronstream", args.command, *([action] if isinstance(action, str) else [])])
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    for chatty in ("httpx", "botocore"):  # a line per request, or per credentials found
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
+    args.adopted = []
+    with _client_logs(args.verbose, quiet=args.command not in SERVICES):
+        try:
+            if args.command not in ("stack", "demo"):  # those start the stack: it has its own
+                args.adopted = adopt_home_settings(args)
+            for need in getattr(args, "needs", ()):
+                reach(need, args)
+            return int(args.func(args))
+        except (KeyboardInterrupt, SystemExit) as exc:
+            if not (isinstance(exc, SystemExit) and isinstance(exc.code, str)):
+                raise  # an exit code, or ^C: as they are
+            return _said(args, exc)
+        except Exception as exc:  # noqa: BLE001 - every failure ends in one line
+            return _said(args, exc)
+
+
+@contextlib.contextmanager
+def _client_logs(verbose: bool, quiet: bool) -> Iterator[None]:
+    """librdkafka's log lines while the command runs: every one with ``verbose`` (its clients'
+    and the Kafka probe's, ``streams.runtime.admin``, at debug level); none when ``quiet`` (the
+    command says what went wrong in its own line); else as the process logs them (a worker's).
+    Put back after (a caller in the same process, a test, gets its defaults)."""
+    from streams.runtime import kafka_config
+
+    logger = logging.getLogger("librdkafka")
+    if verbose:
+        logger.setLevel(logging.DEBUG)
+    elif quiet:
+        kafka_config.quiet_client_logs()
+        logger.setLevel(logging.CRITICAL + 1)
     try:
-        return int(args.func(args))
-    except CliError as exc:
-        print(f"cronstream {args.command}: {exc}", file=sys.stderr)
-        return exc.code
+        yield
+    finally:
+        kafka_config.quiet_client_logs(False)
+        logger.setLevel(logging.NOTSET)
+
+
+def _said(args: argparse.Namespace, exc: BaseException) -> int:
+    """Print ``exc`` as the command's line(s) on stderr and return its exit code; one no rule
+    knows is said as unexpected, its traceback only with ``--verbose``."""
+    bootstrap = None
+    with contextlib.suppress(SystemExit):  # settings that cannot be read: the failure says so
+        bootstrap = operate.bootstrap_of(args)
+    failure = explain(exc, bootstrap)
+    if args.verbose:
+        traceback.print_exception(exc)
+    if failure is None:
+        first = one_line(str(exc)) or "(no message)"
+        failure = CliError(f"unexpected {type(exc).__name__}: {first} (--verbose shows where)",
+                           FAILED)
+    # settings' problems are one line each (settings.check_or_exit); anything else is one line
+    lines = str(failure).splitlines() if failure.code == USAGE else [one_line(str(failure))]
+    for line in lines:
+        print(f"{_label(args)}: {line}", file=sys.stderr)
+    return failure.code
 
 
 if __name__ == "__main__":

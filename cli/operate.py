@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cli.client import CliError, emit
+from cli.client import emit
+from cli.failures import FAILED, USAGE, CliError, ses_failure
 from streams.runtime.kafka_config import KafkaSecurity, client_config
 
 KAFKA_TOOLS = {
@@ -31,20 +32,31 @@ README_BLOCK = re.compile(r"(<!-- topology:begin -->\n```mermaid\n).*?(```\n<!--
                           re.S)
 
 
-def _bootstrap(args: argparse.Namespace) -> str:
+def bootstrap_of(args: argparse.Namespace) -> str:
+    """The brokers a command talks to: its ``--bootstrap`` (``kafka TOOL``'s
+    ``--bootstrap-server``), else the settings'."""
     from streams.runtime import settings
 
-    return str(args.bootstrap or settings.load().bootstrap)
+    return str(explicit_bootstrap(args) or settings.load().bootstrap)
+
+
+def explicit_bootstrap(args: argparse.Namespace) -> str | None:
+    """The brokers the command line names, if it does."""
+    tool_args = list(getattr(args, "args", None) or [])
+    if "--bootstrap-server" in tool_args[:-1]:
+        return str(tool_args[tool_args.index("--bootstrap-server") + 1])
+    return getattr(args, "bootstrap", None)
 
 
 def lag(args: argparse.Namespace) -> int:
+    """The table, or what there is none of: said only once Kafka answered (the CLI's probe, and
+    any error reading the offsets, end the command with the cause instead)."""
     from ops import lag as lag_
 
-    try:
-        rows = lag_.read(_bootstrap(args), args.group or None)
-    except Exception as exc:  # noqa: BLE001 - reported in one line
-        raise CliError(f"lag: cannot read offsets from {_bootstrap(args)}: {exc}", 3) from exc
-    human = lag_.table(rows) if rows else "no consumer groups"
+    rows = lag_.read(bootstrap_of(args), args.group or None)
+    nothing = (f"no offsets committed and no members in group {', '.join(args.group)}"
+               if args.group else "no consumer group has committed offsets or members")
+    human = lag_.table(rows) if rows else nothing
     standby = args.standby or settings_().standby_bootstrap
     if not standby:
         emit([r.as_dict() for r in rows], args.json, human)
@@ -52,11 +64,7 @@ def lag(args: argparse.Namespace) -> int:
     from ops import replication
 
     source = settings_().region or "a"
-    try:
-        copied = replication.read(_bootstrap(args), standby, source)
-    except Exception as exc:  # noqa: BLE001 - reported in one line
-        raise CliError(f"lag: cannot read the replication from {_bootstrap(args)} to {standby}: "
-                       f"{exc}", 3) from exc
+    copied = replication.read(bootstrap_of(args), standby, source)
     emit({"consumer": [r.as_dict() for r in rows],
           "replication": [r.as_dict() for r in copied]}, args.json,
          f"{human}\n\nreplication from region {source} to {standby}:\n{replication.table(copied)}")
@@ -76,7 +84,7 @@ def topology(args: argparse.Namespace) -> int:
         path = Path(args.readme)
         text = path.read_text()
         if not README_BLOCK.search(text):
-            raise CliError(f"--readme {path}: no <!-- topology:begin --> block to replace", 2)
+            raise CliError(f"--readme {path}: no <!-- topology:begin --> block to replace", USAGE)
         path.write_text(README_BLOCK.sub(lambda m: m.group(1) + graph.mermaid() + m.group(2), text))
         print(f"updated the diagram in {path}")
         return 0
@@ -84,9 +92,9 @@ def topology(args: argparse.Namespace) -> int:
         try:
             print(f"rendered {graph.render(Path(args.render))}")
         except ValueError as exc:
-            raise CliError(str(exc), 2) from exc
+            raise CliError(str(exc), USAGE) from exc
         except RuntimeError as exc:
-            raise CliError(str(exc)) from exc
+            raise CliError(str(exc), FAILED) from exc
         return 0
     sys.stdout.write({"text": graph.text, "mermaid": graph.mermaid, "dot": graph.dot}[args.format]())
     return 0
@@ -97,7 +105,7 @@ def replay(args: argparse.Namespace) -> int:
 
     from ops import replay as replay_
 
-    bootstrap = _bootstrap(args)
+    bootstrap = bootstrap_of(args)
     try:
         spec = replay_.topic_named(args.topic)
         probe = Consumer({**client_config(bootstrap), "group.id": "cronstream-replay"})
@@ -107,7 +115,7 @@ def replay(args: argparse.Namespace) -> int:
         finally:
             probe.close()
     except replay_.ReplayError as exc:
-        raise CliError(f"replay: {exc}", 2) from exc
+        raise CliError(f"replay: {exc}", USAGE) from exc
     summary: dict[str, Any] = {
         "topic": spec.name, "why_safe": replay_.SAFE[spec.name],
         "ranges": [{"partition": r.partition, "from": r.start, "to": r.end, "records": r.count}
@@ -136,10 +144,10 @@ def kafka(args: argparse.Namespace) -> int:
     conf = settings.load()
     lib = conf.home / "lib"
     if not lib.is_dir():
-        raise CliError(f"kafka: no Kafka jars in {lib}; run ./dev stack up first", 2)
+        raise CliError(f"kafka: no Kafka jars in {lib}; run ./dev stack up first", USAGE)
     rest = list(args.args)
     if "--bootstrap-server" not in rest:
-        rest = ["--bootstrap-server", conf.bootstrap, *rest]
+        rest = ["--bootstrap-server", bootstrap_of(args), *rest]
     security = KafkaSecurity.from_env()
     if security.protocol != "PLAINTEXT" and CONFIG_FLAGS[args.tool] not in rest:
         # the same settings as every other client (streams.runtime.kafka_config), as the
@@ -161,6 +169,8 @@ def kafka(args: argparse.Namespace) -> int:
 
 
 def ses_events(args: argparse.Namespace) -> int:
+    import os
+
     from botocore.exceptions import BotoCoreError, ClientError
 
     from streams.adapters import ses
@@ -169,11 +179,13 @@ def ses_events(args: argparse.Namespace) -> int:
     if args.reminders:
         names.append(ses.configuration_set(args.tenant))
     client = ses.client()
+    where = os.environ.get("CRONSTREAM_SES_ENDPOINT") or f"AWS ({client.meta.region_name})"
     for name in names:
         try:
             done = ses.ensure_event_destination(client, name, args.topic_arn)
         except (BotoCoreError, ClientError) as exc:
-            raise CliError(f"ses-events: configuration set {name}: SES refused: {exc}", 3) from exc
+            failure = ses_failure(where, exc)
+            raise CliError(f"configuration set {name}: {failure}", failure.code) from exc
         print(f"{name}: {done} -> {args.topic_arn} ({', '.join(ses.EVENT_TYPES)})")
     return 0
 
@@ -188,7 +200,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--standby", default=None, help="the standby region's brokers: the "
                    "replication lag too (default CRONSTREAM_STANDBY_BOOTSTRAP; docs/regions.md)")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=lag)
+    p.set_defaults(func=lag, needs=("kafka",))
 
     p = sub.add_parser("topology", help="the stream graph from streams/topology.py")
     p.add_argument("--format", choices=["text", "mermaid", "dot"], default="text")
@@ -206,7 +218,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--to-time", help="RFC 3339, exclusive")
     p.add_argument("--dry-run", action="store_true", help="print the ranges, copy nothing")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=replay)
+    p.set_defaults(func=replay, needs=("kafka",))
 
     p = sub.add_parser("ses-events", help="make a tenant's SES configuration set publish its "
                        "events to an SNS topic (created or updated; docs/operations.md)")
@@ -221,4 +233,4 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("kafka", help="run a Kafka tool on the local jars: " + ", ".join(KAFKA_TOOLS))
     p.add_argument("tool", choices=sorted(KAFKA_TOOLS))
     p.add_argument("args", nargs=argparse.REMAINDER, help="passed to the tool")
-    p.set_defaults(func=kafka)
+    p.set_defaults(func=kafka, needs=("kafka",))

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from cli import progress
-from cli.client import Client, CliError, client, emit, load_documents
+from cli.client import Client, client, emit, load_documents
+from cli.failures import FAILED, OK, USAGE, CliError
 
 IMPORT_BATCH = 1_000
 RUNS_LIMIT = 20  # jobs runs: the newest 20 unless --limit says otherwise
@@ -86,13 +87,13 @@ def campaigns(args: argparse.Namespace) -> int:
     if args.action == "create":
         docs = load_documents(args.file)
         if len(docs) != 1:
-            raise CliError(f"--file {args.file}: one campaign per file, found {len(docs)}", 2)
+            raise CliError(f"--file {args.file}: one campaign per file, found {len(docs)}", USAGE)
         created = api.call("POST", "/v1/campaigns", json=docs[0])
         emit(created, args.json, f"created campaign {created['id']} ({created['status']})")
     elif args.action == "upload":
         path = Path(args.file)
         if not path.is_file():
-            raise CliError(f"--file {args.file}: no such file", 2)
+            raise CliError(f"--file {args.file}: no such file", USAGE)
         kind = "application/x-ndjson" if path.suffix in (".ndjson", ".jsonl") else "text/csv"
         result = api.call("PUT", f"/v1/campaigns/{_id(args)}/recipients",
                           content=progress.file_chunks(path), headers={"Content-Type": kind},
@@ -105,7 +106,7 @@ def campaigns(args: argparse.Namespace) -> int:
                               args.every_s, args.timeout_s)
         if args.json:
             emit(view, True)
-        return 0 if progress.finished(view) else 1
+        return OK if progress.finished(view) else FAILED
     elif args.action in ("schedule", "pause", "resume", "cancel"):
         view = api.call("POST", f"/v1/campaigns/{_id(args)}/{args.action}")
         emit(view, args.json, f"campaign {view['id']}: {view['status']}")
@@ -129,7 +130,7 @@ def suppressions(args: argparse.Namespace) -> int:
 
 def _id(args: argparse.Namespace) -> str:
     if not args.id:
-        raise CliError(f"{args.action}: an id is required", 2)
+        raise CliError(f"{args.action}: an id is required", USAGE)
     return str(args.id)
 
 

@@ -68,7 +68,12 @@ def run_backlog(rows: list[PartitionLag], group: str, fired_topic: str) -> dict[
 
 
 def groups(admin: AdminClient, timeout_s: float = 10.0) -> list[str]:
+    """Every group with committed offsets or members (those without members included: the
+    executor's ``cronstream-executor`` has none), ephemeral ones left out. A broker that could
+    not answer raises its error: a partial list would read as groups gone."""
     listed = admin.list_consumer_groups(request_timeout=timeout_s).result()
+    if listed.errors:  # KafkaExceptions, one a broker
+        raise listed.errors[0]
     return sorted(g.group_id for g in listed.valid
                   if not g.group_id.startswith(EPHEMERAL_PREFIXES))
 

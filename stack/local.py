@@ -357,6 +357,35 @@ class Stack:
                 "CRONSTREAM_KAFKA_SASL_USERNAME": "cronstream",
                 "CRONSTREAM_KAFKA_OAUTH_SCOPE": OAUTH_SCOPE}
 
+    def home_client_env(self, bootstrap: str | None = None, protocol: str | None = None,
+                        mechanism: str | None = None) -> dict[str, str]:
+        """What a client of this home's stack needs to reach Kafka, read from the home itself
+        (so the CLI needs no ``secure/client.env`` sourced by hand): none on a PLAINTEXT home;
+        on a secure one the settings of one way in (``KAFKA_AUTHS``), for the caller to take
+        those it was not given. Which way: the one of the listeners ``bootstrap`` names (that
+        bootstrap kept; another cluster's: none); else the one a given ``protocol`` and
+        ``mechanism`` speak (SSL: mtls; OAUTHBEARER: oauth; PLAINTEXT: none); else the way the
+        stack's clients authenticate (``kafka_auth``)."""
+        if not self.secure:
+            return {}
+        if bootstrap:
+            given = {address.strip() for address in bootstrap.split(",") if address.strip()}
+            for auth in KAFKA_AUTHS:
+                listeners = {f"{self.s.host}:{self.auth_port(node, auth)}"
+                             for node in range(1, self.brokers + 1)}
+                if given and given <= listeners:
+                    settings = self.clients_kafka_env(auth)
+                    settings.pop("CRONSTREAM_BOOTSTRAP", None)
+                    return settings
+            return {}
+        if protocol:
+            way = protocol.upper()
+            if way == "PLAINTEXT":
+                return {}
+            return self.clients_kafka_env("mtls" if way == "SSL" else "oauth" if (
+                mechanism or "").upper() == "OAUTHBEARER" else "scram")
+        return self.clients_kafka_env()
+
     def use_kafka_auth(self, auth: str) -> None:
         """Make ``auth`` the way the stack's clients reach Kafka (a secure stack's only, but
         scram): Connect, the workers and the API running another way are stopped, for ``up``
@@ -976,8 +1005,8 @@ class Stack:
                                  timeout_s=30, env=self.kafka_env())
             short = isolated.call("streams.runtime.admin:replication_shortfall",
                                   self.s.bootstrap, timeout_s=60, env=self.kafka_env())
-        except isolated.ChildCallFailed as exc:
-            return f"unknown ({str(exc)[-200:]})"
+        except isolated.ChildCallFailed as exc:  # its last line: the error, not the traceback
+            return f"unknown ({str(exc).strip().splitlines()[-1][-200:]})"
         head = f"factor {want[0]}, min.insync.replicas {want[1]}"
         if not short:
             return f"{head}: every cronstream topic ok"

@@ -103,13 +103,14 @@ async def call_webhook(client: WebhookClient, fired: dict[str, Any],
         epoch = region.check()
     except LeaseLost as exc:
         return lease_lost(exc)
-    headers = with_epoch({**(target.get("headers") or {}), **headers_for(fired)}, epoch)
     body = target.get("body")
     timeout_s = target.get("timeout_s") or DEFAULT_TIMEOUT_S
     try:
         async with asyncio.timeout(timeout_s):
-            status = await client.request(target.get("method") or "POST", target["url"], headers,
+            status = await client.request(target.get("method") or "POST", target["url"],
+                                          target.get("headers") or {},
                                           body.encode() if body is not None else None, allowed,
+                                          with_epoch(headers_for(fired), epoch),
                                           before_send=region.check)
     except LeaseLost as exc:
         return lease_lost(exc)

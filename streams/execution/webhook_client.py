@@ -32,6 +32,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -82,9 +83,21 @@ class Request:
     no_body_back: bool  # HEAD: the answer's Content-Length announces no bytes
 
 
-def request_bytes(method: str, url: str, headers: dict[str, str], body: bytes | None
-                  ) -> tuple[str, str, int, bytes]:
-    """(scheme, host, port, request head) of a request, or RequestRefused. Pure."""
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What a request needs of its URL, parsed once per URL (``target_of``)."""
+
+    scheme: str
+    host: str
+    port: int
+    path: str  # the request target: path and query
+    host_line: str  # the Host header's value
+
+
+@lru_cache(maxsize=65_536)
+def target_of(url: str) -> Target:
+    """The URL's scheme, host, port, request target and Host value, or RequestRefused. A
+    spike's calls share a handful of URLs: parsed once each, not a hundred thousand times."""
     try:
         parts = urlsplit(url)
         port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -95,31 +108,42 @@ def request_bytes(method: str, url: str, headers: dict[str, str], body: bytes | 
     host = parts.hostname
     if not host:
         raise RequestRefused("URL has no host")
-    if not TOKEN.match(method):
-        raise RequestRefused(f"method {method!r} is not an HTTP token")
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    if any(c in target for c in " \r\n\0"):
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    if any(c in path for c in " \r\n\0"):
         raise RequestRefused("the URL's path holds a space or a control character")
     default = 443 if parts.scheme == "https" else 80
     shown = f"[{host}]" if ":" in host else host.encode("idna").decode("ascii")
-    lines = [f"{method} {target} HTTP/1.1",
-             f"Host: {shown}" + (f":{port}" if port != default else "")]
-    given = {name.lower() for name in headers}
-    if "user-agent" not in given:
-        lines.append(f"User-Agent: {USER_AGENT}")
+    return Target(parts.scheme, host, port, path, shown + (f":{port}" if port != default else ""))
+
+
+def request_bytes(method: str, target: Target, headers: dict[str, str], body: bytes | None,
+                  ours: dict[str, str] | None = None) -> bytes:
+    """The request's head, or RequestRefused for a method or a header that could split it.
+    ``headers`` are the tenant's (checked, framing dropped, Host may be overridden); ``ours``
+    are cronstream's own (the fire id and nominal time: known to be safe). Pure."""
+    if not TOKEN.match(method):
+        raise RequestRefused(f"method {method!r} is not an HTTP token")
+    host_line = target.host_line
+    lines = [f"{method} {target.path} HTTP/1.1", ""]
+    agent = True
     for name, value in headers.items():
         if not TOKEN.match(name):
             raise RequestRefused(f"header name {name!r} is not an HTTP token")
-        if any(c in value for c in "\r\n\0"):
+        if "\r" in value or "\n" in value or "\0" in value:
             raise RequestRefused(f"header {name}'s value holds a line break or NUL")
         lowered = name.lower()
-        if lowered in FRAMING or lowered == "host":
-            if lowered == "host":
-                lines[1] = f"Host: {value}"
-            continue
-        lines.append(f"{name}: {value}")
-    lines.append(f"Content-Length: {len(body or b'')}")
-    return parts.scheme, host, port, ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        if lowered == "host":
+            host_line = value
+        elif lowered not in FRAMING:
+            agent = agent and lowered != "user-agent"
+            lines.append(f"{name}: {value}")
+    lines[1] = f"Host: {host_line}"
+    if agent:
+        lines.append(f"User-Agent: {USER_AGENT}")
+    if ours:
+        lines.extend(f"{name}: {value}" for name, value in ours.items())
+    lines.append(f"Content-Length: {len(body) if body else 0}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
 class _Connection(asyncio.Protocol):
@@ -223,7 +247,7 @@ class WebhookClient:
         self._tls = tls
         self._idle: dict[Origin, list[_Connection]] = {}
         self._idle_count = 0
-        self._resolved: dict[str, tuple[float, list[str]]] = {}
+        self._resolved: dict[tuple[str, tuple[str, ...]], tuple[float, str]] = {}
 
     @property
     def tls(self) -> ssl.SSLContext:
@@ -232,18 +256,19 @@ class WebhookClient:
         return self._tls
 
     async def request(self, method: str, url: str, headers: dict[str, str], body: bytes | None,
-                      allowed: Iterable[str], before_send: Callable[[], object] | None = None
-                      ) -> int:
+                      allowed: Iterable[str], ours: dict[str, str] | None = None,
+                      before_send: Callable[[], object] | None = None) -> int:
         """The answer's status. Raises ``ssrf.TargetRefused`` (the address is not allowed),
         ``RequestRefused`` (the request cannot be made), ``OSError``/``ConnectionError`` (the
-        exchange failed); the caller bounds it in time (``asyncio.timeout``). ``before_send``
-        is called once the connection is ready, right before the request is written (the
-        region's lease: ``streams.runtime.authority``); what it raises, the call raises, with
-        nothing sent."""
-        scheme, host, port, head = request_bytes(method, url, headers, body)
-        vetted = await ssrf.vet(url, allowed, self._resolve)
-        request = Request(Origin(scheme, host, port, vetted.addresses[0]), head, body or b"",
-                          method.upper() == "HEAD")
+        exchange failed); the caller bounds it in time (``asyncio.timeout``). ``headers`` are
+        the tenant's, ``ours`` cronstream's own (``request_bytes``). ``before_send`` is called
+        once the connection is ready, right before the request is written (the region's lease:
+        ``streams.runtime.authority``); what it raises, the call raises, with nothing sent."""
+        target = target_of(url)
+        head = request_bytes(method, target, headers, body, ours)
+        address = await self._vetted(url, target.host, tuple(allowed))
+        request = Request(Origin(target.scheme, target.host, target.port, address), head,
+                          body or b"", method.upper() == "HEAD")
         connection = await self._checkout(request.origin)
         if before_send is not None:
             try:
@@ -261,6 +286,8 @@ class WebhookClient:
             # crossed our request): asked again once, on a new connection, as HTTP clients do
             connection = await self._checkout(request.origin, fresh=True)
             try:
+                if before_send is not None:
+                    before_send()
                 status = await connection.exchange(request)
             except BaseException:
                 connection.close()
@@ -271,19 +298,22 @@ class WebhookClient:
         self._checkin(connection)
         return status
 
-    async def _resolve(self, host: str) -> list[str]:
-        """The resolver's answer for ``host``, reused for ``RESOLVED_FOR_S``: a spike calls one
-        host a hundred thousand times in a minute, and every call is vetted (``ssrf.vet``)
-        against the answer it is connected by; only the asking is saved."""
-        cached = self._resolved.get(host)
+    async def _vetted(self, url: str, host: str, allowed: tuple[str, ...]) -> str:
+        """The address to dial: ``ssrf.vet``'s first, its answer and verdict reused for
+        ``RESOLVED_FOR_S`` per host and allow-list (a spike calls one host a hundred thousand
+        times a minute: resolving and checking each time cost more than the call). Within that
+        time every call goes to the address that was checked; after it, the host is asked and
+        checked again."""
+        key = (host, allowed)
+        cached = self._resolved.get(key)
         now = self.clock()
         if cached is not None and cached[0] > now:
             return cached[1]
-        addresses = await self.resolver(host)
+        vetted = await ssrf.vet(url, allowed, self.resolver)
         if len(self._resolved) > 10_000:
             self._resolved.clear()
-        self._resolved[host] = (now + RESOLVED_FOR_S, addresses)
-        return addresses
+        self._resolved[key] = (now + RESOLVED_FOR_S, vetted.addresses[0])
+        return vetted.addresses[0]
 
     async def _checkout(self, origin: Origin, fresh: bool = False) -> _Connection:
         idle = None if fresh else self._idle.get(origin)

@@ -202,7 +202,9 @@ def align_retention(bootstrap: str, topics: tuple[TopicSpec, ...] = TOPICS) -> l
             continue
         try:
             current = int(topic_config(bootstrap, topic.name, "retention.ms"))
-        except KafkaException:
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise  # a broker gone is not "every topic as declared"
             continue  # not created yet: ensure_topics makes it as declared
         if current != topic.retention_ms:
             set_topic_config(bootstrap, topic.name, "retention.ms", str(topic.retention_ms))
@@ -259,15 +261,32 @@ def broker_count(bootstrap: str, timeout_s: float = 3.0) -> int:
 
 
 class KafkaUnreachable(SystemExit):  # noqa: N818 - a process's exit, named for what it says
-    """The process cannot use the cluster: the message names Kafka, the address and the cause
-    (wrong credentials, an untrusted certificate, no broker). A ``SystemExit``: a worker or the
-    API stops at start with that line, instead of retrying for ever behind a hang."""
+    """The process cannot use the cluster: the message names Kafka, the address, the way the
+    client speaks to it and the cause (wrong credentials, an untrusted certificate, another
+    protocol, no broker). A ``SystemExit``: a worker or the API stops at start with that line,
+    instead of retrying for ever behind a hang. ``denied``: the broker answered and refused the
+    client (its settings are to fix, waiting will not help); else nothing answered as a broker."""
+
+    def __init__(self, reason: str, denied: bool = False) -> None:
+        super().__init__(reason)
+        self.denied = denied
 
 
 # a TLS alert the broker sent about our certificate (OpenSSL's words: "tlsv1 alert unknown ca",
 # "ssl/tls alert bad certificate", "tlsv13 alert certificate required", ...)
 _CLIENT_CERT_ALERT = re.compile(r"alert (bad certificate|unknown ca|certificate \w+|"
                                 r"unsupported certificate|access denied)")
+# a client without TLS whose connection the broker closes at its first request (ApiVersion):
+# the listener most likely expects TLS. A guess, so taken only once seen this often (a broker
+# going away closes connections too)
+_HELLO_CLOSED = re.compile(r"disconnected.*connection closed by peer.*state apiversion_query")
+GUESS_AFTER = 5
+WAITING_SAID_EVERY_S = 10.0
+
+
+def where(bootstrap: str, security: KafkaSecurity) -> str:
+    """What a client tried, as every line about Kafka begins: the address and the way in."""
+    return f"kafka at {bootstrap} ({security.describe()})"
 
 
 def diagnose(error: KafkaError | None, bootstrap: str,
@@ -277,40 +296,52 @@ def diagnose(error: KafkaError | None, bootstrap: str,
     authenticates); None when it is not a configuration problem (a broker still starting)."""
     if error is None:
         return None
-    security = security or KafkaSecurity()
-    text = error.str()
+    found = _cause(error.str(), error.code(), bootstrap, security or KafkaSecurity())
+    return found[0] if found is not None and found[1] else None
+
+
+def _cause(text: str, code: int | None, bootstrap: str, security: KafkaSecurity
+           ) -> tuple[str, bool] | None:
+    """The line ``text`` (an error or a log line of librdkafka's) means, and whether it is sure
+    (False: a guess, ``GUESS_AFTER``); None when it says nothing about the settings."""
     lowered = text.lower()
-    where = f"kafka at {bootstrap}"
+    here = where(bootstrap, security)
     if "failed to acquire sasl oauthbearer token" in lowered:
         advice = _TOKEN_ADVICE.get(security.oauth_provider or "", "check "
                                    "CRONSTREAM_KAFKA_OAUTH_PROVIDER")
-        return f"{where}: no OAUTHBEARER token ({advice}): {text}"
+        return f"{here}: no OAUTHBEARER token ({advice}): {text}", True
     if "unsupported sasl mechanism" in lowered:
-        return (f"{where}: the broker does not offer SASL {security.mechanism} on this listener "
-                f"(check CRONSTREAM_KAFKA_SASL_MECHANISM and CRONSTREAM_BOOTSTRAP): {text}")
-    if error.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED) \
+        return (f"{here}: the broker does not offer SASL {security.mechanism} on this listener "
+                f"(check CRONSTREAM_KAFKA_SASL_MECHANISM and CRONSTREAM_BOOTSTRAP): {text}"), True
+    if code in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED) \
             or "authentication failed" in lowered or "invalid credentials" in lowered \
             or "sasl authentication error" in lowered:
         if security.oauth:
-            return (f"{where}: the broker refused the OAUTHBEARER token (check "
+            return (f"{here}: the broker refused the OAUTHBEARER token (check "
                     f"CRONSTREAM_KAFKA_OAUTH_PROVIDER, _SCOPE and what the cluster requires of a "
-                    f"token): {text}")
-        return (f"{where}: SASL authentication failed (check "
-                f"CRONSTREAM_KAFKA_SASL_USERNAME/PASSWORD and _MECHANISM): {text}")
+                    f"token): {text}"), True
+        return (f"{here}: SASL authentication failed (check "
+                f"CRONSTREAM_KAFKA_SASL_USERNAME/PASSWORD and _MECHANISM): {text}"), True
     if (alert := _CLIENT_CERT_ALERT.search(lowered)) is not None:
         if security.cert_file is None:
-            return (f"{where}: TLS refused, the broker requires a client certificate (mutual "
-                    f"TLS; set CRONSTREAM_KAFKA_CERT_FILE and _KEY_FILE): {text}")
-        return (f"{where}: TLS refused, the broker does not accept the client certificate "
+            return (f"{here}: TLS refused, the broker requires a client certificate (mutual "
+                    f"TLS; set CRONSTREAM_KAFKA_CERT_FILE and _KEY_FILE): {text}"), True
+        return (f"{here}: TLS refused, the broker does not accept the client certificate "
                 f"({alert.group(0)}; check CRONSTREAM_KAFKA_CERT_FILE and _KEY_FILE: one "
-                f"signed by a CA the broker trusts): {text}")
+                f"signed by a CA the broker trusts): {text}"), True
+    if "connecting to a plaintext broker listener" in lowered:
+        return (f"{here}: the listener does not speak TLS, it may be a PLAINTEXT one (check "
+                f"CRONSTREAM_KAFKA_SECURITY_PROTOCOL and CRONSTREAM_BOOTSTRAP): {text}"), True
     if "certificate verify failed" in lowered or "ssl handshake failed" in lowered \
-            or error.code() == KafkaError._SSL:
-        return (f"{where}: TLS handshake failed, the broker's certificate is not "
-                f"trusted or does not name the host (check CRONSTREAM_KAFKA_CA_FILE): {text}")
+            or code == KafkaError._SSL:
+        return (f"{here}: TLS handshake failed, the broker's certificate is not "
+                f"trusted or does not name the host (check CRONSTREAM_KAFKA_CA_FILE): {text}"), True
     if "disconnected while requesting apiversion" in lowered:
-        return (f"{where}: the broker closed the connection at once; it may expect "
-                f"another protocol (CRONSTREAM_KAFKA_SECURITY_PROTOCOL): {text}")
+        return (f"{here}: the broker closed the connection at once; it may expect "
+                f"another protocol (CRONSTREAM_KAFKA_SECURITY_PROTOCOL): {text}"), True
+    if not security.tls and _HELLO_CLOSED.search(lowered):
+        return (f"{here}: the broker closed the connection at once; it may expect TLS, "
+                f"SASL_SSL or SSL (check CRONSTREAM_KAFKA_SECURITY_PROTOCOL): {text}"), False
     return None
 
 
@@ -323,30 +354,98 @@ _TOKEN_ADVICE = {
 }
 
 
-def check_reachable(bootstrap: str, timeout_s: float = 60.0) -> int:
+# what librdkafka says when no broker can be there: no one listens, or no such host
+_NOBODY_THERE = (("connection refused", "connection refused: nothing listens there (is the broker "
+                  "up? on the local stack: cronstream stack status; else check "
+                  "CRONSTREAM_BOOTSTRAP)"),
+                 ("failed to resolve", "the host name does not resolve (check "
+                  "CRONSTREAM_BOOTSTRAP)"))
+
+
+def unreachable(texts: list[str], bootstrap: str, security: KafkaSecurity,
+                waited_s: float) -> str:
+    """Why no broker answered, from what librdkafka said meanwhile (``texts``, oldest first):
+    the connection refused (nothing listens there), a host name that does not resolve, or
+    silence until ``waited_s`` (a black hole: a firewall, a wrong address, a stopped host)."""
+    here = where(bootstrap, security)
+    for needle, cause in _NOBODY_THERE:
+        said = [t for t in texts if needle in t.lower()]
+        if said:
+            return f"{here}: {cause}: {said[-1]}"
+    last = texts[-1] if texts else "nothing said"
+    return (f"{here}: timed out, no broker answered within {waited_s:.0f}s (check "
+            f"CRONSTREAM_BOOTSTRAP, the network and that the broker is up): {last}")
+
+
+_THREAD = re.compile(r"^\[thrd:[^\]]*\]: ")  # the thread a log line was written on
+
+
+class _LogLines:
+    """librdkafka's log lines of one client (its ``logger``: confluent-kafka calls ``log`` from
+    ``poll``), kept to be read for their cause, and passed on to the ``librdkafka`` logger at
+    debug level: a line a connection attempt, which the probe's own lines sum up (the CLI shows
+    them with ``--verbose``)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.log_to = logging.getLogger("librdkafka")
+
+    def log(self, _level: int, fmt: str, *args: object) -> None:
+        text = _THREAD.sub("", str(args[-1])) if args else fmt
+        self.lines.append(text)
+        self.log_to.debug(fmt, *args)
+
+    def take(self) -> list[str]:
+        taken, self.lines = self.lines, []
+        return taken
+
+
+def check_reachable(bootstrap: str, timeout_s: float = 60.0, patient: bool = True) -> int:
     """Connect once before anything else and stop with a clear reason if it cannot work:
     without it, a wrong password or an untrusted CA showed only as metadata requests timing
     out. Returns the broker count. A configuration problem (``diagnose``) stops at its first
-    sight; silence (no broker yet) is waited out for ``timeout_s``."""
+    sight; silence (no broker yet) is waited out for ``timeout_s``, and so is a refused
+    connection unless not ``patient`` (the CLI: every broker refusing is its answer, now)."""
     errors: list[KafkaError] = []
-    settings = KafkaSecurity.from_env()
-    probe = AdminClient(client_config(bootstrap, **{"error_cb": errors.append}))
+    said = _LogLines()
+    security = KafkaSecurity.from_env()
+    # its log lines read here whatever the process's quiet setting (kafka_config)
+    probe = AdminClient(client_config(bootstrap, **{"error_cb": errors.append, "logger": said,
+                                                    "log_level": 6}))
     _keep_forever(probe)  # never destroyed, like every other (see there)
-    deadline = time.monotonic() + timeout_s
-    last: Exception | None = None
+    started = time.monotonic()
+    deadline, next_word = started + timeout_s, started + WAITING_SAID_EVERY_S
+    texts: list[str] = []
+    guesses: dict[str, int] = {}
     while True:
         try:
-            return len(probe.list_topics(timeout=2).brokers)
+            return len(probe.list_topics(timeout=0.5).brokers)
         except KafkaException as exc:
-            last = exc
-        probe.poll(0.2)  # serves error_cb
-        for error in errors:
-            if (reason := diagnose(error, bootstrap, settings)) is not None:
-                raise KafkaUnreachable(reason)
-        if time.monotonic() > deadline:
-            seen = errors[-1].str() if errors else str(last)
-            raise KafkaUnreachable(f"kafka at {bootstrap}: no broker answered within "
-                                   f"{timeout_s:.0f}s (last error: {seen})")
+            last = str(exc)
+        probe.poll(0.2)  # serves error_cb and the logger
+        round_ = [(e.code(), e.str()) for e in errors] + [(None, t) for t in said.take()]
+        errors.clear()
+        all_down = any(code == KafkaError._ALL_BROKERS_DOWN for code, _ in round_)
+        for code, text in round_:
+            found = _cause(text, code, bootstrap, security)
+            if found is None:
+                continue
+            reason, sure = found
+            cause = reason[:-len(text)]  # every line ends with librdkafka's words, which vary
+            guesses[cause] = guesses.get(cause, 0) + 1
+            if sure or guesses[cause] >= GUESS_AFTER:
+                raise KafkaUnreachable(reason, denied=True)
+        texts = (texts + [t for code, t in round_ if code != KafkaError._ALL_BROKERS_DOWN])[-50:]
+        if not patient and all_down and any(needle in t.lower() for t in texts
+                                             for needle, _ in _NOBODY_THERE):
+            raise KafkaUnreachable(unreachable(texts, bootstrap, security, timeout_s))
+        now = time.monotonic()
+        if now > deadline:
+            raise KafkaUnreachable(unreachable(texts or [last], bootstrap, security, timeout_s))
+        if now > next_word:  # a process waiting at its start says why, now and then
+            next_word = now + WAITING_SAID_EVERY_S
+            log.info("%s: no broker answered yet, waiting up to %.0fs in all: %s",
+                     where(bootstrap, security), timeout_s, texts[-1] if texts else last)
 
 
 def replication(bootstrap: str, timeout_s: float = 10.0) -> Replication:

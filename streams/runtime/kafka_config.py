@@ -86,6 +86,19 @@ class KafkaSecurity:
     def tls(self) -> bool:
         return self.protocol in ("SSL", "SASL_SSL")
 
+    def describe(self) -> str:
+        """How a client made with these settings speaks to the broker, for a line that names
+        what it tried (never a secret): ``SASL_SSL, SCRAM-SHA-512``, ``SSL, client
+        certificate``, ``SASL_SSL, OAUTHBEARER (oidc)``, ``PLAINTEXT``."""
+        way = [self.protocol]
+        if self.oauth:
+            way.append(f"OAUTHBEARER ({self.oauth_provider})")
+        elif self.sasl:
+            way.append(str(self.mechanism))
+        if self.cert_file:
+            way.append("client certificate")
+        return ", ".join(way)
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> KafkaSecurity:
         """Read and check the settings: a SASL protocol without a user or password, or an
@@ -343,11 +356,24 @@ def security(env: Mapping[str, str] | None = None) -> KafkaSecurity:
     return KafkaSecurity.from_env(env)
 
 
+# librdkafka's own log lines (``%3|…|FAIL|…`` on stderr): every process keeps them but the
+# CLI's short commands, which say what went wrong in one line of their own and show them only
+# with ``--verbose`` (``quiet_client_logs``)
+_QUIET = {"quiet": False}
+
+
+def quiet_client_logs(quiet: bool = True) -> None:
+    """Make every client this process creates from now on keep librdkafka's log lines to
+    itself (``log_level`` 0: none is written), or write them again (its default level)."""
+    _QUIET["quiet"] = quiet
+
+
 def client_config(bootstrap: str, env: Mapping[str, str] | None = None,
                   **extra: Any) -> dict[str, Any]:
     """A confluent-kafka client's configuration: the bootstrap servers, the security settings,
     then ``extra`` (dotted librdkafka names passed as a mapping: ``**{"group.id": "g"}``)."""
-    return {"bootstrap.servers": bootstrap, **security(env).librdkafka(), **extra}
+    quiet = {"log_level": 0} if _QUIET["quiet"] else {}
+    return {"bootstrap.servers": bootstrap, **security(env).librdkafka(), **quiet, **extra}
 
 
 def producer_config(bootstrap: str, env: Mapping[str, str] | None = None,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -565,14 +565,17 @@ def _masked_dsn(s: Settings) -> str:
 MASK = "****"
 
 
-def effective(s: Settings) -> list[tuple[str, str, str]]:
+def effective(s: Settings, origins: Mapping[str, str] | None = None
+              ) -> list[tuple[str, str, str]]:
     """(variable, effective value, where it came from) of every setting, secrets masked: a
-    secret shows only whether it is set. A setting that cannot be read shows its problem."""
+    secret shows only whether it is set. A setting that cannot be read shows its problem.
+    ``origins``: where a variable set by the process itself came from (the CLI's ``home``)."""
     rows = []
     for setting in SETTINGS:
         given = os.environ.get(setting.name)
         source = ("file" if os.environ.get(f"{setting.name}_FILE") else "environment") \
             if given else "default"
+        source = (origins or {}).get(setting.name, source)
         if setting.secret:
             value = MASK if given else "(not set)"
         else:

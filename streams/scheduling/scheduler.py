@@ -209,6 +209,7 @@ class ScheduleState:
         self.count()
         if not busy:
             self.prepare_upcoming(now, time.monotonic() + self.prepare_budget_s)
+        metrics.SLOTS_PREPARED.set(sum(index.prepared for index in owned.indexes.values()))
         return busy and now - oldest <= misfire.MISFIRE_THRESHOLD_MS
 
     def prepare_upcoming(self, now: int, stop_at: float) -> int:

@@ -1,14 +1,20 @@
 """The checker of the fault-injection suite: reads what the system and its neighbours recorded and
-lists every violation of the two promises, Jepsen-style (a history checked by a program).
+lists every violation of the promises, Jepsen-style (a history checked by a program). Safety and
+liveness both: a system that, after a fault, gave up on everything (marked every recipient
+``unknown``, decided every slot ``skipped``) breaks the promises as surely as one that sent twice.
 
-- every recipient of a campaign has exactly one terminal outcome;
+- every recipient of a campaign has exactly one terminal outcome, and an outcome other than
+  ``sent`` only where the scenario explains it (``explained``); ``unknown`` only for a chunk that
+  had a request on the wire at a stop, or its intent written just before one
+  (``unknown_verdict``);
 - no address got the campaign twice (the local SES server's own log of what it accepted);
 - the Postgres ledger equals what Kafka recorded (the sinks and the trigger that explodes chunk
   outcomes into ledger rows lost or invented nothing);
-- every nominal slot of a job in a window has exactly one decision, and the webhook receiver saw
-  no fire id more often than the at-least-once contract allows;
-- ``unknown`` is no wider than a request in flight: a chunk that SES had refused and that was
-  waiting to retry when its walker stopped is sent by the next owner, not recorded ``unknown``.
+- every nominal slot of a job has exactly one decision, judged from the ledger topic's whole
+  history of the slot (the sink upserts on the record id, so Postgres shows only the last); a
+  slot ran and succeeded unless the scenario explains otherwise; a slot recorded as run was
+  called (the webhook receiver's log), one not run was not, and no fire id was called more often
+  than its attempts unless the scenario allows the repeat (in flight at a fault).
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -26,9 +34,23 @@ from streams.runtime.codec import codec
 from streams.runtime.kafka_config import client_config
 from streams.scheduling import schedule
 from streams.scheduling.ledger import recipient_rows
+from streams.scheduling.misfire import MISFIRE_THRESHOLD_MS
 from streams.topology import LEDGER, RECIPIENT_OUTCOMES, TopicSpec
 
 TERMINAL = {"sent", "suppressed", "expired_stale", "failed", "unknown", "cancelled"}
+# the decisions that call the slot's target (streams.scheduling.misfire, the API's trigger and
+# backfill); every other decision records the slot as not run
+RUNS = frozenset({"fired", "missed_caught_up", "triggered", "backfilled"})
+# the decisions a misfire policy makes for a slot reached more than MISFIRE_THRESHOLD_MS late
+MISFIRES = frozenset({"missed_caught_up", "skipped_policy"})
+# ``unknown_verdict``'s windows (why each is what it is: its docstring)
+SLACK_MS = 3000
+READ_LATE_MS = 1000
+INTENT_BEFORE_STOP_MS = 30_000
+# how long before a fault a run may have been resolved and still be run again by the next owner:
+# the workers commit their fired offsets every second (``broker_commit_interval``), and a done
+# mark reaches the changelog a moment after the run's ledger record; a loaded box stretches both
+UNCOMMITTED_MS = 3000
 
 
 @dataclass
@@ -46,9 +68,10 @@ class Tally:
 TALLY = Tally()
 
 
-def history(bootstrap: str, topic: str, key_prefix: str) -> dict[str, list[tuple[int, Any]]]:
-    """Every (timestamp ms, raw value) per key starting with ``key_prefix``, in offset order,
-    read from the topic itself (a changelog's or a ledger's)."""
+def history(bootstrap: str, topic: str, key_prefix: str,
+            keep: Callable[[str], bool] | None = None) -> dict[str, list[tuple[int, Any]]]:
+    """Every (timestamp ms, raw value) per key starting with ``key_prefix`` (and, with ``keep``,
+    kept by it), in offset order, read from the topic itself (a changelog's or a ledger's)."""
     consumer = Consumer({**client_config(bootstrap), "group.id": f"checker-{uuid.uuid4()}",
                          "enable.auto.commit": False, "enable.partition.eof": True})
     parts = list(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
@@ -60,8 +83,9 @@ def history(bootstrap: str, topic: str, key_prefix: str) -> dict[str, list[tuple
                 if msg.error():
                     ended.add(msg.partition())
                 elif msg.key().startswith(prefix):
-                    found.setdefault(msg.key().decode(), []).append(
-                        (msg.timestamp()[1], msg.value()))
+                    key = msg.key().decode()
+                    if keep is None or keep(key):
+                        found.setdefault(key, []).append((msg.timestamp()[1], msg.value()))
     finally:
         consumer.close()
     return found
@@ -93,8 +117,29 @@ def ses_sends(stack, subject: str) -> Counter[str]:
     return counts
 
 
-def campaign_violations(stack, campaign_id: str, subject: str, emails: list[str]) -> list[str]:
-    """Everything wrong with one finished campaign; empty when both promises held."""
+@dataclass
+class Stops:
+    """When a scenario's faults stopped walkers: ``kill`` (SIGKILL, SIGSTOP or a stopped broker:
+    the moment after which a request the stopped process had written may still be read by the
+    SES server) and ``others`` (a walker revoked or failed, alive afterwards). ``unknown_verdict``
+    excuses an ``unknown`` chunk only around one of these."""
+
+    kill: int | None = None
+    others: list[int] = field(default_factory=list)
+
+    def all(self) -> list[int]:
+        return sorted(([self.kill] if self.kill is not None else []) + self.others)
+
+
+def campaign_violations(stack, campaign_id: str, subject: str, emails: list[str],
+                        explained: Collection[str] = (), stops: Stops | None = None,
+                        calls: list[dict[str, Any]] | None = None) -> list[str]:
+    """Everything wrong with one finished campaign; empty when the promises held.
+
+    ``explained``: the outcomes besides ``sent`` that this scenario's fault causes (a deadline
+    passing during an outage: ``expired_stale``); any other is a violation. ``unknown`` is judged
+    chunk by chunk (``unknown_verdict``) against ``stops`` and the SES server's ``calls`` of the
+    campaign (``GET /_local/calls``): with no stop, no ``unknown`` is explained."""
     problems: list[str] = []
     pg = pg_campaign(stack, campaign_id)
     for email in emails:
@@ -106,6 +151,9 @@ def campaign_violations(stack, campaign_id: str, subject: str, emails: list[str]
     extra = set(pg) - set(emails)
     if extra:
         problems.append(f"{len(extra)} outcomes for addresses not uploaded, e.g. {sorted(extra)[:3]}")
+    unexplained = Counter(o for o in pg.values() if o not in {"sent", "unknown", *explained})
+    if unexplained:
+        problems.append(f"outcomes the fault does not explain: {dict(unexplained)}")
     sends = ses_sends(stack, subject)
     twice = {a: n for a, n in sends.items() if n > 1}
     if twice:
@@ -117,15 +165,59 @@ def campaign_violations(stack, campaign_id: str, subject: str, emails: list[str]
     if not set(sends) <= sent | unknown:
         problems.append(f"{len(set(sends) - sent - unknown)} reached SES but are recorded as "
                         "neither sent nor unknown")
+    chunks = kafka_ledger(stack.s.bootstrap, f"{campaign_id}:", RECIPIENT_OUTCOMES)
     kafka = {row["email"]: row["outcome"]  # an upload holds each address in one chunk
-             for chunk in kafka_ledger(stack.s.bootstrap, f"{campaign_id}:",
-                                       RECIPIENT_OUTCOMES).values()
-             for row in recipient_rows(chunk).values()}
+             for chunk in chunks.values() for row in recipient_rows(chunk).values()}
     if kafka != pg:
         diff = {e for e in set(kafka) | set(pg) if kafka.get(e) != pg.get(e)}
         problems.append(f"Postgres and Kafka ledgers differ on {len(diff)} addresses, e.g. "
                         f"{[(e, kafka.get(e), pg.get(e)) for e in sorted(diff)[:3]]}")
+    if unknown:
+        problems += unknown_of_campaign(stack, campaign_id, chunks, stops or Stops(),
+                                        calls).violations
     return problems
+
+
+def unknown_of_campaign(stack, campaign_id: str, chunks: dict[str, dict[str, Any]],
+                        stops: Stops, calls: list[dict[str, Any]] | None = None) -> UnknownVerdict:
+    """``unknown_verdict`` of a campaign, from the send-chunks changelog and the SES server."""
+    import httpx
+
+    from streams.topology import APP_ID, SEND_CHUNKS_TABLE
+
+    if calls is None:
+        calls = httpx.get(f"{stack.s.ses_endpoint}/_local/calls",
+                          params={"campaign": campaign_id}, timeout=60).json()
+    states = history(stack.s.bootstrap, SEND_CHUNKS_TABLE.changelog(APP_ID), f"{campaign_id}:")
+    return unknown_verdict(chunks, states, calls, stops)
+
+
+# a walker stopping, as the worker logs it: revoked, fenced, or failed and walked again
+WALKER_STOPS = ("revoked: walker stopped", "walker stopped, order left unacknowledged",
+                "walking again from the chunk table")
+
+
+def walker_stops(stack, campaign_id: str, since_ms: int) -> list[int]:
+    """When the workers' logs say a walker of the campaign stopped (a rebalance cancels a
+    survivor's walkers too; a failed walk resolves its chunks caught mid-send ``unknown`` as a
+    kill would) since ``since_ms``."""
+    found = []
+    for log in stack.s.home.joinpath("logs").glob("worker-*.log"):
+        for line in log.open(errors="replace"):
+            if campaign_id in line and any(stop in line for stop in WALKER_STOPS):
+                at = datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").astimezone(UTC)
+                if (ms := int(at.timestamp() * 1000)) >= since_ms:
+                    found.append(ms)
+    return found
+
+
+def out_at(calls_ms: Iterable[int], moment_ms: int) -> bool:
+    """Whether one of a fire id's calls was out when a worker stopped, died or lost the slot's
+    partition at ``moment_ms``: arrived at most ``UNCOMMITTED_MS`` before it (a run resolved
+    then may be neither committed nor marked done where the next owner looks) and at most
+    ``READ_LATE_MS`` after it (a request the worker had written, read late). Its next owner reads
+    the fired record again and runs it: at-least-once webhooks, the fire id in a header."""
+    return any(moment_ms - UNCOMMITTED_MS <= at <= moment_ms + READ_LATE_MS for at in calls_ms)
 
 
 def every_second(start_ms: int, end_ms: int) -> list[int]:
@@ -134,27 +226,124 @@ def every_second(start_ms: int, end_ms: int) -> list[int]:
     return list(range(first, end_ms + 1, 1000))
 
 
-def slot_violations(stack, job_id: str, slots_ms: list[int], receiver_fires: list[str],
-                    allowed_repeats: set[str] | None = None) -> list[str]:
-    """Every nominal slot decided exactly once, the same in Postgres and Kafka; a fire id
-    delivered twice only if listed in ``allowed_repeats`` (in flight at a kill)."""
-    problems = []
-    expected = {schedule.fire_id(job_id, s) for s in slots_ms}
-    with psycopg.connect(stack.s.pg_dsn) as conn:
-        rows = conn.execute("SELECT fire_id, decision, outcome FROM ledger WHERE kind = 'job' AND "
-                            "job_id = %s", (job_id,)).fetchall()
-    pg = {r[0]: (r[1], r[2]) for r in rows}
+def ledger_history(bootstrap: str, fire_ids: Collection[str], key_prefix: str = ""
+                   ) -> dict[str, list[dict[str, Any]]]:
+    """Every ledger record of each slot of ``fire_ids``, oldest first: the whole history, where
+    Postgres (the sink upserts on the record id) keeps only the newest."""
+    wanted = set(fire_ids)
+    decode = codec().decode
+    return {key: [decode(value) for _, value in values]
+            for key, values in history(bootstrap, LEDGER.name, key_prefix,
+                                       keep=wanted.__contains__).items()}
+
+
+def normal(decision: str, outcome: str) -> bool:
+    """A slot that ran and succeeded: what every slot must end as unless the fault explains it."""
+    return decision in RUNS and outcome == "succeeded"
+
+
+def judge_slots(records: dict[str, list[dict[str, Any]]], pg: dict[str, tuple[str, str]],
+                expected: Collection[str], calls: Iterable[str], *,
+                explained: Collection[str] = (),
+                may_repeat: Callable[[str], bool] = lambda fid: False) -> list[str]:
+    """The slots' violations, from the ledger topic's history of each (``records``), Postgres's
+    row of each (``pg``: fire id → (decision, outcome)) and the receiver's log (``calls``: the
+    fire id of each webhook call, calls of other slots ignored).
+
+    - each slot of ``expected`` has a decision, in Postgres and in Kafka, and the same one;
+    - no slot has two different decisions in its history (a re-run writes the same decision again:
+      at-least-once, allowed);
+    - a misfire decision (``skipped_policy``, ``missed_caught_up``) only for a slot reached more
+      than the misfire threshold late: a fault's stall made it late, or the policy is misapplied;
+    - each slot ran and succeeded, unless its decision or outcome is one of ``explained`` (what the
+      scenario's fault causes: ``skipped_policy`` and ``expired_stale`` after an outage, ...);
+    - a slot recorded as run was called at least once, one recorded as not run never;
+    - a slot ran once (one run record) and was called no more often than its attempts, unless
+      ``may_repeat(fire id)``, the scenario's precise allowance (a run in flight at a kill, a
+      zombie's): then its calls are its recorded runs' attempts, and at most one more (a run
+      whose outcome was lost with the worker that made it)."""
+    expected = set(expected)
+    problems: list[str] = []
     missing = sorted(expected - set(pg))
     if missing:
-        problems.append(f"{len(missing)} slots without a decision, e.g. {missing[:3]}")
-    kafka = {k: (v["decision"], v["outcome"])
-             for k, v in kafka_ledger(stack.s.bootstrap, f"{job_id}@").items()}
-    if {k: pg.get(k) for k in kafka} != kafka:
-        problems.append("Postgres and Kafka ledgers differ for the job's slots")
-    repeats = {f for f, n in Counter(receiver_fires).items() if n > 1} - (allowed_repeats or set())
+        problems.append(f"{len(missing)} slots without a decision in Postgres, e.g. {missing[:3]}")
+    not_in_kafka = sorted(expected - set(records))
+    if not_in_kafka:
+        problems.append(f"{len(not_in_kafka)} slots without a record on the ledger topic, e.g. "
+                        f"{not_in_kafka[:3]}")
+    last = {fid: (rs[-1]["decision"], rs[-1]["outcome"]) for fid, rs in records.items()
+            if fid in expected}
+    differ = sorted(f for f in last if f in pg and pg[f] != last[f])
+    if differ:
+        problems.append(f"Postgres and Kafka ledgers differ on {len(differ)} slots, e.g. "
+                        f"{[(f, last[f], pg.get(f)) for f in differ[:3]]}")
+    twice = sorted(f for f in last if len({r["decision"] for r in records[f]}) > 1)
+    if twice:
+        problems.append(f"{len(twice)} slots decided twice, e.g. "
+                        f"{[(f, [r['decision'] for r in records[f]]) for f in twice[:3]]}")
+    on_time = sorted(f for f in last if f in records and any(
+        r["decision"] in MISFIRES and r["lateness_ms"] <= MISFIRE_THRESHOLD_MS for r in records[f]))
+    if on_time:
+        problems.append(f"{len(on_time)} slots decided as misfires though reached on time "
+                        f"(within {MISFIRE_THRESHOLD_MS} ms), e.g. {on_time[:3]}")
+    allowed = set(explained)
+    odd = Counter(f"{d}/{o}" for d, o in last.values()
+                  if not normal(d, o) and d not in allowed and o not in allowed)
+    if odd:
+        problems.append(f"slots decided or ended as the fault does not explain: {dict(odd)}")
+    called = Counter(f for f in calls if f in expected)
+    never = sorted(f for f, (d, o) in last.items() if d in RUNS and o == "succeeded"
+                   and not called[f])
+    if never:
+        problems.append(f"{len(never)} slots recorded as run and succeeded that the receiver "
+                        f"never saw, e.g. {never[:3]}")
+    not_run = sorted(f for f, (d, _) in last.items() if d not in RUNS and called[f])
+    if not_run:
+        problems.append(f"{len(not_run)} slots recorded as not run that the receiver saw, e.g. "
+                        f"{[(f, last[f][0]) for f in not_run[:3]]}")
+    runs = {f: [r for r in records.get(f, []) if r["decision"] in RUNS] for f in called}
+    unaccounted = sorted(f for f, n in called.items()
+                         if n > max(1, sum(r["attempts"] for r in runs[f])) + 1)
+    if unaccounted:
+        problems.append(f"{len(unaccounted)} fire ids called more often than their recorded "
+                        f"runs' attempts and one run lost at a fault, e.g. "
+                        f"{[(f, called[f]) for f in unaccounted[:3]]}")
+    repeats = sorted(f for f, n in called.items() if f not in unaccounted
+                     and (n > max(1, sum(r["attempts"] for r in runs[f])) or len(runs[f]) > 1)
+                     and not may_repeat(f))
     if repeats:
-        problems.append(f"{len(repeats)} fire ids delivered twice, e.g. {sorted(repeats)[:3]}")
+        problems.append(f"{len(repeats)} fire ids run again with no fault to explain it, e.g. "
+                        f"{[(f, called[f], len(runs[f])) for f in repeats[:3]]}")
     return problems
+
+
+def pg_slots(stack, fire_ids: Collection[str]) -> dict[str, tuple[str, str]]:
+    """Postgres's (decision, outcome) of each of these slots."""
+    with psycopg.connect(stack.s.pg_dsn) as conn:
+        rows = conn.execute("SELECT fire_id, decision, outcome FROM ledger WHERE kind = 'job' "
+                            "AND fire_id = ANY(%s)", (list(fire_ids),)).fetchall()
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def slots_violations(stack, expected: Collection[str], calls: Iterable[str], *,
+                     explained: Collection[str] = (),
+                     may_repeat: Callable[[str], bool] = lambda fid: False,
+                     key_prefix: str = "") -> list[str]:
+    """``judge_slots`` of these slots, read from the stack (the ledger topic read once)."""
+    return judge_slots(ledger_history(stack.s.bootstrap, expected, key_prefix),
+                       pg_slots(stack, expected), expected, calls, explained=explained,
+                       may_repeat=may_repeat)
+
+
+def slot_violations(stack, job_id: str, slots_ms: list[int], receiver_fires: list[str],
+                    allowed_repeats: set[str] | None = None,
+                    explained: Collection[str] = ()) -> list[str]:
+    """``slots_violations`` of one job's nominal slots ``slots_ms``; a fire id called twice only
+    if listed in ``allowed_repeats`` (in flight at a kill)."""
+    repeats = allowed_repeats or set()
+    return slots_violations(stack, {schedule.fire_id(job_id, s) for s in slots_ms},
+                            receiver_fires, explained=explained,
+                            may_repeat=repeats.__contains__, key_prefix=f"{job_id}@")
 
 
 @dataclass
@@ -169,48 +358,78 @@ class UnknownVerdict:
 
 
 def unknown_verdict(chunks: dict[str, dict[str, Any]], states: dict[str, list[tuple[int, Any]]],
-                    calls: list[dict[str, Any]], stops_ms: list[int],
-                    slack_ms: int = 3000, read_late_ms: int = 1000) -> UnknownVerdict:
+                    calls: list[dict[str, Any]], stops: Stops,
+                    slack_ms: int = SLACK_MS, read_late_ms: int = READ_LATE_MS,
+                    intent_before_ms: int = INTENT_BEFORE_STOP_MS) -> UnknownVerdict:
     """Judge each chunk recorded ``unknown`` (``chunks``: chunk id → its RecipientOutcomes
     record) by its last ``intent`` in the send-chunks changelog (``states``) and the SES calls
-    made for it after that (``calls``: ``GET /_local/calls`` of the campaign). Allowed: no
-    request after the intent (the walker stopped between its durable intent and the call), or
-    one that SES accepted, or one that was out at a stop (``stops_ms``: the kill and every
-    revocation of a walker; answered no more than ``slack_ms`` before it, since the walker
-    records a refusal only once the answer is in; and, for the kill (the first stop), arrived
-    no more than ``read_late_ms`` after it, since the server stamps a request when it reads it:
-    in CI, requests the killed worker had written were read and answered 150-250 ms after the
-    kill; a revoked walker is alive and stops calling). A violation: every request
-    after the intent was refused and answered well before each stop. That chunk was waiting to
-    retry with nothing sent, so its next owner had to send it."""
+    made for it after that (``calls``: ``GET /_local/calls`` of the campaign). ``unknown`` is
+    explained only by a stop (``stops``: a kill or pause, and every revocation or failure of a
+    walker), in one of two ways:
+
+    - a request after the intent that SES accepted (the answer was lost), or that was out at a
+      stop: answered no more than ``slack_ms`` before it, since the walker records a refusal
+      only once the answer is in; and, for the kill, arrived no more than ``read_late_ms`` after
+      it, since the server stamps a request when it reads it (in CI, requests the killed worker
+      had written were read and answered 150-250 ms after the kill; a revoked walker is alive
+      and stops calling);
+    - no request after the intent, the intent written at most ``intent_before_ms`` before a stop
+      (and not after the kill): the walker stopped between its durable intent and its call. The
+      bound is the longest a chunk waits between the two: its fence after the intent, which
+      waits for a settled group through a rebalance (10 s of session timeout and the
+      rebalance itself).
+
+    Violations: a chunk recorded ``unknown`` with no intent at all (nothing may have left); one
+    whose requests after its intent were all refused and answered well before each stop (it was
+    waiting to retry with nothing sent, so its next owner had to send it); one with an intent and
+    no request and no stop just after the intent; and a chunk waiting to retry a refusal at the
+    kill (``refused`` in the changelog then) with no intent since: its next owner had to send it."""
     by_chunk: dict[str, list[dict[str, Any]]] = {}
     for call in calls:
         by_chunk.setdefault(call["chunk"], []).append(call)
     verdict = UnknownVerdict()
-    kill = min(stops_ms)
-    for chunk_id, changes in states.items():
-        before = [value for at, value in changes if at <= kill]
-        if before and before[-1] == b"refused":
-            verdict.waiting.add(chunk_id)
+    every = stops.all()
+    kill = stops.kill
+    if kill is not None:
+        for chunk_id, changes in states.items():
+            before = [value for at, value in changes if at <= kill]
+            if before and before[-1] == b"refused":
+                verdict.waiting.add(chunk_id)
     for chunk_id, record in chunks.items():
         if "unknown" not in record["outcomes"]:
             continue
         verdict.unknown.add(chunk_id)
         intents = [at for at, value in states.get(chunk_id, []) if value == b"intent"]
+        if not intents:
+            verdict.violations.append(f"chunk {chunk_id}: recorded unknown with no intent in "
+                                      "the chunk table: nothing of it can have left")
+            continue
+        if chunk_id in verdict.waiting and kill is not None and intents[-1] <= kill:
+            verdict.violations.append(
+                f"chunk {chunk_id}: waiting to retry a refusal at the kill ({kill} ms) and "
+                "recorded unknown without an intent since: its next owner had to send it")
+            continue
         tag = "-".join(chunk_id.split(":")[1:3])  # streams.campaigns.feedback.chunk_tag
         # the changelog's timestamps are the worker's, the calls' the SES server's: one clock
-        after = [c for c in by_chunk.get(tag, []) if not intents or c["arrived_ms"] >= intents[-1]]
+        after = [c for c in by_chunk.get(tag, []) if c["arrived_ms"] >= intents[-1]]
         if not after:
             verdict.intent_only.add(chunk_id)
+            # a revoked walker's intent may be acknowledged as its revocation is logged
+            if not any(stop - intent_before_ms <= intents[-1]
+                       <= stop + (0 if stop == kill else slack_ms) for stop in every):
+                verdict.violations.append(
+                    f"chunk {chunk_id}: recorded unknown with its intent at {intents[-1]} ms and "
+                    f"no request after it, but no stop {every} within {intent_before_ms} ms "
+                    "after the intent: the walker gave up on it")
             continue
         verdict.request_out.add(chunk_id)
         if not any(c["outcome"] == "accepted" or any(
                 c["arrived_ms"] <= stop + (read_late_ms if stop == kill else 0)
                 and c["answered_ms"] >= stop - slack_ms
-                for stop in stops_ms) for c in after):
+                for stop in every) for c in after):
             verdict.violations.append(
                 f"chunk {chunk_id}: recorded unknown, but its {len(after)} requests after its "
                 f"last intent were all refused, the last answered at "
                 f"{max(c['answered_ms'] for c in after)} ms, more than {slack_ms} ms before any "
-                f"stop {stops_ms}: it was waiting to retry, nothing had left")
+                f"stop {every}: it was waiting to retry, nothing had left")
     return verdict

@@ -17,7 +17,6 @@ before anything starts.
 
 from __future__ import annotations
 
-import re
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -27,13 +26,14 @@ import pytest
 
 from cli.demo import Receiver
 from stack import processes
-from streams.campaigns.ownership import Assignment, describe
+from streams.campaigns.ownership import describe
 from streams.runtime.admin import agent_topics
 from streams.scheduling import schedule
 from streams.topology import APP_ID, FIRED
 from streams.topology import JOBS as JOBS_TOPIC
 from tests.chaos.checker import TALLY, every_second, pg_campaign, slot_violations
 from tests.chaos.test_faults import finish, progress, start_campaign
+from tests.chaos.workloads import settled_owners
 from tests.conftest import free_port
 from tests.integration.helpers import ledger, worker_trouble
 from tests.waiting import wait_for
@@ -42,7 +42,6 @@ JOBS = 16  # every-second jobs: enough that their keys land on most of the 8 par
 RECIPIENTS = 30_000
 RATE_PER_S = 60  # the campaign lasts >= 500 s whatever the machine, so it spans every step
 RUNS = {"fired", "missed_caught_up"}  # the decisions that call the target (streams.scheduling.misfire)
-WORKER = re.compile(r"^cronstream-(worker-\d+)-")  # streams.runtime.app.build's client id
 
 pytestmark = pytest.mark.timeout(1800)
 
@@ -56,29 +55,13 @@ def three_brokers(stack) -> None:
                     "tests/chaos/test_scale_out.py (docs/testing.md)")
 
 
-def fired_owners(assignment: Assignment) -> dict[str, list[int]]:
-    """Worker name → the partitions of ``cronstream.fired`` its executor reads: those of the
-    jobs topic it holds as an active (streams.execution.reader; standby replicas are changelog
-    partitions, not the jobs topic's)."""
-    owners: dict[str, list[int]] = {}
-    for member, tps in assignment.held.items():
-        match = WORKER.match(member)
-        name = match.group(1) if match else member
-        owners[name] = sorted(p for t, p in tps if t == JOBS_TOPIC.name)
-    return dict(sorted(owners.items()))
-
-
 def settled(stack, workers: int) -> dict[str, list[int]] | None:
     """The fired topic's assignment once the group is stable with ``workers`` members and
     every partition held; None before."""
-    try:
-        assignment = describe(stack.s.bootstrap, APP_ID)
-    except Exception:  # noqa: BLE001 - a coordinator busy with the rebalance: ask again
+    found = settled_owners(stack.s.bootstrap, workers)
+    if found is None:
         return None
-    owners = fired_owners(assignment)
-    held = sorted(p for parts in owners.values() for p in parts)
-    if assignment.state != "STABLE" or len(owners) != workers or held != list(range(FIRED.partitions)):
-        return None
+    assignment, owners = found
     # faust hands out co-partitioned topics together: each worker holds the same partition
     # numbers of every topic an agent consumes (what docs/operations.md tells an operator)
     for member, tps in assignment.held.items():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -189,3 +189,66 @@ def skeleton_job_lands(api: httpx.Client, dsn: str, host: str = "127.0.0.1") -> 
                           every_s=1)
     assert all(row[1:] == ("fired", "succeeded") for row in landed), landed
     assert {row[0] for row in landed} <= set(receiver.fires)  # the webhook was called for each
+
+
+def commit_at_end(bootstrap: str, group: str, topic: str, partition: int,
+                  timeout_s: float = 60.0) -> int:
+    """Commit ``group``'s offset on ``topic``[``partition``] at the partition's end, as a consumer
+    that committed past records it never processed would have (run in a child process:
+    ``stack.isolated``). The broker takes it only once the group has no member left, so it is
+    asked again until then; returns the offset committed."""
+    import time
+
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+
+    from streams.runtime import admin
+
+    end = admin.end_offsets(bootstrap, [(topic, partition)])[(topic, partition)]
+    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, partition, end)])]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            done = admin.call(bootstrap, lambda client: client.alter_consumer_group_offsets(
+                request)[group].result())
+            failed = [tp.error for tp in done.topic_partitions if tp.error is not None]
+        except KafkaException as exc:
+            failed = [exc]
+        if not failed and admin.committed_offsets(bootstrap, group).get((topic, partition)) == end:
+            return end
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{group} offset on {topic}[{partition}] not committed at {end}: "
+                               f"{failed}")
+        time.sleep(0.5)  # a member's session has not expired yet
+
+
+def sigkill(stack, name: str) -> int:
+    """SIGKILL one of the stack's processes and wait until it is gone (a start right after would
+    find it alive and its ready file there, and start nothing); when it was killed, in ms."""
+    import os
+    import signal
+    import time
+
+    from stack import processes
+    from tests.waiting import wait_for
+
+    pid = processes.alive(stack.pidfile(name))
+    assert pid, f"{name} is not running"
+    os.kill(pid, signal.SIGKILL)
+    killed_ms = time.time_ns() // 1_000_000
+    wait_for(lambda: processes.alive(stack.pidfile(name)) is None, timeout_s=30, every_s=0.05)
+    return killed_ms
+
+
+def worker_metrics(stack, name: str, workers: Iterable[int] = range(1, 5)) -> dict[int, float]:
+    """The metric ``name`` of each running worker of ``workers`` (its series summed over their
+    labels; 0 before its first), from the worker's /metrics."""
+    from stack import processes
+
+    pattern = re.compile(rf"^{re.escape(name)}(?:\{{[^}}]*\}})? (\S+)$", re.MULTILINE)
+    values = {}
+    for n in workers:
+        if processes.alive(stack.pidfile(f"worker-{n}")):
+            text = httpx.get(f"http://127.0.0.1:{stack.s.worker_metrics_port + n}/metrics",
+                             timeout=30).text
+            values[n] = sum(float(m.group(1)) for m in pattern.finditer(text))
+    return values

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import yaml
 
 from cli.demo import Receiver
+from cli.failures import DENIED, UNREACHABLE
 from tests.conftest import free_port
 from tests.integration.test_operator import cli
 from tests.waiting import wait_for
@@ -62,7 +63,10 @@ def test_bad_input_and_failures_have_distinct_exit_codes(stack, api, tmp_path):
     assert no_key.returncode == 2 and "no API key" in no_key.stderr
     down = cli("jobs", "list", "--api-key", key, "--api-url", f"http://127.0.0.1:{free_port()}",
                check=False)
-    assert down.returncode == 3 and "cannot reach the API" in down.stderr
+    assert down.returncode == UNREACHABLE and "the API at http://127.0.0.1:" in down.stderr
+    assert "connection refused" in down.stderr and "Traceback" not in down.stderr
+    wrong_key = cli("jobs", "list", "--api-key", "cs_not-a-key", check=False)
+    assert wrong_key.returncode == DENIED and "refused the API key (HTTP 401" in wrong_key.stderr
     missing = cli("jobs", "get", "no-such-job", "--api-key", key, check=False)
     assert missing.returncode == 1 and "HTTP 404" in missing.stderr
 

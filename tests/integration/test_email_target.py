@@ -50,11 +50,47 @@ def test_throttling_is_retried_and_nothing_is_dropped(stack, api):
     assert len(sent(stack, row["fire_id"])) == 1
 
 
-def test_a_send_with_unknown_outcome_is_not_repeated(stack, api):
+def test_a_send_that_timed_out_after_acceptance_is_unknown_and_not_retried(stack, api):
+    """A timeout after SES accepted the mail may have sent it: ``unknown`` at its first attempt,
+    never retried, whatever the retry policy allows."""
     row = reminder_under_faults(stack, api, {"max_attempts": 5, "initial_backoff_s": 0.2},
                                 timeout_after_accept_ratio=1.0, timeout_s=15, seconds=20)
     assert row["outcome"] == "unknown" and row["attempts"] == 1, row
     assert len(sent(stack, row["fire_id"])) == 1, "accepted once and never sent again"
+
+
+def test_a_send_with_unknown_outcome_is_not_repeated(stack, api):
+    """At most once per reminder email: the intent goes into the done table before SES is
+    called. SES accepts the mail and hangs its answer; the worker is SIGKILLed while the call
+    hangs, and started again. It reads the slot's fired record again, finds the intent, and
+    records the slot ``unknown`` without calling SES: the SES server's own log holds the mail
+    once. (Without the intent the restarted worker sends it again: two lines.)"""
+    from tests.integration.helpers import executor_caught_up, sigkill
+
+    hang_s = 300  # outlasts the kill and the restart: the answer never comes
+    with ses_faults(stack, timeout_after_accept_ratio=1.0, timeout_s=hang_s, seconds=hang_s):
+        job = api.post("/v1/jobs", json=reminder(retry={"max_attempts": 5,
+                                                        "initial_backoff_s": 0.2})).json()
+
+        def hanging() -> list[dict]:
+            if not stack.ses_log.exists():
+                return []
+            return [m for m in map(json.loads, stack.ses_log.read_text().splitlines())
+                    if m["headers"].get(FIRE_ID_HEADER, "").startswith(f"{job['id']}@")]
+
+        fire = wait_for(hanging, timeout_s=60)[0]["headers"][FIRE_ID_HEADER]
+        assert ledger(stack, job_id=job["id"]) == [], "recorded before its answer came"
+        sigkill(stack, "worker-1")
+        stack.start_worker("worker-1")
+        # the slot recorded, or (the intent lost) the mail sent again: whichever comes first
+        wait_for(lambda: ledger(stack, job_id=job["id"]) or len(sent(stack, fire)) > 1,
+                 timeout_s=120)
+        assert len(sent(stack, fire)) == 1, "sent again by the restarted worker"
+        row = wait_for(lambda: ledger(stack, job_id=job["id"]), timeout_s=120)[0]
+        wait_for(executor_caught_up(stack, [job["id"]]))
+        assert len(sent(stack, fire)) == 1, "accepted once and never sent again"
+    assert (row["fire_id"], row["outcome"], row["attempts"]) == (fire, "unknown", 0), row
+    assert row["reason"].startswith("at-most-once: the send began before a crash"), row
 
 
 def test_email_target_validation(api):

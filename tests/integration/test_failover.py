@@ -1,18 +1,21 @@
-"""SIGKILL a worker mid-run: its partitions move, every slot still gets exactly one decision, and
-the webhook receiver sees a fire id twice only for slots that were in flight at the kill."""
+"""SIGKILL a worker mid-run: its partitions move, every slot still gets exactly one decision and
+runs (judged by ``tests.chaos.checker`` against the webhook receiver's log), and the receiver sees
+a fire id twice only if a call of it was out when the worker was killed."""
 
 from __future__ import annotations
 
-import os
-import signal
+import time
 from datetime import UTC, datetime, timedelta
 
 from cli.demo import Receiver
 from stack import processes
 from streams.scheduling.reconciler import DEFAULT_LAG_MS
 from streams.scheduling.schedule import fire_id
+from streams.topology import partition_for
+from tests.chaos.checker import out_at, slots_violations
+from tests.chaos.workloads import settled_owners
 from tests.conftest import free_port
-from tests.integration.helpers import ledger
+from tests.integration.helpers import executor_caught_up, ledger, sigkill
 from tests.waiting import wait_for
 
 
@@ -31,10 +34,11 @@ def test_sigkilled_worker_loses_no_slot(stack, api):
             # mid-run: every job has run five of its slots
             wait_for(lambda: all(len({f for f in receiver.fires if f.startswith(f"{j}@")}) >= 5
                                  for j in jobs), timeout_s=60)
-            pid = processes.alive(stack.pidfile("worker-2"))
-            assert pid, "worker-2 is not running"
-            killed_at = datetime.now(UTC)
-            os.kill(pid, signal.SIGKILL)
+            # the worker killed held some of the jobs' partitions: its slots must move
+            _, owners = wait_for(lambda: settled_owners(stack.s.bootstrap, 2), timeout_s=60)
+            victims = [j for j in jobs if partition_for(j) in owners.get("worker-2", [])]
+            assert victims, f"worker-2 holds none of the jobs' partitions: {owners}"
+            killed_ms = sigkill(stack, "worker-2")
             expected = {fire_id(j, int((start + timedelta(seconds=s)).timestamp() * 1000))
                         for j in jobs for s in range(31)}
 
@@ -50,15 +54,18 @@ def test_sigkilled_worker_loses_no_slot(stack, api):
             # reconciler once it has had no decision for its lag (seen in a CI run: one fired
             # record, fetched before faust's seek to the committed offsets, never reached the
             # executor), so the promise is "every slot decided within the reconciler's lag"
-            rows = wait_for(decided, timeout_s=DEFAULT_LAG_MS / 1000 + 90, every_s=2,
-                            explain=missing)
+            wait_for(decided, timeout_s=DEFAULT_LAG_MS / 1000 + 90, every_s=2, explain=missing)
+            wait_for(executor_caught_up(stack, jobs))
     finally:
         processes.stop(stack.pidfile("worker-2"))
-    by_fire = {r["fire_id"]: r for r in rows}
-    assert set(by_fire) == expected, "a slot has no decision"
-    failed = [r for r in rows if r["outcome"] != "succeeded"]
-    assert not failed, failed[:3]
-    twice = {f for f in receiver.fires if receiver.fires.count(f) > 1}
-    window = {fire_id(j, int((killed_at + timedelta(seconds=d)).replace(microsecond=0)
-                             .timestamp() * 1000)) for j in jobs for d in (-2, -1, 0, 1)}
-    assert twice <= window, f"duplicates outside the kill window: {sorted(twice - window)[:5]}"
+    calls: dict[str, list[int]] = {}
+    for fid, at in zip(receiver.fires, receiver.arrived_ms, strict=True):
+        calls.setdefault(fid, []).append(at)
+    # a slot run twice only if a call of it was out at the kill (``checker.out_at``): the killed
+    # worker's run, whose outcome it had not recorded or committed, is run again by the survivor
+    deadline = time.monotonic() + 60  # the sink is eventually consistent
+    while (problems := slots_violations(stack, expected, receiver.fires,
+                                        may_repeat=lambda f: out_at(calls[f], killed_ms))) \
+            and time.monotonic() < deadline:
+        time.sleep(2)
+    assert problems == [], problems

@@ -3,17 +3,32 @@ backfill, preview, runs, and bad input."""
 
 from __future__ import annotations
 
-import time
+import os
+import signal
+import threading
 from datetime import UTC, datetime, timedelta
 
 import httpx
 
 from cli.demo import Receiver
+from streams.runtime.codec import codec
 from streams.scheduling.schedule import fire_id
 from streams.topology import LEDGER
 from tests.conftest import free_port, make_client
-from tests.integration.helpers import executor_caught_up, fired_slot, ledger, sink_caught_up
+from tests.integration.helpers import (
+    executor_caught_up,
+    fired_slot,
+    ledger,
+    sigkill,
+    sink_caught_up,
+    worker_metrics,
+)
 from tests.waiting import wait_for
+
+
+def prepared(stack) -> float:
+    """Slots the workers hold prepared ahead of their second (``cronstream_slots_prepared``)."""
+    return sum(worker_metrics(stack, "cronstream_slots_prepared").values())
 
 
 def webhook(port: int) -> dict:
@@ -73,19 +88,90 @@ def test_crud_list_paging_and_preview(api):
 
 
 def test_every_second_job_has_a_ledger_row_per_slot(stack, api):
-    port = free_port()
-    with Receiver(port, quiet=True) as receiver:
-        end = datetime.now(UTC) + timedelta(seconds=8)
-        job = api.post("/v1/jobs", json={"schedule": {"cron": "*/1 * * * * *", "end": end.isoformat()},
-                                         "target": webhook(port)}).json()
-        rows = wait_for(lambda: (r := ledger(stack, job_id=job["id"])) and
-                        r[-1]["nominal_time"].replace(tzinfo=UTC) >= end.replace(microsecond=0)
-                        - timedelta(seconds=1) and r, timeout_s=60)
-    seconds = [r["nominal_time"] for r in rows]
-    assert len(seconds) >= 6
-    assert all(b - a == timedelta(seconds=1) for a, b in zip(seconds, seconds[1:], strict=False))
-    assert all(r["decision"] == "fired" and r["outcome"] == "succeeded" for r in rows)
-    assert len(receiver.fires) == len(set(receiver.fires))
+    """Every slot gets one decision, from the job's creation to its end, judged against the
+    webhook receiver's log and the ledger topic's whole history (``tests.chaos.checker``).
+
+    The fault is the one the reconciler exists for: the worker dies with a run in flight whose
+    fired record its group had already committed past (faust commits past records it dropped:
+    ``streams/execution/executor.py``). Made exact here: the receiver holds one slot's call and
+    freezes the worker (SIGSTOP) the moment it arrives; the worker is then SIGKILLed and its
+    group's offset on the job's fired partition committed at the partition's end before it is
+    started again. The restarted worker finds the slot in the fired topic's tail past its
+    fired-through mark and leaves it to its record, which its executor will never read: only
+    the reconciler, its lag after the record, re-drives it. Every other slot is run once (the
+    ones missed while the worker was down caught up, ``fire_all``); the held slot twice, its
+    first call in flight at the kill. The slot must have been fired after the worker's last
+    mark (else the restarted worker would not look for it): a slot caught by a mark written
+    between its fire and its call is let go and the next one held."""
+    from stack import isolated, processes
+    from streams.scheduling.reconciler import DEFAULT_LAG_MS
+    from streams.topology import APP_ID, FIRED, partition_for
+    from tests.chaos.checker import history, ledger_history, slots_violations
+
+    worker = processes.alive(stack.pidfile("worker-1"))
+    assert worker, "worker-1 is not running"
+    armed, frozen = threading.Event(), threading.Event()
+    released = [threading.Event()]
+    held: list[str] = []
+
+    def behave(fid: str, n: int) -> tuple[int, float]:
+        """Hold the first call of a slot once armed, freezing the worker as it arrives."""
+        if armed.is_set() and n == 1:
+            armed.clear()
+            held.append(fid)
+            os.kill(worker, signal.SIGSTOP)
+            frozen.set()
+            released[-1].wait(600)
+        return 204, 0
+
+    with Receiver(port := free_port(), behave=behave, quiet=True) as receiver:
+        start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+        end = start + timedelta(seconds=30)
+        job = api.post("/v1/jobs", json={
+            "schedule": {"every_s": 1, "start": start.isoformat(), "end": end.isoformat()},
+            "target": webhook(port),
+            "misfire": {"policy": "fire_all", "max_lateness_s": 600}}).json()["id"]
+        part = partition_for(job)
+        wait_for(lambda: len(receiver.fires) >= 3, timeout_s=60)
+        for _ in range(5):  # a slot fired past the worker's last mark, held in flight
+            frozen.clear()
+            armed.set()
+            wait_for(frozen.is_set, timeout_s=30)
+            mark = int(isolated.call("streams.scheduling.progress:load_marks", stack.s.bootstrap,
+                                     timeout_s=60).get(str(part), 0))
+            fired_ms = {codec().decode(value)["fire_id"]: at for at, value
+                        in history(stack.s.bootstrap, FIRED.name, job)[job]}
+            if fired_ms[held[-1]] >= mark:
+                break
+            os.kill(worker, signal.SIGCONT)  # a mark covers it already: let it go
+            released[-1].set()
+            released.append(threading.Event())
+        else:
+            raise AssertionError(f"every held slot was behind a mark already: {held}")
+        killed_ms = sigkill(stack, "worker-1")
+        released[-1].set()
+        isolated.call("tests.integration.helpers:commit_at_end", stack.s.bootstrap, APP_ID,
+                      FIRED.name, part, timeout_s=120)
+        stack.start_worker("worker-1")
+        slots = [int(start.timestamp() * 1000) + 1000 * i for i in range(31)]
+        expected = {fire_id(job, s) for s in slots}
+
+        def decided() -> set[str]:
+            return {r["fire_id"] for r in ledger(stack, job_id=job)}
+
+        wait_for(lambda: decided() >= expected, timeout_s=DEFAULT_LAG_MS / 1000 + 120, every_s=2,
+                 explain=lambda: f"undecided: {sorted(expected - decided())}")
+        wait_for(executor_caught_up(stack, [job]))
+        wait_for(sink_caught_up(stack, LEDGER))
+    first = {}
+    for fid, at in zip(receiver.fires, receiver.arrived_ms, strict=True):
+        first.setdefault(fid, at)
+    # the held slot's first call was in flight at the kill: its re-drive calls it again
+    problems = slots_violations(stack, expected, receiver.fires, key_prefix=f"{job}@",
+                                may_repeat=lambda f: f == held[-1] and first[f] < killed_ms)
+    assert problems == [], problems
+    caught = ledger_history(stack.s.bootstrap, {held[-1]}, f"{job}@")[held[-1]]
+    assert [r["reason"] for r in caught] == ["re-driven by the reconciler (1)"], caught
 
 
 def test_pause_resume_and_trigger(stack, api):
@@ -143,7 +229,7 @@ def test_backfill_runs_missing_slots_once_and_never_repeats_done_ones(stack, api
         wait_for(lambda: trig in receiver.fires)
         wait_for(executor_caught_up(stack, [job["id"]]))
     assert set(receiver.fires) == ran | {trig}, "backfilled slots that already ran were run again"
-    assert len(receiver.fires) == len(set(receiver.fires))
+    assert len(receiver.fires) == len(set(receiver.fires)), "a fire id ran more than once"
 
 
 def test_backfilled_slots_older_than_max_lateness_still_run(stack, api):
@@ -254,11 +340,14 @@ def test_a_job_changed_or_deleted_just_before_its_slot_fires_as_it_is_then(stack
     port = free_port()
     at = datetime.now(UTC) + timedelta(milliseconds=PREPARE_AHEAD_MS - 1_000)
     with Receiver(port, quiet=True) as receiver:
+        before = prepared(stack)
         ids = [api.post("/v1/jobs", json={"schedule": {"at": at.isoformat()},
                                           "target": webhook(port)}).json()["id"]
                for _ in range(3)]
         kept, paused, deleted = ids
-        time.sleep(1.5)  # indexed and prepared by now, still ~2.5 s before the slot
+        # indexed and prepared (the workers' gauge of slots prepared ahead counts the three)
+        wait_for(lambda: prepared(stack) >= before + 3,
+                 timeout_s=20, every_s=0.1)
         assert datetime.now(UTC) < at - timedelta(seconds=1), "too slow to test the window"
         assert api.post(f"/v1/jobs/{paused}/pause").json()["paused"] is True
         assert api.delete(f"/v1/jobs/{deleted}").status_code == 204

@@ -10,7 +10,6 @@ session: tests/conftest.py); each test reads the value the workers actually use 
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,9 +17,8 @@ import httpx
 import psycopg
 
 from cli.demo import Receiver
-from stack import processes
 from tests.conftest import free_port, make_client
-from tests.integration.helpers import HeldCalls
+from tests.integration.helpers import HeldCalls, worker_metrics
 from tests.waiting import wait_for
 
 LEAD_S = 10  # the slots are due this far ahead: every job is created (and indexed) before then
@@ -28,14 +26,7 @@ LEAD_S = 10  # the slots are due this far ahead: every job is created (and index
 
 def worker_gauge(stack, name: str) -> list[float]:
     """The gauge ``name`` of each running worker, from its /metrics."""
-    values = []
-    for n in range(1, 5):
-        if processes.alive(stack.pidfile(f"worker-{n}")):
-            text = httpx.get(f"http://127.0.0.1:{stack.s.worker_metrics_port + n}/metrics",
-                             timeout=10).text
-            found = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
-            assert found, f"worker-{n} does not export {name}"
-            values.append(float(found.group(1)))
+    values = list(worker_metrics(stack, name).values())
     assert values, "no worker is running"
     return values
 

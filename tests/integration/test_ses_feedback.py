@@ -19,6 +19,7 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from cli.failures import FAILED
 from stack.sns_publisher import CERT_PATH, LOCAL_TOPIC_ARN
 from streams.adapters import ses, sns
 from streams.runtime.admin import end_offsets
@@ -203,4 +204,4 @@ def test_ses_events_command_sets_up_each_configuration_set_once_and_again(stack)
         assert dest["SnsDestination"]["TopicArn"] == (topic + "2" if name.endswith("_default")
                                                       else topic)
     refused = cli("ses-events", "--tenant", "bad name!", "--topic-arn", topic, check=False)
-    assert refused.returncode == 3 and "SES refused" in refused.stderr
+    assert refused.returncode == FAILED and "SES refused the request" in refused.stderr

@@ -34,6 +34,7 @@ import psycopg
 import pytest
 
 from cli.demo import wait_for_key
+from cli.failures import DENIED
 from stack import isolated, processes
 from stack.local import EXTRA_LISTENERS, Stack
 from streams.runtime import settings
@@ -151,9 +152,11 @@ def start_worker_with(secure: Stack, auth: str = "scram", **kafka: str
 
 
 def said_about_kafka(run: subprocess.CompletedProcess[str]) -> str:
-    """The line the stopped worker said about Kafka (the first starting ``kafka at``)."""
-    assert run.returncode != 0
-    said = [line for line in run.stderr.splitlines() if line.startswith("kafka at ")]
+    """The line the stopped worker said about Kafka (the CLI's ``cronstream worker: kafka at
+    ...``, the prefix taken off), and its exit code the CLI's for a refused client (4)."""
+    assert run.returncode == DENIED, run.stderr[-2000:]
+    said = [line.removeprefix("cronstream worker: ") for line in run.stderr.splitlines()
+            if line.startswith("cronstream worker: kafka at ")]
     assert said, run.stderr[-2000:]
     return said[0]
 
@@ -161,7 +164,8 @@ def said_about_kafka(run: subprocess.CompletedProcess[str]) -> str:
 def test_a_wrong_password_stops_the_worker_naming_kafka_and_the_cause(secure: Stack) -> None:
     run = start_worker_with(secure, CRONSTREAM_KAFKA_SASL_PASSWORD="not-the-password")
     assert said_about_kafka(run).startswith(
-        f"kafka at {secure.s.bootstrap}: SASL authentication failed"), run.stderr[-2000:]
+        f"kafka at {secure.s.bootstrap} (SASL_SSL, SCRAM-SHA-512): SASL authentication failed"
+    ), run.stderr[-2000:]
     assert "not-the-password" not in run.stderr + run.stdout
 
 
@@ -183,7 +187,8 @@ def test_an_untrusted_certificate_stops_the_worker_naming_kafka_and_the_cause(
     ca, _ = other_ca(tmp_path)
     run = start_worker_with(secure, CRONSTREAM_KAFKA_CA_FILE=str(ca))
     assert said_about_kafka(run).startswith(
-        f"kafka at {secure.s.bootstrap}: TLS handshake failed"), run.stderr[-2000:]
+        f"kafka at {secure.s.bootstrap} (SASL_SSL, SCRAM-SHA-512): TLS handshake failed"
+    ), run.stderr[-2000:]
 
 
 # -- mutual TLS and OAUTHBEARER (issue 47, item 2) ----------------------------------------------
@@ -224,8 +229,9 @@ def test_every_client_reaches_kafka_by_a_client_certificate_or_a_token(secure: S
 
 
 @pytest.mark.parametrize(("certificate", "cause"), [
-    ("another CA's", "TLS refused, the broker does not accept the client certificate"),
-    ("none", "TLS refused, the broker requires a client certificate"),
+    ("another CA's", "(SSL, client certificate): TLS refused, the broker does not accept the "
+     "client certificate"),
+    ("none", "(SSL): TLS refused, the broker requires a client certificate"),
 ], ids=["another-ca", "none"])
 def test_a_refused_client_certificate_stops_the_worker_naming_kafka_and_the_cause(
         secure: Stack, tmp_path: Path, certificate: str, cause: str) -> None:
@@ -241,7 +247,7 @@ def test_a_refused_client_certificate_stops_the_worker_naming_kafka_and_the_caus
                  "CRONSTREAM_KAFKA_KEY_FILE": str(tmp_path / "client.key")}
     run = start_worker_with(secure, "mtls", **given)
     bootstrap = secure.clients_kafka_env("mtls")["CRONSTREAM_BOOTSTRAP"]
-    assert said_about_kafka(run).startswith(f"kafka at {bootstrap}: {cause}"), run.stderr[-2000:]
+    assert said_about_kafka(run).startswith(f"kafka at {bootstrap} {cause}"), run.stderr[-2000:]
 
 
 class TokenEndpoint:
@@ -286,7 +292,8 @@ def test_a_missing_token_stops_the_worker_naming_kafka_and_the_cause(secure: Sta
                                 CRONSTREAM_KAFKA_OAUTH_CLIENT_SECRET="not-the-secret")
     bootstrap = secure.clients_kafka_env("oauth")["CRONSTREAM_BOOTSTRAP"]
     assert said_about_kafka(run).startswith(
-        f"kafka at {bootstrap}: no OAUTHBEARER token (the token endpoint refused"), \
+        f"kafka at {bootstrap} (SASL_SSL, OAUTHBEARER (oidc)): no OAUTHBEARER token (the token "
+        "endpoint refused"), \
         run.stderr[-2000:]
     assert idp.asked and all("grant_type=client_credentials" in form for form in idp.asked)
     assert "not-the-secret" not in run.stderr + run.stdout
@@ -297,5 +304,6 @@ def test_a_refused_token_stops_the_worker_naming_kafka_and_the_cause(secure: Sta
     run = start_worker_with(secure, "oauth", CRONSTREAM_KAFKA_OAUTH_SCOPE="")
     bootstrap = secure.clients_kafka_env("oauth")["CRONSTREAM_BOOTSTRAP"]
     assert said_about_kafka(run).startswith(
-        f"kafka at {bootstrap}: the broker refused the OAUTHBEARER token"), run.stderr[-2000:]
+        f"kafka at {bootstrap} (SASL_SSL, OAUTHBEARER (unsecured)): the broker refused the "
+        "OAUTHBEARER token"), run.stderr[-2000:]
     assert "insufficient_scope" in said_about_kafka(run)

@@ -109,14 +109,15 @@ def test_an_answer_that_never_ends_is_read_only_up_to_the_cap():
 
 
 def test_the_urls_host_is_the_host_header_and_tls_name_whatever_address_is_dialled():
-    from streams.execution.webhook_client import request_bytes
+    from streams.execution.webhook_client import request_bytes, target_of
 
-    scheme, host, port, head = request_bytes("POST", "https://Hook.Example:8443/p%20q?x=1", {},
-                                             None)
-    assert (scheme, host, port) == ("https", "hook.example", 8443)
+    target = target_of("https://Hook.Example:8443/p%20q?x=1")
+    assert (target.scheme, target.host, target.port) == ("https", "hook.example", 8443)
+    head = request_bytes("POST", target, {}, None)
     assert head.startswith(b"POST /p%20q?x=1 HTTP/1.1\r\nHost: hook.example:8443\r\n")
-    _, host, port, head = request_bytes("POST", "http://[::1]:81/", {}, None)
-    assert (host, port) == ("::1", 81) and b"\r\nHost: [::1]:81\r\n" in head
+    target = target_of("http://[::1]:81/")
+    assert (target.host, target.port) == ("::1", 81)
+    assert b"\r\nHost: [::1]:81\r\n" in request_bytes("POST", target, {}, None)
 
 
 def test_a_kafka_target_writes_only_the_tenants_own_topics_never_cronstreams():

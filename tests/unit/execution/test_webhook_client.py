@@ -16,6 +16,7 @@ from streams.execution.webhook_client import (
     RequestRefused,
     WebhookClient,
     request_bytes,
+    target_of,
 )
 
 Answer = Callable[[bytes], bytes | None]  # a request's bytes -> the answer (None: never answer)
@@ -104,19 +105,22 @@ def test_one_connection_serves_request_after_request_each_one_write():
 
 
 def test_the_framing_is_the_clients_and_a_header_that_splits_the_request_is_refused():
-    _, _, _, head = request_bytes("POST", "http://h.example/p", {
+    target = target_of("http://h.example/p")
+    head = request_bytes("POST", target, {
         "Content-Length": "99", "Transfer-Encoding": "chunked", "Connection": "close",
-        "Host": "virtual.example"}, b"abc")
+        "Host": "virtual.example"}, b"abc", {"X-Cronstream-Fire-Id": "j@t"})
     assert head.count(b"Content-Length") == 1 and b"Content-Length: 3" in head
     assert b"chunked" not in head and b"close" not in head
-    assert b"\r\nHost: virtual.example\r\n" in head
+    assert b"\r\nHost: virtual.example\r\n" in head and b"\r\nX-Cronstream-Fire-Id: j@t\r\n" in head
     for bad in ({"X-Bad": "a\r\nX-Evil: 1"}, {"X Bad": "v"}, {"X-Nul": "a\0b"}):
         with pytest.raises(RequestRefused):
-            request_bytes("POST", "http://h.example/p", bad, None)
+            request_bytes("POST", target, bad, None)
     with pytest.raises(RequestRefused):
-        request_bytes("POST", "ftp://h.example/p", {}, None)
-    _, _, port, head = request_bytes("GET", "https://h.example/", {}, None)
-    assert port == 443 and b"\r\nHost: h.example\r\n" in head
+        target_of("ftp://h.example/p")
+    with pytest.raises(RequestRefused):
+        request_bytes("GET /x HTTP/1.1\r\n", target, {}, None)
+    https = target_of("https://h.example/")
+    assert https.port == 443 and b"\r\nHost: h.example\r\n" in request_bytes("GET", https, {}, None)
 
 
 def test_a_redirect_is_an_answer_not_followed():

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from cli import progress
-from cli.client import CliError, describe, load_documents
+from cli.client import describe, load_documents
+from cli.failures import CliError
 from ops import lag, replay
 from streams.runtime.metrics import STALL_S, WorkerHealth
 
@@ -50,6 +51,51 @@ def test_lag_table_has_the_columns_of_kafka_consumer_groups():
                                 "LAG", "TIME-LAG-S", "CONSUMER-ID"]
     assert lines[1].split() == ["cronstream", "cronstream.fired", "3", "40", "45", "5", "2.5", "m-1"]
     assert lines[2].split() == ["cronstream", "cronstream.fired", "4", "-", "9", "-", "-", "-"]
+
+
+class ListedGroups:
+    """What ``AdminClient.list_consumer_groups`` answers: the groups, and a broker's error."""
+
+    def __init__(self, errors):
+        from confluent_kafka.admin import ConsumerGroupListing
+
+        self.valid = [ConsumerGroupListing("cronstream-executor", is_simple_consumer_group=False),
+                      ConsumerGroupListing("cronstream-view-1", is_simple_consumer_group=False)]
+        self.errors = errors
+
+    def list_consumer_groups(self, request_timeout):
+        from concurrent.futures import Future
+
+        answer = Future()
+        answer.set_result(self)
+        return answer
+
+
+def test_groups_without_members_are_listed_and_a_brokers_error_is_not_an_empty_list():
+    from confluent_kafka import KafkaError, KafkaException
+
+    assert lag.groups(ListedGroups([])) == ["cronstream-executor"]  # views are ephemeral
+    gone = KafkaException(KafkaError(KafkaError._TRANSPORT))
+    with pytest.raises(KafkaException):
+        lag.groups(ListedGroups([gone]))
+
+
+def test_topics_align_skips_a_topic_not_made_yet_but_not_a_broker_gone(monkeypatch):
+    from confluent_kafka import KafkaError, KafkaException
+
+    from streams.runtime import admin
+    from streams.topology import RECIPIENTS
+
+    def answer(code):
+        def topic_config(*_args):
+            raise KafkaException(KafkaError(code))
+        return topic_config
+
+    monkeypatch.setattr(admin, "topic_config", answer(KafkaError.UNKNOWN_TOPIC_OR_PART))
+    assert admin.align_retention("b:1", (RECIPIENTS,)) == []
+    monkeypatch.setattr(admin, "topic_config", answer(KafkaError._TRANSPORT))
+    with pytest.raises(KafkaException):
+        admin.align_retention("b:1", (RECIPIENTS,))
 
 
 def test_only_idempotently_consumed_topics_may_be_replayed():

@@ -151,7 +151,7 @@ def test_a_connection_error_is_named_with_its_cause(code: str, text: str, cause:
     from streams.runtime.admin import diagnose
 
     said = diagnose(KafkaError(getattr(KafkaError, code), text), "127.0.0.1:9093")
-    assert said is not None and said.startswith(f"kafka at 127.0.0.1:9093: {cause}"), said
+    assert said is not None and said.startswith(f"kafka at 127.0.0.1:9093 (PLAINTEXT): {cause}"), said
     assert text in said
 
 
@@ -191,7 +191,8 @@ def test_the_cause_is_said_in_the_terms_of_the_way_the_client_authenticates(
     from streams.runtime.admin import diagnose
 
     said = diagnose(KafkaError(getattr(KafkaError, code), text), "127.0.0.1:9094", security)
-    assert said is not None and said.startswith(f"kafka at 127.0.0.1:9094: {cause}"), said
+    assert said is not None and said.startswith(
+        f"kafka at 127.0.0.1:9094 ({security.describe()}): {cause}"), said
     assert said.endswith(text)
 
 

@@ -55,6 +55,10 @@ def test_a_late_intent_never_undoes_a_done_chunk() -> None:
 class _Store:
     def __init__(self) -> None:
         self.persisted: dict[object, int] = {}
+        self.stored: dict[bytes, bytes] = {}  # the local RocksDB's writes
+
+    def __setitem__(self, key: bytes, value: bytes) -> None:
+        self.stored[key] = value
 
     def persisted_offset(self, tp: object) -> int | None:
         return self.persisted.get(tp)
@@ -81,7 +85,7 @@ def _table() -> object:
     from streams.runtime.state import GuardedTable
 
     class Recorded(GuardedTable):
-        def __setitem__(self, key: bytes, value: bytes) -> None:
+        def on_key_set(self, key: bytes, value: bytes) -> None:  # the changelog record sent
             self.written.append((key, value))
 
     table = object.__new__(Recorded)
@@ -105,12 +109,17 @@ def test_a_durable_write_returns_only_once_its_own_record_is_acknowledged() -> N
         task = asyncio.create_task(intent())
         await loop_turns()
         assert table.written == [(b"c:u:7", b"intent")]
+        # not in the local store until the broker holds it: a worker killed now and restarted
+        # on its own RocksDB must not find an intent the changelog never had
+        assert table.data.stored == {}
         table._on_changelog_sent(_Written(b"c:u:8", 40))  # another chunk's record
         await loop_turns()
         steps.append("other acked")
+        assert table.data.stored == {}
         table._on_changelog_sent(_Written(b"c:u:7", 41))
         await task
         assert table.data.persisted == {("send-chunks", 3): 41}
+        assert table.data.stored == {b"c:u:7": b"intent"}
         return steps
 
     assert asyncio.run(scenario()) == ["other acked", "acknowledged"]
@@ -135,6 +144,7 @@ def test_a_durable_write_the_broker_refused_or_never_answered_raises() -> None:
         with pytest.raises(TimeoutError):
             await table.put_acked(b"k", b"intent", timeout_s=0.05)
         assert table._awaiting_ack == {}
+        assert table.data.stored == {b"k": b"intent"}, "maybe made: kept locally as made"
 
     asyncio.run(refused())
     asyncio.run(silent())
