@@ -42,9 +42,12 @@ class Reservations:
         self._extending: dict[tuple[str, int], asyncio.Task[None]] = {}
 
     async def inherited(self, campaign_id: str) -> dict[int, int]:
-        """Per partition, the highest chunk a deposed region may have sent ({} in one region)."""
+        """Per partition, the highest chunk a deposed region may have sent ({} in one region).
+        Read once the lease holds: it was granted under an epoch that began after any promotion
+        that set it, so the answer is final for as long as this worker sends."""
         if self.store is None:
             return {}
+        await self.lease.held()
         if campaign_id not in self._inherited:
             self._inherited[campaign_id] = await asyncio.to_thread(self.store.inherited,
                                                                    campaign_id)

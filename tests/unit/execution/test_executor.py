@@ -267,3 +267,66 @@ def test_an_older_epoch_after_a_newer_one_is_fenced_in_read_order_whatever_the_t
         assert executor.taken.commit_point(0) == 10, "the fenced record is resolved, not a"
 
     asyncio.run(main())
+
+
+def executor_under(world: World, lease: Any) -> Executor:
+    """``executor_in``, its runs under a region's ``lease`` (tests.unit.fakes.Lease)."""
+    executor = Executor(DoneMarks(world, world, CHANGELOG), world, world, world, Gate(),
+                        clock=lambda: SLOT + 10, region=lease)
+    executor.on_decided = lambda fid: world.log.append(("decided", fid))
+    executor.start()
+    executor.assign({0})
+    assert world.deliver is not None
+    world.deliver(Assigned({0: 10}))
+    return executor
+
+
+def test_a_region_without_its_lease_runs_nothing_until_it_holds_one():
+    from tests.unit.fakes import Lease
+
+    world = World()
+    lease = Lease(epoch=None)
+    fid = fire_id("job-l", SLOT)
+
+    async def main() -> None:
+        executor_under(world, lease)
+        world.deliver([Msg(0, 10, fired_record("job-l"))])
+        for _ in range(500):  # turns of the loop: the slot is queued, and waits
+            await asyncio.sleep(0)
+        assert [e for e in world.log if e[0] != "assign"] == [], world.log
+        lease.grant(2)
+        await until(lambda: world.ledger)
+        assert ("attempt", fid) in world.log
+
+    asyncio.run(main())
+
+
+def test_a_reminder_asked_before_a_deposed_regions_lease_ended_is_unknown_never_sent():
+    from tests.unit.fakes import Lease
+
+    world = World()
+    email = {"type": "email", "email_from": "a@example.com", "email_to": "b@example.com",
+             "subject": "hi", "text": "hello"}
+    fid = fire_id("job-h", SLOT)
+
+    async def main() -> None:
+        executor_under(world, Lease(epoch=2, horizon_ms=SLOT))  # asked at SLOT: inherited
+        world.deliver([Msg(0, 10, fired_record("job-h", email))])
+        await until(lambda: world.ledger)
+        world.ack_ledger()
+        await until(lambda: world.marks)
+        assert ("attempt", fid) not in world.log
+        assert world.log[-1] == ("marks sent", [(fid, b"unknown")])
+
+    asyncio.run(main())
+
+    world = World()  # asked after the horizon: this region's to send, intent first
+    fid = fire_id("job-n", SLOT)
+
+    async def after() -> None:
+        executor_under(world, Lease(epoch=2, horizon_ms=SLOT - 1))
+        world.deliver([Msg(0, 10, fired_record("job-n", email))])
+        await until(lambda: world.marks)
+        assert world.log[-1] == ("marks sent", [(fid, INTENT)])
+
+    asyncio.run(after())
