@@ -109,7 +109,8 @@ class Walker:
         # of the authority; chunks a deposed region reserved are unknown here (docs/regions.md)
         self.region = rt.region
         self.reservations = Reservations(
-            Store(rt.settings.authority_dsn) if rt.settings.region else None, rt.region)
+            Store(rt.settings.authority_dsn) if rt.settings.region else None, rt.region,
+            rt.settings.region_reserve_chunks)
         health = rt.health
         self.gate = FairGate(self.account_rate_per_s,
                              lambda: max(1, len(health.partitions)) / partitions())

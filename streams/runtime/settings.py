@@ -373,6 +373,17 @@ class Settings:
         return lease, margin, renew
 
     @property
+    def region_reserve_chunks(self) -> int:
+        """How many of a recipient partition's chunks a walker reserves ahead in the authority
+        (``CRONSTREAM_REGION_RESERVE_CHUNKS``, 8): fewer, less a deposed region may have left
+        unknown; more, fewer writes to the authority (docs/regions.md, reservations)."""
+        chunks = _int("CRONSTREAM_REGION_RESERVE_CHUNKS", 8)
+        if chunks < 2:
+            raise SettingsError(f"CRONSTREAM_REGION_RESERVE_CHUNKS={chunks}: need at least 2 "
+                                "(a reservation is extended once half of it is left)")
+        return chunks
+
+    @property
     def run_dir(self) -> Path:
         return self.home / "run"
 
@@ -547,6 +558,9 @@ SETTINGS: tuple[Setting, ...] = (
             "`_MARGIN_S`: a worker stops this long before its end; `_RENEW_S`: renewal period",
             "worker", lambda s: "lease {:g} s, margin {:g} s, renewed every {:g} s".format(
                 *s.region_lease)),
+    Setting("CRONSTREAM_REGION_RESERVE_CHUNKS", "8", "a recipient partition's chunks a walker "
+            "reserves ahead in the authority: the most a deposed region leaves unknown unbegun",
+            "worker", lambda s: s.region_reserve_chunks),
     Setting("CRONSTREAM_RECIPIENTS_PRUNE_INTERVAL_S", "3600", "how often the API deletes from "
             "`cronstream.recipients` what no campaign can read any more (0: never)", "API",
             lambda s: s.recipients_prune_interval_s),
@@ -619,7 +633,8 @@ def validate(s: Settings, role: str) -> list[str]:
     check(lambda: kafka_config.security())
     for prop in ("pg_params", "ses_max_rate_per_s", "runs_per_host", "soft_bounce_limit",
                  "soft_bounce_window_days", "unknown_window_s", "guard_thresholds", "sns_topics",
-                 "sns_max_age_s", "recipients_prune_interval_s", "region", "region_lease"):
+                 "sns_max_age_s", "recipients_prune_interval_s", "region", "region_lease",
+                 "region_reserve_chunks"):
         check(lambda prop=prop: getattr(s, prop))
     for name, url in (("CRONSTREAM_API_URL", s.api_url), ("CRONSTREAM_CONNECT_URL", s.connect_url),
                       ("CRONSTREAM_SES_ENDPOINT", os.environ.get("CRONSTREAM_SES_ENDPOINT"))):
