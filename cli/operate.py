@@ -186,6 +186,7 @@ def region_promote(args: argparse.Namespace) -> int:
     site = _local_site(args.workers) or region.Site(
         stop_replication=lambda: print("stop MirrorMaker 2 into the new region now (it must "
                                        "copy nothing of the old region after this)"),
+        rewind_marks=lambda name: _rewind(args.standby),
         start_region=lambda name: print(f"start region {name}'s sinks, workers and API now"))
     try:
         done, figures = region.promote(_authority(), args.to, planned=not args.unplanned,
@@ -200,6 +201,17 @@ def region_promote(args: argparse.Namespace) -> int:
          f"region {done.row.active} active under epoch {done.row.epoch}; promoted "
          f"{figures.promoted_s:.1f} s and started {figures.started_s:.1f} s after the command")
     return 0
+
+
+def _rewind(bootstrap: str | None) -> object:
+    """Outside the local stack: the promoted region's brokers are ``--standby`` (default
+    ``CRONSTREAM_STANDBY_BOOTSTRAP``); with neither, the operator is told to."""
+    from streams.scheduling import progress
+
+    where = bootstrap or settings_().standby_bootstrap
+    if not where:
+        return "not done: give --standby (the promoted region's brokers)"
+    return progress.rewind_marks(where)
 
 
 def _authority() -> Any:
@@ -229,7 +241,13 @@ def _local_site(workers: int) -> Any:
         target.register_sink()
         target.start_apps(workers)
 
-    return region.Site(stop_replication=both.stop_mirror, replication_lag=lag, start_region=start)
+    def rewind(name: str) -> dict[int, tuple[int, int]]:
+        from streams.scheduling import progress
+
+        return progress.rewind_marks(both.stack(name).s.bootstrap)
+
+    return region.Site(stop_replication=both.stop_mirror, replication_lag=lag,
+                       rewind_marks=rewind, start_region=start)
 
 
 def ses_events(args: argparse.Namespace) -> int:
@@ -305,6 +323,9 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--unplanned", action="store_true", help="the active region is unreachable: "
                    "its reservations and its lease's end are inherited (docs/regions.md)")
     s.add_argument("--workers", type=int, default=1, help="local stack: workers to start there")
+    s.add_argument("--standby", default=None, help="the promoted region's brokers, where an "
+                   "unplanned promotion rewinds the schedulers' marks (default "
+                   "CRONSTREAM_STANDBY_BOOTSTRAP; the local stack knows its own)")
     s.add_argument("--wait", type=float, default=120.0,
                    help="seconds to wait for the old lease to end and the copy to catch up")
     s.add_argument("--json", action="store_true")

@@ -33,6 +33,9 @@ class Site:
     # records of the active region not copied yet; None: cannot tell (then a planned
     # promotion waits no further: the operator was told)
     replication_lag: Callable[[], int | None] = lambda: None
+    # an unplanned promotion's: the schedulers' marks in the promoted region's copy moved back
+    # before the last fired record that crossed (``streams.scheduling.progress.rewind_marks``)
+    rewind_marks: Callable[[str], object] = lambda name: None
     # the promoted region's sinks, workers and API, started (returns once they are ready)
     start_region: Callable[[str], object] = lambda name: None
 
@@ -55,7 +58,8 @@ def promote(store: Store, to: str, *, planned: bool, site: Site,
     """Make region ``to`` active: the steps of docs/regions.md's table, each said as it is
     done. Planned: drain, wait for the lease to end and the copy to catch up, stop replication,
     promote. Unplanned: stop replication, wait for the old lease to end (refused while the old
-    region still renews), promote (its reservations and lease inherited). Then start ``to``."""
+    region still renews), promote (its reservations and lease inherited), rewind the marks.
+    Then start ``to``."""
     began = monotonic()
     figures = Figures()
     row = _row(store)
@@ -93,6 +97,9 @@ def promote(store: Store, to: str, *, planned: bool, site: Site,
     figures.promoted_s = monotonic() - began
     say(f"region {to} active under epoch {done.row.epoch} ("
         f"{'planned' if planned else 'unplanned: the deposed reservations are inherited'})")
+    if not planned:
+        moved = site.rewind_marks(to)
+        say(f"the schedulers' marks in region {to}'s copy rewound: {moved}")
     site.start_region(to)
     figures.started_s = monotonic() - began
     say(f"region {to}'s apps started, {figures.started_s:.1f} s after the promotion began")

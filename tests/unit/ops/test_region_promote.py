@@ -47,6 +47,7 @@ def run(store: Memory, planned: bool, lag: list[int], renewing: bool = False,
 
     site = ops_region.Site(stop_replication=lambda: log.append("stop replication"),
                            replication_lag=lambda: lag.pop(0) if lag else 0,
+                           rewind_marks=lambda name: log.append(f"rewind {name}"),
                            start_region=lambda name: log.append(f"start {name}"))
     done, _ = ops_region.promote(store, "b", planned=planned, site=site, say=lambda _: None,
                                  wait_s=wait_s, sleep=sleep, monotonic=lambda: clock[0])
@@ -56,7 +57,7 @@ def run(store: Memory, planned: bool, lag: list[int], renewing: bool = False,
 def test_unplanned_stops_replication_first_then_waits_out_the_lease_then_promotes():
     store = Memory(Authority(epoch=1, active="a", lease_until_ms=3_000), [])
     done, log = run(store, planned=False, lag=[])
-    assert log == ["stop replication", "promote b", "start b"]
+    assert log == ["stop replication", "promote b", "rewind b", "start b"]
     assert store.now > 3_000, "promoted while the old lease held"
     assert (done.row.epoch, done.row.active, done.row.horizon_ms) == (2, "b", 3_000)
 
@@ -73,3 +74,15 @@ def test_an_active_region_still_renewing_is_not_deposed_unplanned():
     with pytest.raises(ops_region.PromotionFailed, match="still renews"):
         run(store, planned=False, lag=[], renewing=True, wait_s=30)
     assert store.row.epoch == 1 and "promote b" not in store.log
+
+
+def test_a_promotions_mark_replaces_the_partitions_mark_and_the_schedulers_only_raise_it():
+    from streams.scheduling.progress import REWOUND_BY, next_mark
+
+    def mark(ms: int, worker: str = "worker-1") -> dict:
+        return {"partition": 0, "fired_through_ms": ms, "epoch": 3, "worker": worker}
+
+    assert next_mark(None, mark(50)) == 50
+    assert next_mark(100, mark(90)) == 100, "an older owner's late mark does not move it back"
+    assert next_mark(100, mark(40, REWOUND_BY)) == 40
+    assert next_mark(40, mark(60)) == 60
