@@ -21,6 +21,8 @@ from streams.topology import DLQ, INTENT, LEDGER, TopicSpec
 from tests.unit.fakes import schedule_state
 
 SLOT = 1_800_000_000_000
+EMAIL = {"type": "email", "email_from": "a@example.com", "email_to": "b@example.com",
+         "subject": "hi", "text": "hello"}
 CHANGELOG = TopicSpec(name="done-changelog", key="fire_id", schema="", compacted=True, doc="")
 
 
@@ -123,9 +125,11 @@ class World:
                 future.set_result(landed)
 
 
-def executor_in(world: World) -> Executor:
+def executor_in(world: World, lease: Any = None) -> Executor:
+    """An executor on ``world``'s fakes, its runs under a region's ``lease`` if given
+    (``tests.unit.fakes.Lease``; none: one region)."""
     executor = Executor(DoneMarks(world, world, CHANGELOG), world, world, world, Gate(),
-                        clock=lambda: SLOT + 10)
+                        clock=lambda: SLOT + 10, region=lease)
     executor.on_decided = lambda fid: world.log.append(("decided", fid))
     executor.start()
     executor.assign({0})
@@ -185,13 +189,11 @@ def test_a_failed_run_writes_its_dead_letter_before_the_mark():
 
 def test_an_email_intent_is_acknowledged_before_its_only_attempt():
     world = World()
-    email = {"type": "email", "email_from": "a@example.com", "email_to": "b@example.com",
-             "subject": "hi", "text": "hello"}
     fid = fire_id("job-e", SLOT)
 
     async def main() -> None:
         executor_in(world)
-        world.deliver([Msg(0, 10, fired_record("job-e", email))])
+        world.deliver([Msg(0, 10, fired_record("job-e", EMAIL))])
         await until(lambda: world.marks)
         assert world.log[-1] == ("marks sent", [(fid, INTENT)])
         assert ("attempt", fid) not in world.log, "attempted before the intent was durable"
@@ -269,18 +271,6 @@ def test_an_older_epoch_after_a_newer_one_is_fenced_in_read_order_whatever_the_t
     asyncio.run(main())
 
 
-def executor_under(world: World, lease: Any) -> Executor:
-    """``executor_in``, its runs under a region's ``lease`` (tests.unit.fakes.Lease)."""
-    executor = Executor(DoneMarks(world, world, CHANGELOG), world, world, world, Gate(),
-                        clock=lambda: SLOT + 10, region=lease)
-    executor.on_decided = lambda fid: world.log.append(("decided", fid))
-    executor.start()
-    executor.assign({0})
-    assert world.deliver is not None
-    world.deliver(Assigned({0: 10}))
-    return executor
-
-
 def test_a_region_without_its_lease_runs_nothing_until_it_holds_one():
     from tests.unit.fakes import Lease
 
@@ -289,7 +279,7 @@ def test_a_region_without_its_lease_runs_nothing_until_it_holds_one():
     fid = fire_id("job-l", SLOT)
 
     async def main() -> None:
-        executor_under(world, lease)
+        executor_in(world, lease)
         world.deliver([Msg(0, 10, fired_record("job-l"))])
         for _ in range(500):  # turns of the loop: the slot is queued, and waits
             await asyncio.sleep(0)
@@ -305,13 +295,11 @@ def test_a_reminder_asked_before_a_deposed_regions_lease_ended_is_unknown_never_
     from tests.unit.fakes import Lease
 
     world = World()
-    email = {"type": "email", "email_from": "a@example.com", "email_to": "b@example.com",
-             "subject": "hi", "text": "hello"}
     fid = fire_id("job-h", SLOT)
 
     async def main() -> None:
-        executor_under(world, Lease(epoch=2, horizon_ms=SLOT))  # asked at SLOT: inherited
-        world.deliver([Msg(0, 10, fired_record("job-h", email))])
+        executor_in(world, Lease(epoch=2, horizon_ms=SLOT))  # asked at SLOT: inherited
+        world.deliver([Msg(0, 10, fired_record("job-h", EMAIL))])
         await until(lambda: world.ledger)
         world.ack_ledger()
         await until(lambda: world.marks)
@@ -324,8 +312,8 @@ def test_a_reminder_asked_before_a_deposed_regions_lease_ended_is_unknown_never_
     fid = fire_id("job-n", SLOT)
 
     async def after() -> None:
-        executor_under(world, Lease(epoch=2, horizon_ms=SLOT - 1))
-        world.deliver([Msg(0, 10, fired_record("job-n", email))])
+        executor_in(world, Lease(epoch=2, horizon_ms=SLOT - 1))
+        world.deliver([Msg(0, 10, fired_record("job-n", EMAIL))])
         await until(lambda: world.marks)
         assert world.log[-1] == ("marks sent", [(fid, INTENT)])
 
