@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -36,6 +37,7 @@ import httpx
 import psycopg
 import pytest
 
+from stack import processes
 from stack.regions import Regions
 from streams.runtime import region as region_rules
 from streams.runtime import settings
@@ -163,6 +165,7 @@ def test_unplanned_promotion_mails_no_address_twice_and_loses_no_slot(regions, t
                 "target": {"type": "webhook", "url": f"http://127.0.0.1:{receiver.port}/hook"},
                 "misfire": {"policy": "fire_all", "max_lateness_s": 600}}).json()["id"]
                 for _ in range(JOBS)]
+            a.start_worker("worker-2")  # to be frozen, not killed: the partition case
             assert api.post(f"/v1/campaigns/{created['id']}/schedule").status_code == 200
             key = api.headers["Authorization"]
         # region a sends; then its copy in region b stops growing while it goes on sending
@@ -173,11 +176,27 @@ def test_unplanned_promotion_mails_no_address_twice_and_loses_no_slot(regions, t
         sent_at_stop = len(ses_mail(a.ses_log, subject))
         wait_for(lambda: len(ses_mail(a.ses_log, subject)) >= sent_at_stop + 8 * CHUNK,
                  timeout_s=120, explain=lambda: worker_trouble(a))
-        killed_ms = sigkill(a, "worker-1")  # region a is lost: its worker and API
+        # region a is lost: worker-1 and the API SIGKILLed, worker-2 frozen (SIGSTOP: cut off,
+        # it will wake long after its lease ended and find region b active)
+        frozen = processes.alive(a.pidfile("worker-2"))
+        assert frozen is not None
+        os.kill(frozen, signal.SIGSTOP)
+        killed_ms = sigkill(a, "worker-1")
         sigkill(a, "api")
         promoted = promote_b(regions)
         assert promoted["epoch"] == 2 and promoted["active"] == "b"
 
+        # region b sends; the frozen worker of region a wakes mid-campaign, chunks and slots in
+        # hand: it must send and call nothing more, however long region b goes on
+        wait_for(lambda: any(m["epoch"] == 2 for m in ses_mail(a.ses_log, subject)),
+                 timeout_s=300, explain=lambda: worker_trouble(b))
+        os.kill(frozen, signal.SIGCONT)
+        wait_for(lambda: "deposed" in a.log("worker-2").read_text(errors="replace"),
+                 timeout_s=60)
+        woke = len(ses_mail(a.ses_log, subject))
+        wait_for(lambda: len(ses_mail(a.ses_log, subject)) >= min(N, woke + 4 * CHUNK) or
+                 len(outcomes(a, created["id"])) == N, timeout_s=300)
+        sigkill(a, "worker-2")
         # region b finishes the campaign and runs the webhook jobs' slots of the gap
         with httpx.Client(base_url=b.s.api_url, headers={"Authorization": key},
                           timeout=30) as api_b:
