@@ -176,13 +176,14 @@ def test_unplanned_promotion_mails_no_address_twice_and_loses_no_slot(regions, t
         sent_at_stop = len(ses_mail(a.ses_log, subject))
         wait_for(lambda: len(ses_mail(a.ses_log, subject)) >= sent_at_stop + 8 * CHUNK,
                  timeout_s=120, explain=lambda: worker_trouble(a))
-        # region a is lost: worker-1 and the API SIGKILLed, worker-2 frozen (SIGSTOP: cut off,
+        # region a is lost: worker-1, the API and Connect SIGKILLed, worker-2 frozen (SIGSTOP: cut off,
         # it will wake long after its lease ended and find region b active)
         frozen = processes.alive(a.pidfile("worker-2"))
         assert frozen is not None
         os.kill(frozen, signal.SIGSTOP)
         killed_ms = sigkill(a, "worker-1")
         sigkill(a, "api")
+        sigkill(a, "connect")  # its sinks are region a's too (the PostgreSQL of record is not)
         promoted = promote_b(regions)
         assert promoted["epoch"] == 2 and promoted["active"] == "b"
 
