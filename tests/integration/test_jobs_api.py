@@ -105,7 +105,7 @@ def test_every_second_job_has_a_ledger_row_per_slot(stack, api):
     between its fire and its call is let go and the next one held."""
     from stack import isolated, processes
     from streams.scheduling.reconciler import DEFAULT_LAG_MS
-    from streams.topology import APP_ID, FIRED, partition_for
+    from streams.topology import FIRED, consumer_group, partition_for
     from tests.chaos.checker import history, ledger_history, slots_violations
 
     worker = processes.alive(stack.pidfile("worker-1"))
@@ -150,8 +150,8 @@ def test_every_second_job_has_a_ledger_row_per_slot(stack, api):
             raise AssertionError(f"every held slot was behind a mark already: {held}")
         killed_ms = sigkill(stack, "worker-1")
         released[-1].set()
-        isolated.call("tests.integration.helpers:commit_at_end", stack.s.bootstrap, APP_ID,
-                      FIRED.name, part, timeout_s=120)
+        isolated.call("tests.integration.helpers:commit_at_end", stack.s.bootstrap,
+                      consumer_group(FIRED), FIRED.name, part, timeout_s=120)
         stack.start_worker("worker-1")
         slots = [int(start.timestamp() * 1000) + 1000 * i for i in range(31)]
         expected = {fire_id(job, s) for s in slots}
