@@ -93,8 +93,9 @@ def test_every_second_job_has_a_ledger_row_per_slot(stack, api):
 
     The fault is the one the reconciler exists for: the worker dies with a run in flight whose
     fired record its group had already committed past (the executor commits only resolved
-    records, ``streams/execution/offsets.py``, but an operator's offset reset would not). Made exact here: the receiver holds one slot's call and
-    freezes the worker (SIGSTOP) the moment it arrives; the worker is then SIGKILLed and its
+    records, ``streams/execution/offsets.py``, but an operator's offset reset would not). Made
+    exact here: the receiver holds one slot's call and freezes the worker (SIGSTOP) the moment
+    it arrives; the worker is then SIGKILLed and its
     group's offset on the job's fired partition committed at the partition's end before it is
     started again. The restarted worker finds the slot in the fired topic's tail past its
     fired-through mark and leaves it to its record, which its executor will never read: only
