@@ -92,9 +92,10 @@ def test_every_second_job_has_a_ledger_row_per_slot(stack, api):
     webhook receiver's log and the ledger topic's whole history (``tests.chaos.checker``).
 
     The fault is the one the reconciler exists for: the worker dies with a run in flight whose
-    fired record its group had already committed past (faust commits past records it dropped:
-    ``streams/execution/executor.py``). Made exact here: the receiver holds one slot's call and
-    freezes the worker (SIGSTOP) the moment it arrives; the worker is then SIGKILLed and its
+    fired record its group had already committed past (the executor commits only resolved
+    records, ``streams/execution/offsets.py``, but an operator's offset reset would not). Made
+    exact here: the receiver holds one slot's call and freezes the worker (SIGSTOP) the moment
+    it arrives; the worker is then SIGKILLed and its
     group's offset on the job's fired partition committed at the partition's end before it is
     started again. The restarted worker finds the slot in the fired topic's tail past its
     fired-through mark and leaves it to its record, which its executor will never read: only
@@ -105,7 +106,7 @@ def test_every_second_job_has_a_ledger_row_per_slot(stack, api):
     between its fire and its call is let go and the next one held."""
     from stack import isolated, processes
     from streams.scheduling.reconciler import DEFAULT_LAG_MS
-    from streams.topology import APP_ID, FIRED, partition_for
+    from streams.topology import FIRED, consumer_group, partition_for
     from tests.chaos.checker import history, ledger_history, slots_violations
 
     worker = processes.alive(stack.pidfile("worker-1"))
@@ -150,8 +151,8 @@ def test_every_second_job_has_a_ledger_row_per_slot(stack, api):
             raise AssertionError(f"every held slot was behind a mark already: {held}")
         killed_ms = sigkill(stack, "worker-1")
         released[-1].set()
-        isolated.call("tests.integration.helpers:commit_at_end", stack.s.bootstrap, APP_ID,
-                      FIRED.name, part, timeout_s=120)
+        isolated.call("tests.integration.helpers:commit_at_end", stack.s.bootstrap,
+                      consumer_group(FIRED), FIRED.name, part, timeout_s=120)
         stack.start_worker("worker-1")
         slots = [int(start.timestamp() * 1000) + 1000 * i for i in range(31)]
         expected = {fire_id(job, s) for s in slots}

@@ -63,6 +63,11 @@ def test_a_dsn_wins_and_a_bad_one_is_one_line_naming_it(monkeypatch: pytest.Monk
 
 def test_secrets_come_from_files_and_both_or_an_unreadable_file_is_refused(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # settings.load writes the file's secret into os.environ itself: its state before the test
+    # recorded first (a delenv of an absent name records nothing), so the test leaves it as it
+    # was (it leaked, and the suite's stack started later initialised PostgreSQL with it)
+    monkeypatch.setenv("CRONSTREAM_PG_PASSWORD", "recorded")
+    monkeypatch.delenv("CRONSTREAM_PG_PASSWORD")
     path = tmp_path / "pg-password"
     path.write_text(SECRET + "\n")
     monkeypatch.setenv("CRONSTREAM_PG_PASSWORD_FILE", str(path))
