@@ -146,7 +146,7 @@ def promote_b(regions: Regions) -> dict[str, object]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(1800)  # the stack pair's start included
 def test_unplanned_promotion_mails_no_address_twice_and_loses_no_slot(regions, tmp_path):
     a, b = regions.a, regions.b
     receiver = Receiver(tmp_path / "receiver.jsonl")
