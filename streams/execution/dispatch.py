@@ -104,7 +104,8 @@ class RunQueue(Generic[T]):
             if len(expired) >= max_expired:
                 break
             hosts = self._tenants[tenant]
-            # a tenant held by its quota starts nothing, but its stale slots still expire now
+            # a tenant held by its quota starts nothing, but its stale slots (on hosts with room)
+            # still expire now
             held = False
             if quota is not None and not quota.admits(tenant, now_ms):
                 held = True
@@ -112,7 +113,7 @@ class RunQueue(Generic[T]):
                 if self.next_token_ms is None or due < self.next_token_ms:
                     self.next_token_ms = due
             for host in list(hosts):
-                if not held and self._running.get(host, 0) >= self.per_host:
+                if self._running.get(host, 0) >= self.per_host:
                     continue
                 slots = hosts[host]
                 chosen = None
