@@ -154,4 +154,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            if False:  # MUTATION: a throttled chunk is not retried\n",
         ("tests/integration/test_campaign_faults.py::test_ses_throttling_spell_drops_nothing",),
         "Counter({'sent': ..., 'failed': ...}) == {'sent': 100000}"),
+    mutation(
+        "no-fire-quota", "tenant isolation",
+        "streams/execution/fire_quota.py",
+        "        entry = self._entry(tenant, now_ms)\n"
+        "        if entry.bucket.wait_s(now_ms / 1000) == 0.0:\n",
+        "        entry = self._entry(tenant, now_ms)\n        if True:  # MUTATION: no quota\n",
+        ("tests/security/test_quotas.py::"
+         "test_a_tenant_past_its_fires_per_second_waits_and_its_late_slots_expire_saying_so",),
+        "calls in one second"),
 )
