@@ -544,6 +544,8 @@ def _url_problem(name: str, url: str) -> str | None:
 
 
 def is_loopback(host: str) -> bool:
+    """``localhost`` (and its subdomains) or a loopback address: where plain http, a cookie
+    without ``Secure`` and an unsubscribe link are only good for a local stack."""
     if host == "localhost" or host.endswith(".localhost"):
         return True
     try:
