@@ -73,9 +73,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "streams/campaigns/ownership.py",
         "    if assignment.state != \"STABLE\":\n        return Ownership.UNSETTLED\n",
         "    return Ownership.OWNED  # MUTATION: the coordinator is never asked\n",
-        ("tests/chaos/test_faults.py::"
-         "test_zombie_worker_paused_past_its_session_sends_nothing_twice",),
-        "the zombie's walkers were never fenced"),
+        ("tests/integration/test_send_fence.py::"
+         "test_a_member_the_group_moved_on_from_is_fenced_and_its_successor_is_not",),
+        "the zombie was let send"),
     mutation(
         "no-chunk-intent", "at most once per recipient",
         "streams/campaigns/walker.py",
