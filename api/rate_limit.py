@@ -1,5 +1,5 @@
 """Each tenant's request rate (``requests_per_s`` of its record on the tenants topic), enforced
-by one token bucket per tenant (``streams.campaigns.pacing.TokenBucket``) with a burst of two
+by one token bucket per tenant (``streams.runtime.token_bucket.TokenBucket``) with a burst of two
 seconds' worth.
 
 The bucket is kept across requests, and re-rated when the tenant's record changes its rate: the
@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from streams.campaigns.pacing import TokenBucket
+from streams.runtime.token_bucket import TokenBucket
 
 BURST_S = 2.0  # a tenant may send this many seconds' worth of requests at once
 

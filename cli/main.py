@@ -169,7 +169,8 @@ def _tenant(args: argparse.Namespace) -> int:
             max_jobs=args.max_jobs, min_interval_s=args.min_interval_s,
             requests_per_s=args.requests_per_s, ip_pools=pools, senders=args.sender,
             pools=args.pool, max_campaigns=args.max_campaigns,
-            max_recipients=args.max_recipients, max_suppressions=args.max_suppressions)
+            max_recipients=args.max_recipients, max_suppressions=args.max_suppressions,
+            max_fires_per_s=args.max_fires_per_s)
     except ValueError as exc:
         raise CliError(str(exc), USAGE) from exc
     except RuntimeError as exc:  # the broker did not acknowledge the record
@@ -189,7 +190,8 @@ def _tenant_update(args: argparse.Namespace) -> int:
     from streams.runtime import settings
 
     limits = {name: getattr(args, name) for name in ("max_jobs", "max_campaigns", "max_recipients",
-                                                      "max_suppressions", "requests_per_s")
+                                                      "max_suppressions", "requests_per_s",
+                                                      "max_fires_per_s")
               if getattr(args, name) is not None}
     try:
         record = tenants.update(settings.load().bootstrap, args.name, grant_senders=args.sender,
@@ -218,6 +220,18 @@ def _demo(args: argparse.Namespace) -> int:
         raise CliError(str(exc), FAILED) from exc
     args.adopted = adopt_home_settings(args)  # a secure home's, now that it is up
     return demo.run(conf, args.seconds, args.receiver_port)
+
+
+def at_least_one(text: str) -> int:
+    """An argument that must be a whole number >= 1 (argparse names the flag in its error, and
+    nothing is reached or written)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -290,6 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="recipients one campaign may hold")
     create.add_argument("--max-suppressions", type=int, default=10_000_000,
                         help="suppressions it may add through the API")
+    create.add_argument("--max-fires-per-s", type=at_least_one, default=10_000,
+                        help="runs it may start per second across the cluster (at least 1); "
+                        "slots past it wait, and expire past their max_lateness_s")
     create.add_argument("--json", action="store_true", help="print JSON for scripts")
     create.set_defaults(func=_tenant, needs=("kafka",))
     update = tenant_sub.add_parser("update", help="grant or revoke senders and pools, or change "
@@ -302,6 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     for limit in ("--max-jobs", "--max-campaigns", "--max-recipients", "--max-suppressions",
                   "--requests-per-s"):
         update.add_argument(limit, type=int, default=None)
+    update.add_argument("--max-fires-per-s", type=at_least_one, default=None)
     update.add_argument("--json", action="store_true", help="print JSON for scripts")
     update.set_defaults(func=_tenant_update, needs=("kafka",))
 

@@ -851,8 +851,17 @@ class Stack:
                                   "--timeout-keep-alive", "300",
                                   "--log-level", "warning"], log,
                         env={**os.environ, "CRONSTREAM_SES_LOG": str(self.ses_log)}, cwd=REPO_ROOT)
-        _wait(name, lambda: httpx.get(f"{self.s.ses_endpoint}/_local/stats", timeout=2)
+        _wait(name, lambda: httpx.get(f"{self.s.local_ses_endpoint}/_local/stats", timeout=2)
               .status_code == 200, 30, log, pidfile)
+
+    def start_ses_if_local(self) -> None:
+        """The local SES server, when it is where the workers send; a stack pointed at another
+        endpoint (a real account, a proxy) neither starts nor health-checks one, and says so."""
+        if self.s.ses_is_local:
+            self.start_ses()
+        else:
+            say(f"SES: the workers send to CRONSTREAM_SES_ENDPOINT={self.s.ses_endpoint}; the "
+                "local SES server is not started")
 
     @property
     def ses_log(self) -> Path:
@@ -943,7 +952,7 @@ class Stack:
             return
         self.start_connect()
         self.register_sink()
-        self.start_ses()
+        self.start_ses_if_local()
         if with_app:
             self.start_apps(workers)
         say("stack is up")

@@ -10,7 +10,6 @@ could go wrong.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from fastapi.templating import Jinja2Templates
 from api.console.sessions import Session, SessionStore, csrf_ok
 from api.state import api_state
 from streams.adapters.tenants import key_hash
+from streams.runtime.settings import is_loopback
 
 PREFIX = "/ui"
 COOKIE = "cronstream_console"
@@ -141,13 +141,7 @@ def back(request: Request, path: str, message: str) -> RedirectResponse:
 def loopback_host(request: Request) -> bool:
     """Whether the browser asked for the console at a loopback name (``localhost``,
     127.0.0.0/8, ``::1``): the only place a cookie without ``Secure`` is acceptable."""
-    host = (request.url.hostname or "").strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback((request.url.hostname or "").strip("[]").lower())
 
 
 def cookie_secure(request: Request) -> bool:

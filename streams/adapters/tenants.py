@@ -28,6 +28,11 @@ POOL = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 DEFAULT_POOL = "default"  # the account's shared IPs: every tenant's
 DOMAIN = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 CONFIGURATION_SET_MAX = 64  # SES's limit on a configuration set's name
+# the schema's default of ``max_fires_per_s``: high enough not to hold a tenant on one box; also
+# the executor's rate for a tenant whose record it has not read
+DEFAULT_FIRES_PER_S = 10_000
+LIMITS = ("max_jobs", "max_campaigns", "max_recipients", "max_suppressions", "requests_per_s",
+          "min_interval_s", "max_fires_per_s")
 
 
 def name_problem(name: str) -> str | None:
@@ -101,15 +106,27 @@ def checked_grants(name: str, senders: list[str], pools: list[str]) -> None:
             raise ValueError(problem)
 
 
+def limits_checked(limits: dict[str, int]) -> None:
+    """ValueError naming a limit that is not one, or a fires-per-second quota below 1 (a tenant
+    held to none would never run; removing a tenant's runs is deleting its jobs)."""
+    unknown = set(limits) - set(LIMITS)
+    if unknown:
+        raise ValueError(f"not a tenant limit: {', '.join(sorted(unknown))}")
+    if limits.get("max_fires_per_s", 1) < 1:
+        raise ValueError(f"max_fires_per_s: must be at least 1, got {limits['max_fires_per_s']}")
+
+
 def new_tenant(name: str, allowed_targets: list[str] | None = None, max_jobs: int = 100_000,
                min_interval_s: int = 1, requests_per_s: int = 100,
                ip_pools: dict[str, dict[str, Any]] | None = None,
                senders: list[str] | None = None, pools: list[str] | None = None,
                max_campaigns: int = 1000, max_recipients: int = 50_000_000,
-               max_suppressions: int = 10_000_000) -> tuple[dict[str, Any], str]:
+               max_suppressions: int = 10_000_000,
+               max_fires_per_s: int = DEFAULT_FIRES_PER_S) -> tuple[dict[str, Any], str]:
     """A Tenant record (schemas/tenant.avsc) and the API key that authenticates as it."""
     if (problem := name_problem(name)) is not None:
         raise ValueError(problem)
+    limits_checked({"max_fires_per_s": max_fires_per_s})
     checked_grants(name, list(senders or []), [*(pools or []), *(ip_pools or {})])
     api_key = KEY_PREFIX + secrets.token_urlsafe(32)
     record = {
@@ -119,7 +136,7 @@ def new_tenant(name: str, allowed_targets: list[str] | None = None, max_jobs: in
         "ip_pools": dict(ip_pools or {}), "senders": list(senders or []),
         "pools": list(pools or []), "max_campaigns": max_campaigns,
         "max_recipients": max_recipients, "max_suppressions": max_suppressions,
-        "created_ms": now_ms(),
+        "max_fires_per_s": max_fires_per_s, "created_ms": now_ms(),
     }
     return record, api_key
 
@@ -159,10 +176,7 @@ def granted(record: dict[str, Any], grant_senders: Sequence[str] = (),
     senders += [s for s in grant_senders if s.lower() not in {x.lower() for x in senders}]
     pools = [p for p in record.get("pools", []) if p not in set(revoke_pools)]
     pools += [p for p in grant_pools if p not in pools]
-    unknown = set(limits) - {"max_jobs", "max_campaigns", "max_recipients", "max_suppressions",
-                             "requests_per_s", "min_interval_s"}
-    if unknown:
-        raise ValueError(f"not a tenant limit: {', '.join(sorted(unknown))}")
+    limits_checked(limits)
     return {**record, "senders": senders, "pools": pools, **limits}
 
 

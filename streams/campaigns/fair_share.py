@@ -14,7 +14,8 @@ import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from streams.campaigns.pacing import TokenBucket, next_tenant
+from streams.campaigns.pacing import next_tenant
+from streams.runtime.token_bucket import TokenBucket
 
 
 class FairGate:

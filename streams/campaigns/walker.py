@@ -41,7 +41,7 @@ from streams.campaigns.barrier import OptOutBarrier
 from streams.campaigns.chunk_verdict import DONE, INTENT, REFUSED, Resume, resume, stop_reason
 from streams.campaigns.fair_share import FairGate
 from streams.campaigns.ownership import GroupFence, Ownership, describe
-from streams.campaigns.pacing import TokenBucket, walker_bucket
+from streams.campaigns.pacing import walker_bucket
 from streams.campaigns.recipients import CHUNK, template_data
 from streams.campaigns.records import CampaignRecords
 from streams.campaigns.reservations import Reservations
@@ -61,6 +61,7 @@ from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
 from streams.runtime.kafka_config import client_config
 from streams.runtime.region import EPOCH_TAG, chunk_inherited
+from streams.runtime.token_bucket import TokenBucket
 from streams.scheduling.ledger import ChunkOutcomes
 from streams.topology import APP_ID, FANOUT, RECIPIENT_OUTCOMES, RECIPIENTS, partitions
 

@@ -12,11 +12,15 @@ picks:
 - within a tenant, its target hosts take turns, and a host with ``per_host`` runs in flight is
   passed over until one ends: a target that answers in 5 s holds its own slots back, not the
   others' (nothing is dropped: its slots wait their turn, or expire below);
+- a tenant without a token of its fires-per-second quota (``streams.execution.fire_quota``) is
+  passed over as a host at its limit is, until its next token (``next_token_ms``);
 - a slot whose turn comes after its job's ``max_lateness_s`` is not run but expired, with the
   reason (``expired``): a spike bigger than the box can run in time ends in decisions on the
   ledger, never in silently late calls.
 
 Pure logic: no Kafka, no clock of its own (``now_ms`` is passed in), tested without a broker.
+``take`` is on the executor's hot path (every run starts through it, thousands a second): it
+touches only the tenants and hosts it passes, and allocates nothing per call but their lists.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+from streams.execution.fire_quota import FireQuota
 
 T = TypeVar("T")
 
@@ -40,21 +46,29 @@ class Waiting(Generic[T]):
     run_by_ms: int | None  # past this, the slot is expired instead of run (None: never)
 
 
-def expiry_reason(waiting: Waiting[T], now_ms: int) -> str:
-    """The ledger's reason for a slot whose turn came too late."""
+def expiry_reason(waiting: Waiting[T], now_ms: int, quota_held: bool = False) -> str:
+    """The ledger's reason for a slot whose turn came too late: its tenant's fires-per-second
+    quota when that held the tenant while the slot waited (``RunQueue.held_by_quota``), else
+    the run backlog."""
     late = now_ms - waiting.nominal_ms
     allowed = (waiting.run_by_ms or 0) - waiting.nominal_ms
-    return (f"run backlog: its turn came {late} ms after its nominal time, past its "
+    cause = ("fires-per-second quota: the tenant's max_fires_per_s held its runs"
+             if quota_held else "run backlog")
+    return (f"{cause}: its turn came {late} ms after its nominal time, past its "
             f"max_lateness_s={allowed // 1000}; not run")
 
 
 class RunQueue(Generic[T]):
     """Slots waiting to run, taken fairly (see the module docstring)."""
 
-    def __init__(self, per_host: int) -> None:
+    def __init__(self, per_host: int, quota: FireQuota | None = None) -> None:
         if per_host < 1:
             raise ValueError(f"per_host must be >= 1, got {per_host}")
         self.per_host = per_host
+        self.quota = quota  # None: no tenant is held to a rate
+        # when the next token of a tenant passed over for lack of one is due (the last ``take``
+        # that found nothing to start saw every such tenant): the dispatcher wakes then
+        self.next_token_ms: int | None = None
         # tenant -> host -> slots in arrival order; both levels rotate so each takes its turn
         self._tenants: OrderedDict[str, OrderedDict[str, deque[Waiting[T]]]] = OrderedDict()
         self._running: dict[str, int] = {}  # host -> runs started and not yet ended
@@ -77,28 +91,42 @@ class RunQueue(Generic[T]):
 
     def take(self, now_ms: int, max_expired: int = 1_000
              ) -> tuple[Waiting[T] | None, list[Waiting[T]]]:
-        """The next slot to start (counted as running on its host until ``ended``), or None if
-        every waiting slot's host is at its limit (or ``max_expired`` slots were found expired
-        first: after a stall, tens of thousands may be, and each is a write to resolve); and the
+        """The next slot to start (counted as running on its host until ``ended``, its tenant's
+        token spent), or None if every waiting slot's host is at its limit or its tenant has no
+        token (or ``max_expired`` slots were found expired first: after a stall, tens of
+        thousands may be, and each is a write to resolve); and the
         slots found expired on the way, which the caller records as ``expired_stale``
         (``expiry_reason``) and never runs."""
         expired: list[Waiting[T]] = []
+        quota = self.quota
+        self.next_token_ms = None
         for tenant in list(self._tenants):
             if len(expired) >= max_expired:
                 break
             hosts = self._tenants[tenant]
+            # a tenant held by its quota starts nothing, but its stale slots (on hosts with room)
+            # still expire now
+            held = False
+            if quota is not None and not quota.admits(tenant, now_ms):
+                held = True
+                due = quota.due_ms(tenant, now_ms)
+                if self.next_token_ms is None or due < self.next_token_ms:
+                    self.next_token_ms = due
             for host in list(hosts):
                 if self._running.get(host, 0) >= self.per_host:
                     continue
                 slots = hosts[host]
                 chosen = None
-                while slots and chosen is None and len(expired) < max_expired:
-                    head = slots.popleft()
-                    self._size -= 1
+                while slots and len(expired) < max_expired:
+                    head = slots[0]
                     if head.run_by_ms is not None and now_ms > head.run_by_ms:
-                        expired.append(head)
+                        expired.append(slots.popleft())
+                        self._size -= 1
                     else:
-                        chosen = head
+                        if not held:
+                            chosen = slots.popleft()
+                            self._size -= 1
+                        break
                 if not slots:
                     del hosts[host]
                 else:
@@ -109,8 +137,23 @@ class RunQueue(Generic[T]):
                     if tenant in self._tenants:
                         self._tenants.move_to_end(tenant)
                     self._running[host] = self._running.get(host, 0) + 1
+                    if quota is not None:
+                        quota.spend(tenant, now_ms)
                     return chosen, expired
         return None, expired
+
+    def not_run(self, waiting: Waiting[T]) -> None:
+        """A slot ``take`` chose is not run after all (its job's overlap policy): its host's
+        room and its tenant's token are given back."""
+        self.ended(waiting.host)
+        if self.quota is not None:
+            self.quota.give_back(waiting.tenant)
+
+    def held_by_quota(self, waiting: Waiting[T]) -> bool:
+        """Whether the slot's tenant was held by its fires-per-second quota since the slot was
+        due (``expiry_reason``)."""
+        return self.quota is not None and self.quota.held_since(waiting.tenant,
+                                                                waiting.nominal_ms)
 
     def ended(self, host: str) -> None:
         """A run started by ``take`` ended (however it ended): its host has room again."""

@@ -11,7 +11,8 @@ A fired record's commit protocol, in order (``run`` and ``record``):
    epoch checked (a zombie scheduler's record is dropped), its fire id looked up in the done
    marks (a slot done, running or begun before a crash is not run again: ``replays``);
 2. queued: new slots wait in the run queue (``dispatch``: tenants take turns, a per-host limit,
-   a turn that comes past ``max_lateness_s`` is ``expired_stale``), read ahead up to
+   each tenant's fires per second (``fire_quota``), a turn that comes past ``max_lateness_s`` is
+   ``expired_stale``), read ahead up to
    ``MAX_WAITING`` so a small tenant's slot need not wait behind a spike's hundred thousand;
 3. run: the target is attempted with its retries (``targets.Targets``), after a durable intent
    for the kinds a person could receive twice (``targets.AT_MOST_ONCE``);
@@ -40,10 +41,11 @@ from typing import Any, Protocol
 
 from confluent_kafka import Message
 
-from streams.adapters import dns
+from streams.adapters import dns, tenants
 from streams.execution import overlap, targets
 from streams.execution.dispatch import RunQueue, Waiting, expiry_reason
 from streams.execution.done_marks import DoneMarks
+from streams.execution.fire_quota import FireQuota
 from streams.execution.offsets import Taken
 from streams.execution.reader import Assigned, FiredReader, Notice
 from streams.execution.replays import Arrival, Position, classify
@@ -113,7 +115,12 @@ class Executor:
 
     def __init__(self, marks: DoneMarks, targets_: Attempts, reader: Reader, outbox: Sender,
                  deciding: Gate, *, per_host: int = 256,
-                 clock: Callable[[], int] = now_ms, region: Lease | None = None) -> None:
+                 clock: Callable[[], int] = now_ms,
+                 fires_per_s: Callable[[str], int] = lambda tenant: tenants.DEFAULT_FIRES_PER_S,
+                 region: Lease | None = None) -> None:
+        """``fires_per_s``: a tenant's ``max_fires_per_s`` now, read without waiting
+        (``targets.TenantRecords.fires_per_s``); this executor starts its share of it
+        (``fire_quota``)."""
         self.marks, self.targets, self.reader, self.outbox = marks, targets_, reader, outbox
         self.deciding, self.clock = deciding, clock
         # a run starts only under the region's lease; its horizon says which reminders a
@@ -124,7 +131,8 @@ class Executor:
         self.partitions: set[int] = set()  # the partitions the worker gave the executor
         self.taken = Taken()
         self.running: dict[str, int] = {}  # job id -> runs in flight
-        self.waiting: RunQueue[Slot] = RunQueue(per_host)  # read, not yet started
+        self.quota = FireQuota(fires_per_s, JOBS.partitions)
+        self.waiting: RunQueue[Slot] = RunQueue(per_host, self.quota)  # read, not yet started
         self.active = 0  # slots being run or resolved now (at most MAX_IN_FLIGHT)
         self.buffered: dict[str, Waiting[Slot]] = {}  # job -> its slot held by buffer_one
         self.in_flight: dict[str, Position] = {}  # fire id -> where its running record was read
@@ -170,6 +178,7 @@ class Executor:
             self.revoke(gone)
         new = partitions - self.partitions
         self.partitions |= new
+        self.quota.held(len(self.partitions))
         self.marks.assigned |= new
         if new:
             self.reader.assign(new)
@@ -185,6 +194,7 @@ class Executor:
                            self.taken.uncommitted)
         self.reader.revoke(mine)
         self.partitions -= mine
+        self.quota.held(len(self.partitions))
         for part in mine:
             self.fence.forget(part)
             self.taken.forget(part)
@@ -328,7 +338,7 @@ class Executor:
             # ``wait_for``: on 3.11 it swallows a cancellation that meets the event being set
             # (python/cpython#86296), and the worker's shutdown then never ends
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(BACKLOG_EVERY_S):
+                async with asyncio.timeout(self.idle_s()):
                     await self._woken.wait()
             self._woken.clear()
             await self.deciding.passed()
@@ -336,6 +346,15 @@ class Executor:
             # decided when it holds again, or by the region promoted instead (docs/regions.md)
             await self.region.held()
             self.dispatch()
+
+    def idle_s(self) -> float:
+        """How long the dispatcher may wait for a wake-up: until the next token of a tenant held
+        by its quota (nothing else wakes it then: no slot arrives, no run ends), at most
+        ``BACKLOG_EVERY_S``."""
+        due = self.waiting.next_token_ms
+        if due is None:
+            return BACKLOG_EVERY_S
+        return min(BACKLOG_EVERY_S, max(0.0, (due - self.clock()) / 1000))
 
     def dispatch(self) -> None:
         """Start waiting slots while fewer than ``MAX_IN_FLIGHT`` are being resolved: run them,
@@ -345,7 +364,8 @@ class Executor:
             chosen, expired = self.waiting.take(now, MAX_IN_FLIGHT - self.active)
             for waiting in expired:
                 metrics.RUNS_EXPIRED.inc()
-                self.resolve(waiting, "expired_stale", expiry_reason(waiting, now))
+                self.resolve(waiting, "expired_stale",
+                             expiry_reason(waiting, now, self.waiting.held_by_quota(waiting)))
             if chosen is None:
                 break
             job_id = chosen.item.fired["job_id"]
@@ -353,7 +373,7 @@ class Executor:
             if action is overlap.Action.RUN:
                 self.start_run(chosen)
                 continue
-            self.waiting.ended(chosen.host)  # not run now: its host's room is given back
+            self.waiting.not_run(chosen)  # its host's room and its tenant's token given back
             if action is overlap.Action.SKIP:
                 self.resolve(chosen, "skipped_overlap", "previous run still in flight")
             else:  # BUFFER: held until the run in flight ends (``run``'s tail queues it again)
@@ -574,7 +594,7 @@ def register(rt: Runtime, fan_out: targets.FanOut, deciding: Gate) -> Executor:
         targets.Targets(fan_out, lambda: emitter, records, MAX_IN_FLIGHT,
                         dns.Resolver(conf.dns_timeout_s), region=rt.region),
         FiredReader(conf.bootstrap, f"executor-{rt.worker_id}"), Outbox(emitter), deciding,
-        per_host=conf.runs_per_host, region=rt.region)
+        per_host=conf.runs_per_host, fires_per_s=records.fires_per_s, region=rt.region)
     metrics.RUNS_PER_HOST.set(conf.runs_per_host)
 
     @done_table.on_recover
@@ -582,6 +602,7 @@ def register(rt: Runtime, fan_out: targets.FanOut, deciding: Gate) -> Executor:
         """After each recovery: the reader and the executor's tasks started (the first time),
         and the worker's partitions of the jobs topic handed over, their done marks restored."""
         executor.start()
+        records.warm()  # the quotas read the tenants' records from the first slot on
         executor.assign({tp.partition for tp in app.consumer.assignment() if tp.topic == JOBS.name})
 
     @app.on_partitions_revoked.connect

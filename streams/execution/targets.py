@@ -20,6 +20,7 @@ never write cronstream's own topics or another tenant's.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,6 +36,8 @@ from streams.runtime.emit import Emitter
 from streams.runtime.region import EPOCH_HEADER, EPOCH_TAG
 from streams.runtime.views import StartedOnce
 from streams.topology import TopicSpec
+
+log = logging.getLogger(__name__)
 
 FIRE_ID_HEADER = "X-Cronstream-Fire-Id"
 NOMINAL_TIME_HEADER = "X-Cronstream-Nominal-Time"
@@ -223,12 +226,36 @@ FanOut = Callable[[dict[str, Any]], Awaitable[tuple[bool, str]]]
 
 
 class TenantRecords:
-    """The tenants' records (SSRF allow-lists, granted senders), read from their compacted topic
-    through one view started once however many runs ask at the same time
-    (``streams.runtime.views.StartedOnce``)."""
+    """The tenants' records (SSRF allow-lists, granted senders, fires-per-second quotas), read
+    from their compacted topic through one view started once however many runs ask at the same
+    time (``streams.runtime.views.StartedOnce``)."""
 
     def __init__(self, view: Callable[[], Any]) -> None:
         self._view = StartedOnce(view)
+        self._warming: asyncio.Task[None] | None = None
+
+    def warm(self) -> None:
+        """Start the view now, in the background (on the running loop, once), rather than at
+        the first run: the dispatcher reads quotas from it (``fires_per_s``) before any run."""
+        if self._warming is None:
+            self._warming = asyncio.get_running_loop().create_task(self._warm())
+
+    async def _warm(self) -> None:
+        try:
+            await self._view.get()
+        except Exception:  # noqa: BLE001 - the first run starts it again (StartedOnce.get)
+            log.exception("the tenants view did not start; quotas are the schema's default "
+                          "until a run starts it")
+
+    def fires_per_s(self, tenant: str) -> int:
+        """The tenant's ``max_fires_per_s`` as the view has it now, without waiting (the
+        dispatcher's hot path): the schema's default while the view has not started or the
+        tenant is not in it."""
+        view = self._view.started
+        record = view.get(tenant) if view is not None else None
+        if record is None:
+            return tenants.DEFAULT_FIRES_PER_S
+        return int(record.get("max_fires_per_s", tenants.DEFAULT_FIRES_PER_S))
 
     async def record(self, tenant: str) -> dict[str, Any] | None:
         found: dict[str, Any] | None = (await self._view.get()).get(tenant)

@@ -140,12 +140,7 @@ class Codec:
         1M jobs whole to read it took most of the API's start. Read straight from the bytes when
         every field before it in the writer schema is a string (Avro: a length, then UTF-8),
         else by a whole decode, so a reordered schema stays correct, only slower."""
-        schemas = self._by_fingerprint.get(data[2:HEADER_LEN]) if data[:2] == MAGIC else None
-        if schemas is None:
-            raise SchemaError("not an Avro single-object encoded record of a known schema")
-        writer = schemas[0]
-        if writer["name"].rsplit(".", 1)[-1] != name:
-            raise SchemaError(f"a {writer['name']} record where a {name} was expected")
+        writer = self._writer(data, name)
         skip = _strings_before(writer, field)
         if skip is None:
             return str(self.decode(data)[field])
@@ -160,6 +155,17 @@ class Codec:
         except UnicodeDecodeError as exc:
             raise SchemaError(f"{name}.{field} is not UTF-8: {exc}") from exc
 
+    def _writer(self, data: bytes, name: str) -> Any:
+        """The writer schema of ``data``, a ``name`` record; SchemaError if it is neither a
+        known schema's nor a ``name``."""
+        schemas = self._by_fingerprint.get(data[2:HEADER_LEN]) if data[:2] == MAGIC else None
+        if schemas is None:
+            raise SchemaError("not an Avro single-object encoded record of a known schema")
+        writer = schemas[0]
+        if writer["name"].rsplit(".", 1)[-1] != name:
+            raise SchemaError(f"a {writer['name']} record where a {name} was expected")
+        return writer
+
     def decode_leading(self, data: bytes, name: str, fields: tuple[str, ...]) -> dict[str, Any]:
         """``fields`` of a ``name`` record (and any before them) without decoding the rest: read
         with the writer schema cut after the last of them, which stops where they end (Avro's
@@ -167,12 +173,7 @@ class Codec:
         spike's fired records into the tenants' turns by their first fields, a fifth of a whole
         decode; the whole record is decoded when the record's turn comes. A writer schema that
         lacks one of ``fields`` is decoded whole."""
-        schemas = self._by_fingerprint.get(data[2:HEADER_LEN]) if data[:2] == MAGIC else None
-        if schemas is None:
-            raise SchemaError("not an Avro single-object encoded record of a known schema")
-        writer = schemas[0]
-        if writer["name"].rsplit(".", 1)[-1] != name:
-            raise SchemaError(f"a {writer['name']} record where a {name} was expected")
+        writer = self._writer(data, name)
         prefix = self._prefix(data[2:HEADER_LEN], fields)
         if prefix is None:
             return self.decode(data)

@@ -206,8 +206,19 @@ class Settings:
         return seconds
 
     @property
+    def local_ses_endpoint(self) -> str:
+        """The local stack's own SES-compatible server (``stack/ses_server.py``)."""
+        return f"http://{self.host}:{self.ses_port}"
+
+    @property
     def ses_endpoint(self) -> str:
-        return os.environ.get("CRONSTREAM_SES_ENDPOINT") or f"http://{self.host}:{self.ses_port}"
+        """Where the workers send mail: ``CRONSTREAM_SES_ENDPOINT``, else the local server."""
+        return os.environ.get("CRONSTREAM_SES_ENDPOINT") or self.local_ses_endpoint
+
+    @property
+    def ses_is_local(self) -> bool:
+        """Whether the workers send to the local stack's server (so ``stack up`` runs it)."""
+        return self.ses_endpoint.rstrip("/") == self.local_ses_endpoint
 
     @property
     def ses_max_rate_per_s(self) -> float:
@@ -609,6 +620,8 @@ def _url_problem(name: str, url: str) -> str | None:
 
 
 def is_loopback(host: str) -> bool:
+    """``localhost`` (and its subdomains) or a loopback address: where plain http, a cookie
+    without ``Secure`` and an unsubscribe link are only good for a local stack."""
     if host == "localhost" or host.endswith(".localhost"):
         return True
     try:

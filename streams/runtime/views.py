@@ -284,3 +284,8 @@ class StartedOnce:
                     await asyncio.get_running_loop().run_in_executor(None, view.start)
                     self._view = view
         return self._view
+
+    @property
+    def started(self) -> TopicView | None:
+        """The view once it has started (caught up), else None; never waits."""
+        return self._view

@@ -197,12 +197,12 @@ WALKER_STOPS = ("revoked: walker stopped", "walker stopped, order left unacknowl
                 "walking again from the chunk table")
 
 
-def walker_stops(stack, campaign_id: str, since_ms: int) -> list[int]:
-    """When the workers' logs say a walker of the campaign stopped (a rebalance cancels a
-    survivor's walkers too; a failed walk resolves its chunks caught mid-send ``unknown`` as a
-    kill would) since ``since_ms``."""
+def walker_stops(stack, campaign_id: str, since_ms: int, worker: str = "*") -> list[int]:
+    """When the logs of the workers (``worker``: one, by its number) say a walker of the
+    campaign stopped (a rebalance cancels a survivor's walkers too; a failed walk resolves its
+    chunks caught mid-send ``unknown`` as a kill would) since ``since_ms``."""
     found = []
-    for log in stack.s.home.joinpath("logs").glob("worker-*.log"):
+    for log in stack.s.home.joinpath("logs").glob(f"worker-{worker}.log"):
         for line in log.open(errors="replace"):
             if campaign_id in line and any(stop in line for stop in WALKER_STOPS):
                 at = datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").astimezone(UTC)

@@ -126,8 +126,12 @@ def test_worker_sigkilled_mid_campaign_and_restarted(stack, api):
 def test_zombie_worker_paused_past_its_session_sends_nothing_twice(stack, api):
     """SIGSTOP a worker mid-campaign for longer than its session timeout, then SIGCONT it: its
     partitions have moved, and its walkers must not send a chunk the new owner sends. The
-    zombie held fan-out partitions when it was stopped, and its send fence turned some of its
-    chunks away once it woke (``cronstream_fanout_fenced_total`` on its /metrics)."""
+    zombie held fan-out partitions when it was stopped, and once it woke either its send fence
+    turned chunks away (``cronstream_fanout_fenced_total`` on its /metrics) or its own
+    revocation stopped its walkers first: which one wins is a race inside the woken process
+    (the heartbeat thread learns of the new generation within milliseconds, the fence's
+    describe takes tens), so the fence alone is proven by
+    ``tests/integration/test_send_fence.py``, deterministically."""
     def scenario() -> None:
         campaign_id, subject, emails = start_campaign(api, "zombie", max_rate_per_s=1500)
         at_fraction(stack, campaign_id, N, 0.2)
@@ -142,9 +146,11 @@ def test_zombie_worker_paused_past_its_session_sends_nothing_twice(stack, api):
         os.kill(pid, signal.SIGCONT)
         finish(stack, campaign_id, subject, emails, stops=Stops(stopped))
         turned_away = fenced(stack, 2) - fenced_before
-        TALLY.figures.append(f"zombie: worker-2 held partitions {held['worker-2']}; its fence "
-                             f"turned {turned_away:.0f} chunks away")
-        assert turned_away > 0, "the zombie's walkers were never fenced"
+        revoked = len(walker_stops(stack, campaign_id, stopped, worker="2"))
+        TALLY.figures.append(f"zombie: worker-2 held partitions {held['worker-2']}; once it "
+                             f"woke its fence turned {turned_away:.0f} chunks away and "
+                             f"{revoked} of its walkers stopped")
+        assert turned_away > 0 or revoked > 0, "the zombie's walkers were neither fenced nor stopped"
     with_workers(stack, ["worker-2"], scenario)
 
 

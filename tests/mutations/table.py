@@ -73,9 +73,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "streams/campaigns/ownership.py",
         "    if assignment.state != \"STABLE\":\n        return Ownership.UNSETTLED\n",
         "    return Ownership.OWNED  # MUTATION: the coordinator is never asked\n",
-        ("tests/chaos/test_faults.py::"
-         "test_zombie_worker_paused_past_its_session_sends_nothing_twice",),
-        "the zombie's walkers were never fenced"),
+        ("tests/integration/test_send_fence.py::"
+         "test_a_member_the_group_moved_on_from_is_fenced_and_its_successor_is_not",),
+        "the zombie was let send"),
     mutation(
         "no-chunk-intent", "at most once per recipient",
         "streams/campaigns/walker.py",
@@ -154,4 +154,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            if False:  # MUTATION: a throttled chunk is not retried\n",
         ("tests/integration/test_campaign_faults.py::test_ses_throttling_spell_drops_nothing",),
         "Counter({'sent': ..., 'failed': ...}) == {'sent': 100000}"),
+    mutation(
+        "no-fire-quota", "tenant isolation",
+        "streams/execution/fire_quota.py",
+        "        entry = self._entry(tenant, now_ms)\n"
+        "        if entry.bucket.wait_s(now_ms / 1000) == 0.0:\n",
+        "        entry = self._entry(tenant, now_ms)\n        if True:  # MUTATION: no quota\n",
+        ("tests/security/test_quotas.py::"
+         "test_a_tenant_past_its_fires_per_second_waits_and_its_late_slots_expire_saying_so",),
+        "calls in one second"),
 )

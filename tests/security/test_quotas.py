@@ -1,13 +1,18 @@
 """Per-tenant quotas hold, even for concurrent requests (issue 40): the job quota was checked
-before the write's await, so simultaneous creates all passed it; campaigns, recipients and
-suppressions had no quota at all. Judged from what the API then lists and from the topics."""
+before the write's await, so simultaneous creates all passed it; campaigns, recipients,
+suppressions and fires per second had no quota at all. Judged from what the API then lists,
+from the topics, and for fires from the webhook receiver's own log of when each call came."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 
-from tests.conftest import make_client
+from cli.demo import Receiver
+from tests.conftest import free_port, make_client
 from tests.integration.test_campaigns import campaign_body, csv_lines
+from tests.integration.test_run_isolation import LEAD_S, one_off, settled
 
 JOB = {"schedule": {"cron": "0 0 1 1 *"}, "target": {"type": "webhook",
                                                       "url": "http://127.0.0.1:9/hook"}}
@@ -41,3 +46,33 @@ def test_campaigns_recipients_and_suppressions_have_quotas(stack):
         assert again.status_code == 201, "suppressing an address again adds nothing"
         refused = api.post("/v1/suppressions", json={"email": "s2@example.org"})
         assert refused.status_code == 403 and "quota of 2 suppressions" in refused.text
+
+
+FIRES_PER_S = 5
+BURST = FIRES_PER_S  # one second's worth (streams.execution.fire_quota)
+SPIKE = 60
+
+
+def test_a_tenant_past_its_fires_per_second_waits_and_its_late_slots_expire_saying_so(stack):
+    """60 one-off jobs of a tenant held to 5 fires/s, due in the same second: the receiver never
+    sees more than the rate and its burst in any one second (whatever the executors' share of
+    the partitions, their shares add up to the rate), and every slot has one decision: run, or
+    expired past its max_lateness_s with the quota named as what held it."""
+    port = free_port()
+    with make_client(stack, max_fires_per_s=FIRES_PER_S) as api, \
+            Receiver(port, quiet=True) as receiver:
+        at = datetime.now(UTC) + timedelta(seconds=LEAD_S)
+        for _ in range(SPIKE):
+            one_off(api, at, port, retry={"max_attempts": 1},
+                    misfire={"policy": "fire_once", "max_lateness_s": 4})
+        rows = settled(stack, api.tenant, SPIKE)
+    arrived = sorted(receiver.arrived_ms)
+    busiest = max((bisect_left(arrived, t + 1000) - i for i, t in enumerate(arrived)), default=0)
+    assert busiest <= FIRES_PER_S + BURST, f"{busiest} calls in one second at {FIRES_PER_S}/s"
+    ran = {r["fire_id"] for r in rows if r["outcome"] == "succeeded"}
+    expired = [r for r in rows if r["decision"] == "expired_stale"]
+    assert len({r["job_id"] for r in rows}) == SPIKE and len(ran) + len(expired) == SPIKE, \
+        [r for r in rows if r["fire_id"] not in ran and r["decision"] != "expired_stale"]
+    assert all(r["reason"].startswith("fires-per-second quota: ") for r in expired), expired[:3]
+    assert expired, "60 slots at 5/s within 4 s of lateness: the quota must have held some"
+    assert sorted(receiver.fires) == sorted(ran), "each run called once, nothing else called"

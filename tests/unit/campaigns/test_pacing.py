@@ -2,7 +2,8 @@
 
 import pytest
 
-from streams.campaigns.pacing import TokenBucket, walker_bucket
+from streams.campaigns.pacing import walker_bucket
+from streams.runtime.token_bucket import TokenBucket
 
 
 def test_token_bucket():

@@ -11,13 +11,13 @@ from typing import Any
 
 from bench.spike import job, webhook_target
 from streams.execution.done_marks import DoneMarks
-from streams.execution.executor import TURN, Executor
+from streams.execution.executor import BACKLOG_EVERY_S, TURN, Executor
 from streams.execution.reader import Assigned
 from streams.execution.targets import CallResult
 from streams.runtime.codec import codec
 from streams.scheduling.priority import Gate
 from streams.scheduling.schedule import fire_id
-from streams.topology import DLQ, INTENT, LEDGER, TopicSpec
+from streams.topology import DLQ, INTENT, JOBS, LEDGER, TopicSpec
 from tests.unit.fakes import schedule_state
 
 SLOT = 1_800_000_000_000
@@ -125,11 +125,12 @@ class World:
                 future.set_result(landed)
 
 
-def executor_in(world: World, lease: Any = None) -> Executor:
+def executor_in(world: World, lease: Any = None, clock: Callable[[], int] = lambda: SLOT + 10,
+                **options: Any) -> Executor:
     """An executor on ``world``'s fakes, its runs under a region's ``lease`` if given
     (``tests.unit.fakes.Lease``; none: one region)."""
     executor = Executor(DoneMarks(world, world, CHANGELOG), world, world, world, Gate(),
-                        clock=lambda: SLOT + 10, region=lease)
+                        clock=clock, region=lease, **options)
     executor.on_decided = lambda fid: world.log.append(("decided", fid))
     executor.start()
     executor.assign({0})
@@ -318,3 +319,30 @@ def test_a_reminder_asked_before_a_deposed_regions_lease_ended_is_unknown_never_
         assert world.log[-1] == ("marks sent", [(fid, INTENT)])
 
     asyncio.run(after())
+
+
+def test_a_tenant_held_by_its_quota_is_dispatched_when_its_next_token_is_due():
+    """Nothing else wakes the dispatcher then (no slot arrives, no run ends): it sleeps until
+    the held tenant's next token, not a whole ``BACKLOG_EVERY_S``."""
+    world = World()
+    now = [SLOT + 10]
+    attempts = lambda: sum(event == "attempt" for event, _ in world.log)  # noqa: E731
+
+    async def main() -> None:
+        # 2/s with one of the jobs topic's partitions held: max_fires_per_s = 2 x partitions
+        executor = executor_in(world, clock=lambda: now[0],
+                               fires_per_s=lambda tenant: 2 * JOBS.partitions)
+        assert executor.idle_s() == BACKLOG_EVERY_S
+        world.deliver([Msg(0, 10 + i, fired_record(f"job-{i}")) for i in range(3)])
+        await until(lambda: attempts() == 2)
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert attempts() == 2, "a second's burst (2) and no more"
+        assert executor.waiting.next_token_ms == now[0] + 501
+        assert executor.idle_s() == 0.501
+        now[0] += 501
+        executor.wake()
+        await until(lambda: attempts() == 3)
+        assert executor.idle_s() == BACKLOG_EVERY_S, "no tenant held: the backlog's own pace"
+
+    asyncio.run(main())
