@@ -32,6 +32,21 @@ RESERVE_CHUNKS = 8
 MARK_REWIND_S = 60
 
 
+# a scheduler's group generations below this: a rebalance a minute for almost two years
+GENERATIONS = 1_000_000
+
+
+def fence_epoch(region_epoch: int, generation: int) -> int:
+    """The epoch a scheduler writes on its fired records and marks (the executor's zombie fence,
+    ``streams.runtime.fencing``, drops an older one after a newer one): its region's epoch above
+    its consumer group's generation. The promoted region's group starts its generations afresh
+    while its topics hold the deposed region's records, copied by MirrorMaker with their
+    higher generations; without the region's epoch above, every slot the promoted region fired
+    was dropped as a zombie's (the two-region test's first run). Within a region the
+    generation orders them as before; in one region (epoch 0) it is the generation itself."""
+    return region_epoch * GENERATIONS + min(generation, GENERATIONS - 1)
+
+
 class Refused(Exception):
     """A transition the row does not allow: ``reason`` says why, ``row`` is the row as it is."""
 

@@ -43,6 +43,7 @@ from streams.runtime.app import Runtime
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
+from streams.runtime.region import fence_epoch
 from streams.scheduling import fired_tail, misfire, progress, schedule
 from streams.scheduling.catch_up import CatchUpLane
 from streams.scheduling.due_index import DueIndex
@@ -127,7 +128,8 @@ class ScheduleState:
                                      read_fired=read_fired)
         # time one tick may spend deciding, and then preparing, before it yields the event loop
         self.fire_budget_s, self.prepare_budget_s = fire_budget_s, prepare_budget_s
-        self.epoch = 0
+        self.epoch = 0  # fence_epoch of the region's epoch and the group's generation
+        self.generation = 0  # the consumer group's, at the last assignment
         self.reconciler = Reconciler()
         self.catch_up: dict[int, CatchUpLane] = {}  # partition -> its missed slots' turns
         # slots decided and slots reached without a preparation since the worker started
@@ -151,6 +153,11 @@ class ScheduleState:
         return self._emitter
 
     # -- owning partitions (streams.scheduling.partitions) --------------------------------------
+    def under_region(self, region_epoch: int) -> None:
+        """The epoch of what this scheduler writes from now: its region's epoch (the lease it
+        decides under) above its group's generation (``region.fence_epoch``)."""
+        self.epoch = fence_epoch(region_epoch, self.generation)
+
     def rebuild(self, assigned: set[int], standbys: set[int]) -> None:
         """After recovery: release revoked partitions, adopt newly assigned ones."""
         for part in self.partitions.revoked(assigned):
@@ -532,7 +539,8 @@ def register(rt: Runtime, runs: Runs, deciding: Gate, window: ImportWindow) -> S
 
     @jobs_table.on_recover
     async def _on_jobs_recovered() -> None:
-        state.epoch = app.consumer_generation_id
+        state.generation = app.consumer_generation_id
+        state.under_region(region.holds() or 0)
         assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == JOBS.name}
         changelog = JOBS_TABLE.changelog(APP_ID)
         standby_parts = {tp.partition for tp in app.assignor.assigned_standbys()
@@ -596,7 +604,7 @@ def register(rt: Runtime, runs: Runs, deciding: Gate, window: ImportWindow) -> S
         """trigger / backfill: the job's owner emits the slots, with its epoch (once its
         region's lease holds: a region without it decides nothing, docs/regions.md)."""
         async for event in stream.events():
-            await region.held()
+            state.under_region(await region.held())
             state.command(event.message.partition, codec().decode(event.value))
 
     @app.timer(interval=FIRE_TICK_S, name=f"{__name__}.fire_due")
@@ -610,8 +618,9 @@ def register(rt: Runtime, runs: Runs, deciding: Gate, window: ImportWindow) -> S
         the gap are decided by their misfire policies when it does, here or in the region
         promoted instead (docs/regions.md)."""
         health.tick()
-        if region.holds() is None:
+        if (held := region.holds()) is None:
             return
+        state.under_region(held)
         await decide_due(state, deciding, health.tick)
         await state.maybe_mark()
         wait_ms = -1 if state.next_due_ms is None else state.next_due_ms - state.clock()
