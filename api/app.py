@@ -128,7 +128,7 @@ def create_app(state: ApiState | None = None) -> FastAPI:
     app.include_router(campaigns.router)
     app.include_router(suppressions.router)
     app.include_router(feedback.router)
-    app.include_router(ops.build_router(conf.bootstrap))
+    app.include_router(ops.build_router(conf.bootstrap, conf.standby_bootstrap, conf.region))
     console.install(app)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
 

@@ -38,12 +38,23 @@ SERVICES = ("worker", "api")
 
 
 def _stack(args: argparse.Namespace) -> int:
+    from stack import regions
     from stack.local import Stack, StackError
     from streams.runtime import settings
 
-    stack = Stack(settings.load())
+    conf = settings.load()
+    stack = Stack(conf)
+    both = regions.Regions.of(conf) if args.regions == 2 else regions.of_home(conf)
     try:
-        if args.action == "up":
+        if both is not None and args.action == "up":
+            both.up(workers=args.workers)
+        elif both is not None and args.action == "down":
+            both.down()
+        elif both is not None:
+            for name, states in both.status().items():
+                for part, state in states.items():
+                    print(f"{name}: {part:<12} {state}")
+        elif args.action == "up":
             part = "services" if args.services_only else "apps" if args.apps_only else "all"
             stack.up(with_app=not args.infra_only, workers=args.workers, brokers=args.brokers,
                      secure=True if args.secure else None, part=part, kafka_auth=args.kafka_auth)
@@ -251,6 +262,11 @@ def build_parser() -> argparse.ArgumentParser:
                            "CRONSTREAM_BROKERS") else None,
                        help="KRaft nodes (broker + controller each) to start: 1 (the default) or "
                        "3 for a three-voter quorum with replicated topics; fixed per CRONSTREAM_HOME")
+    stack.add_argument("--regions", type=int, choices=[1, 2], default=1,
+                       help="2: a second region (docs/regions.md): its own Kafka cluster and "
+                       "Connect on the ports CRONSTREAM_STANDBY_PORT_OFFSET (1000) above, "
+                       "MirrorMaker 2 copying the active region into it; `down` and `status` "
+                       "of such a home cover both")
     stack.set_defaults(func=_stack)
 
     worker = sub.add_parser("worker", help="run one stream worker (scheduler + executor)")

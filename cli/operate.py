@@ -56,8 +56,25 @@ def lag(args: argparse.Namespace) -> int:
     rows = lag_.read(bootstrap_of(args), args.group or None)
     nothing = (f"no offsets committed and no members in group {', '.join(args.group)}"
                if args.group else "no consumer group has committed offsets or members")
-    emit([r.as_dict() for r in rows], args.json, lag_.table(rows) if rows else nothing)
+    human = lag_.table(rows) if rows else nothing
+    standby = args.standby or settings_().standby_bootstrap
+    if not standby:
+        emit([r.as_dict() for r in rows], args.json, human)
+        return 0
+    from ops import replication
+
+    source = settings_().region or "a"
+    copied = replication.read(bootstrap_of(args), standby, source)
+    emit({"consumer": [r.as_dict() for r in rows],
+          "replication": [r.as_dict() for r in copied]}, args.json,
+         f"{human}\n\nreplication from region {source} to {standby}:\n{replication.table(copied)}")
     return 0
+
+
+def settings_() -> Any:
+    from streams.runtime import settings
+
+    return settings.load()
 
 
 def topology(args: argparse.Namespace) -> int:
@@ -151,6 +168,88 @@ def kafka(args: argparse.Namespace) -> int:
     return subprocess.run(command).returncode
 
 
+def region_status(args: argparse.Namespace) -> int:
+    from ops import region
+
+    store = _authority()
+    found = region.status(store)
+    emit(found, args.json, region.status_text(found))
+    return 0
+
+
+def region_promote(args: argparse.Namespace) -> int:
+    """The promotion's steps (``ops.region.promote``); in a local two-region stack's home the
+    site's are done too (MirrorMaker stopped, the promoted region's sink, workers and API
+    started), elsewhere they are said for the operator to do."""
+    from ops import region
+
+    site = _local_site(args.workers) or region.Site(
+        stop_replication=lambda: print("stop MirrorMaker 2 into the new region now (it must "
+                                       "copy nothing of the old region after this)"),
+        rewind_marks=lambda name: _rewind(args.standby),
+        start_region=lambda name: print(f"start region {name}'s sinks, workers and API now"))
+    try:
+        done, figures = region.promote(_authority(), args.to, planned=not args.unplanned,
+                                       site=site, say=lambda line: print(f"[region] {line}"),
+                                       wait_s=args.wait)
+    except region.PromotionFailed as exc:
+        raise CliError(f"region promote: {exc}", FAILED) from exc
+    emit({"epoch": done.row.epoch, "active": done.row.active, "deposed": done.deposed,
+          "planned": done.planned, "horizon_ms": done.row.horizon_ms,
+          "lease_ended_s": figures.lease_ended_s, "promoted_s": figures.promoted_s,
+          "started_s": figures.started_s}, args.json,
+         f"region {done.row.active} active under epoch {done.row.epoch}; promoted "
+         f"{figures.promoted_s:.1f} s and started {figures.started_s:.1f} s after the command")
+    return 0
+
+
+def _rewind(bootstrap: str | None) -> object:
+    """Outside the local stack: the promoted region's brokers are ``--standby`` (default
+    ``CRONSTREAM_STANDBY_BOOTSTRAP``); with neither, the operator is told to."""
+    from streams.scheduling import progress
+
+    where = bootstrap or settings_().standby_bootstrap
+    if not where:
+        return "not done: give --standby (the promoted region's brokers)"
+    return progress.rewind_marks(where)
+
+
+def _authority() -> Any:
+    from streams.runtime.authority import Store
+
+    return Store(settings_().authority_dsn)
+
+
+def _local_site(workers: int) -> Any:
+    """The local two-region stack's site, if this home is its region a (``stack.regions``)."""
+    from ops import region, replication
+    from stack import regions
+
+    both = regions.of_home(settings_())
+    if both is None:
+        return None
+
+    def lag() -> int | None:
+        active = region.status(both.authority)["active"]
+        source = both.stack(str(active))
+        standby = both.b if source is both.a else both.a
+        rows = replication.read(source.s.bootstrap, standby.s.bootstrap, str(active))
+        return replication.summary(rows)[0]
+
+    def start(name: str) -> None:
+        target = both.stack(name)
+        target.register_sink()
+        target.start_apps(workers)
+
+    def rewind(name: str) -> dict[int, tuple[int, int]]:
+        from streams.scheduling import progress
+
+        return progress.rewind_marks(both.stack(name).s.bootstrap)
+
+    return region.Site(stop_replication=both.stop_mirror, replication_lag=lag,
+                       rewind_marks=rewind, start_region=start)
+
+
 def ses_events(args: argparse.Namespace) -> int:
     import os
 
@@ -180,6 +279,8 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("lag", parents=[broker], help="consumer lag per group/topic/partition, "
                        "read from Kafka's offsets (as kafka-consumer-groups --describe)")
     p.add_argument("--group", action="append", help="only this group (repeatable)")
+    p.add_argument("--standby", default=None, help="the standby region's brokers: the "
+                   "replication lag too (default CRONSTREAM_STANDBY_BOOTSTRAP; docs/regions.md)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=lag, needs=("kafka",))
 
@@ -210,6 +311,25 @@ def add_parsers(sub: Any) -> None:
                    help="also the configuration set of its reminder emails (cronstream-<tenant>)")
     p.add_argument("--topic-arn", required=True, help="the SNS topic the API is subscribed to")
     p.set_defaults(func=ses_events)
+
+    p = sub.add_parser("region", help="the active region and its promotion (docs/regions.md)")
+    rsub = p.add_subparsers(dest="region_command", required=True)
+    s = rsub.add_parser("status", help="the authority: active region, epoch, lease, history")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=region_status, needs=("postgres",))
+    s = rsub.add_parser("promote", help="make a region active: planned (drain, hand over) or "
+                        "--unplanned (the active region is lost)")
+    s.add_argument("--to", required=True, help="the region to make active (a or b locally)")
+    s.add_argument("--unplanned", action="store_true", help="the active region is unreachable: "
+                   "its reservations and its lease's end are inherited (docs/regions.md)")
+    s.add_argument("--workers", type=int, default=1, help="local stack: workers to start there")
+    s.add_argument("--standby", default=None, help="the promoted region's brokers, where an "
+                   "unplanned promotion rewinds the schedulers' marks (default "
+                   "CRONSTREAM_STANDBY_BOOTSTRAP; the local stack knows its own)")
+    s.add_argument("--wait", type=float, default=120.0,
+                   help="seconds to wait for the old lease to end and the copy to catch up")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=region_promote, needs=("postgres",))
 
     p = sub.add_parser("kafka", help="run a Kafka tool on the local jars: " + ", ".join(KAFKA_TOOLS))
     p.add_argument("tool", choices=sorted(KAFKA_TOOLS))

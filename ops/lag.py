@@ -96,7 +96,7 @@ def read(bootstrap: str, only: list[str] | None = None, timeout_s: float = 10.0
     ends = end_offsets(bootstrap, tps, timeout_s)
     pending = {(t, p, c) for (_, t, p), c in committed.items()
                if c is not None and ends[(t, p)] > c}
-    stamps = _timestamps(bootstrap, pending, timeout_s)
+    stamps = timestamps(bootstrap, pending, timeout_s)
     now = int(time.time() * 1000)
     rows = []
     for (name, topic, part), offset in sorted(committed.items()):
@@ -123,7 +123,7 @@ def _owners(admin: AdminClient, names: list[str], timeout_s: float
     return out
 
 
-def _timestamps(bootstrap: str, pending: set[tuple[str, int, int]], timeout_s: float
+def timestamps(bootstrap: str, pending: set[tuple[str, int, int]], timeout_s: float
                 ) -> dict[tuple[str, int, int], int]:
     """Timestamp of the record at each (topic, partition, committed offset)."""
     if not pending:

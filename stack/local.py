@@ -68,6 +68,20 @@ class StackError(RuntimeError):
         super().__init__(f"{component}: {reason}{where}")
 
 
+# a home that is one region of a local two-region stack says so here (``stack.regions``): its
+# name, and the other region's name, home and brokers
+REGIONS_FILE = "regions.json"
+
+
+def region_record(home: Path) -> dict[str, Any] | None:
+    """The home's region record, or None for a one-region stack."""
+    path = home / REGIONS_FILE
+    if not path.exists():
+        return None
+    record: dict[str, Any] = json.loads(path.read_text())
+    return record
+
+
 def kafka_cluster_id() -> str:
     """A random KRaft cluster id, as Kafka's ``Uuid.randomUuid`` makes them: never starting with
     "-", which kafka-storage's argument parser takes for an option (a fresh-clone run failed to
@@ -857,7 +871,7 @@ class Stack:
         """What the workers and the API need: Kafka as ``kafka_auth`` (default the stack's)
         reaches it, the local SES server, AWS-style credentials for it, the unsubscribe signing
         secret and the operator key (generated once into .local/, never committed)."""
-        return {**self.settings_env(), **self.clients_kafka_env(kafka_auth),
+        return {**self.settings_env(), **self.clients_kafka_env(kafka_auth), **self.region_env(),
                 "CRONSTREAM_SES_ENDPOINT": self.s.ses_endpoint,
                 "CRONSTREAM_UNSUBSCRIBE_SECRET": self.secret("CRONSTREAM_UNSUBSCRIBE_SECRET",
                                                              "unsubscribe.key"),
@@ -871,6 +885,15 @@ class Stack:
                 "CRONSTREAM_SNS_CERT_HOSTS": os.environ.get(
                     "CRONSTREAM_SNS_CERT_HOSTS", re.escape(f"{self.s.host}:{self.s.ses_port}")),
                 "CRONSTREAM_SNS_ALLOW_HTTP": os.environ.get("CRONSTREAM_SNS_ALLOW_HTTP", "1")}
+
+    def region_env(self) -> dict[str, str]:
+        """A region's processes: their region (their sends need its lease) and the other
+        region's brokers (replication lag); nothing in a one-region stack."""
+        record = region_record(self.s.home)
+        if record is None:
+            return {}
+        return {"CRONSTREAM_REGION": record["region"],
+                "CRONSTREAM_STANDBY_BOOTSTRAP": record["peer_bootstrap"]}
 
     def settings_env(self) -> dict[str, str]:
         """This stack's home and ports as its processes' environment: a stack made from other
@@ -902,7 +925,7 @@ class Stack:
     def app_names(self) -> list[str]:
         if not self.s.run_dir.exists():
             return []
-        infra = {"kafka", "connect", "ses"}
+        infra = {"kafka", "connect", "ses", "mirror"}
         return sorted(p.stem for p in self.s.run_dir.glob("*.pid")
                       if p.stem not in infra and not p.stem.startswith("kafka-"))
 
@@ -923,6 +946,25 @@ class Stack:
             self.start_postgres()
             self.start_kafka(brokers, secure)
         self.use_kafka_auth(kafka_auth or self.kafka_auth)
+        self.prepare_topics()
+        if part == "services":
+            say("services are up")
+            return
+        self.start_connect()
+        self.register_sink()
+        self.start_ses_if_local()
+        if with_app:
+            self.start_apps(workers)
+        say("stack is up")
+
+    def start_apps(self, workers: int = 1) -> None:
+        """The workers, then the API."""
+        for i in range(1, workers + 1):
+            self.start_worker(f"worker-{i}")
+        self.start_api()
+
+    def prepare_topics(self) -> None:
+        """Every topic and changelog, and the workers' groups seeded at the log start."""
         # in a child: a client created here would live as long as the caller (a test run) and
         # through every broker restart it sees, where librdkafka aborted one (stack.isolated)
         try:
@@ -938,17 +980,6 @@ class Stack:
             say(f"topic config aligned with the topology: {change}")
         if prepared["seeded"]:
             say("committed the log start of the workers' partitions (a new owner resumes there)")
-        if part == "services":
-            say("services are up")
-            return
-        self.start_connect()
-        self.register_sink()
-        self.start_ses_if_local()
-        if with_app:
-            for i in range(1, workers + 1):
-                self.start_worker(f"worker-{i}")
-            self.start_api()
-        say("stack is up")
 
     def down(self) -> None:
         from streams.runtime import admin
@@ -957,7 +988,7 @@ class Stack:
         for name in self.app_names():
             if processes.stop(self.pidfile(name)):
                 say(f"stopped {name}")
-        for name in ("ses", "connect"):
+        for name in ("mirror", "ses", "connect"):
             if processes.stop(self.pidfile(name), timeout_s=30):
                 say(f"stopped {name}")
         for name in self.stop_kafka():
@@ -968,7 +999,8 @@ class Stack:
     def status(self) -> dict[str, str]:
         out: dict[str, str] = {}
         nodes = [self.node_name(n) for n in range(1, self.brokers + 1)]
-        for name in (*nodes, "connect", "ses", *self.app_names()):
+        extra = ["mirror"] if self.pidfile("mirror").exists() else []
+        for name in (*nodes, "connect", "ses", *extra, *self.app_names()):
             pid = processes.alive(self.pidfile(name))
             out[name] = f"running (pid {pid})" if pid else "stopped"
         out["postgres"] = "running" if self.postgres_healthy() else "stopped"

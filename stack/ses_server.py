@@ -9,6 +9,10 @@ demo and benchmarks: boto3 reaches it through ``endpoint_url`` exactly as it wou
   (the mail is accepted and logged, then the answer is delayed past the client's timeout),
   ``max_rate_per_s`` (recipients per second before throttling), for ``seconds`` (0 = until reset).
 - ``GET /_local/stats`` counts calls, recipients and throttles.
+- A call tagged ``cronstream-epoch`` (a region's epoch, docs/regions.md) under an epoch older than
+  one already seen is refused (``MessageRejected``, counted as ``stale_epoch``): the fencing
+  token, checked as a fencing-aware receiver would (Amazon SES does not). Each logged line
+  carries the epoch it was sent under.
 - The configuration-set calls ``cronstream ses-events`` makes (CreateConfigurationSet, Create-,
   Update- and GetConfigurationSetEventDestinations): kept in memory, so the command is tested
   against the wire protocol. The event publishing below does not depend on them.
@@ -52,6 +56,7 @@ MAX_BULK = 50
 CONFIGURATION_SET_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # as SES allows
 MAX_CALLS_KEPT = 1_000_000  # the call log is memory only: the oldest go first
 CAMPAIGN_TAG, CHUNK_TAG = "cronstream-campaign", "cronstream-chunk"  # streams.adapters.ses's tags
+EPOCH_TAG = "cronstream-epoch"  # streams.runtime.region: the region's epoch a send was made under
 
 
 class Faults:
@@ -89,7 +94,8 @@ class SesServer:
         self._log = open(log_path, "a", buffering=1 << 16)  # noqa: SIM115 - lives with the server
         self._lock = threading.Lock()
         self.faults = Faults()
-        self.stats = {"calls": 0, "recipients": 0, "throttled": 0, "timeouts": 0}
+        self.stats = {"calls": 0, "recipients": 0, "throttled": 0, "timeouts": 0,
+                      "stale_epoch": 0}
         self._run = uuid.uuid4().hex[:12]  # ids stay unique across restarts of the server
         self._ids = itertools.count(1)
         # SES events to an SNS subscriber (POST /_local/events); None: no event work per send
@@ -97,13 +103,31 @@ class SesServer:
         self.events_log = log_path.with_name("events.jsonl")
         # configuration set → event destination name → destination (ConfigurationSet calls)
         self.configuration_sets: dict[str, dict[str, dict[str, Any]]] = {}
-        # (campaign tag, chunk tag, arrived ms, answered ms, outcome) of every tagged bulk call
-        self.calls: deque[tuple[str, str, int, int, str]] = deque(maxlen=MAX_CALLS_KEPT)
+        # (campaign tag, chunk tag, arrived ms, answered ms, outcome, epoch) of every tagged
+        # bulk call
+        self.calls: deque[tuple[str, str, int, int, str, int | None]] = deque(
+            maxlen=MAX_CALLS_KEPT)
+        # the highest region epoch a call carried: a lower one is a deposed region's, refused
+        # (the fencing token, docs/regions.md; Amazon SES itself does not check)
+        self.max_epoch = 0
 
     def _called(self, tags: dict[str, str], arrived_ms: int, outcome: str) -> None:
         if CAMPAIGN_TAG in tags:
             self.calls.append((tags[CAMPAIGN_TAG], tags.get(CHUNK_TAG, ""), arrived_ms,
-                               time.time_ns() // 1_000_000, outcome))
+                               time.time_ns() // 1_000_000, outcome, _epoch(tags)))
+
+    def _stale(self, tags: dict[str, str]) -> JSONResponse | None:
+        """The refusal of a call under an epoch older than one already seen, else None (and
+        the epoch remembered)."""
+        epoch = _epoch(tags)
+        if epoch is None:
+            return None
+        if epoch < self.max_epoch:
+            self.stats["stale_epoch"] += 1
+            return _error(400, "MessageRejected", f"region epoch {epoch} is older than "
+                          f"{self.max_epoch}: the sender was deposed")
+        self.max_epoch = epoch
+        return None
 
     def _throttled(self, recipients: int) -> bool:
         f = self.faults
@@ -114,13 +138,13 @@ class SesServer:
         return False
 
     def _accept(self, lines: list[str], sender: str, recipients: list[tuple[str, dict[str, str]]],
-                subject: str, config_set: str | None) -> list[str]:
+                subject: str, config_set: str | None, epoch: int | None = None) -> list[str]:
         """Log one line per recipient and give each its message id. The call's common fields are
         encoded once and the ids are a per-process prefix and a counter (a uuid4 per recipient
         and a whole ``json.dumps`` per line were a third of this server's CPU: the benchmarks'
         ceiling is this server, on the cores the system under test also uses)."""
         common = json.dumps({"from": sender, "subject": subject, "configuration_set": config_set,
-                             "at_ms": time.time_ns() // 1_000_000})[1:]
+                             "at_ms": time.time_ns() // 1_000_000, "epoch": epoch})[1:]
         ids = []
         dumps = json.dumps
         for to, headers in recipients:
@@ -151,6 +175,9 @@ class SesServer:
         if not to or "FromEmailAddress" not in body:
             return _error(400, "BadRequestException", "Destination.ToAddresses and "
                           "FromEmailAddress are required")
+        tags = _tags(body.get("EmailTags"))
+        if (stale := self._stale(tags)) is not None:
+            return stale
         if self._throttled(len(to)):
             return _error(429, "TooManyRequestsException", "Maximum sending rate exceeded.")
         simple = body.get("Content", {}).get("Simple", {})
@@ -158,12 +185,12 @@ class SesServer:
         headers = {h["Name"]: h["Value"] for h in simple.get("Headers", [])}
         lines: list[str] = []
         ids = self._accept(lines, body["FromEmailAddress"], [(a, headers) for a in to], subject,
-                           body.get("ConfigurationSetName"))
+                           body.get("ConfigurationSetName"), _epoch(tags))
         self._write(lines)
         if self.events is not None:
             # one mail with every To address: SES's events of it name them all
             self.events.accepted(ids[-1], body["FromEmailAddress"], list(to),
-                                 body.get("ConfigurationSetName"), _tags(body.get("EmailTags")))
+                                 body.get("ConfigurationSetName"), tags)
         await self._maybe_hang()
         return JSONResponse({"MessageId": ids[-1]})
 
@@ -175,6 +202,9 @@ class SesServer:
         if not entries or len(entries) > MAX_BULK:
             return _error(400, "BadRequestException", f"BulkEmailEntries must hold 1 to {MAX_BULK}")
         common_tags = _tags(body.get("DefaultEmailTags"))
+        if (stale := self._stale(common_tags)) is not None:
+            self._called(common_tags, arrived_ms, "stale_epoch")
+            return stale
         if self._throttled(len(entries)):
             self._called(common_tags, arrived_ms, "throttled")
             return _error(429, "TooManyRequestsException", "Maximum sending rate exceeded.")
@@ -196,7 +226,7 @@ class SesServer:
             results.append({"Status": "SUCCESS"})
         lines: list[str] = []
         ids = iter(self._accept(lines, body.get("FromEmailAddress", ""), accepted, subject,
-                                body.get("ConfigurationSetName")))
+                                body.get("ConfigurationSetName"), _epoch(common_tags)))
         for result in results:
             if result["Status"] == "SUCCESS":
                 result["MessageId"] = next(ids)
@@ -266,8 +296,8 @@ class SesServer:
     async def get_calls(self, request: Request) -> JSONResponse:
         campaign = request.query_params.get("campaign", "")
         return JSONResponse([{"chunk": chunk, "arrived_ms": arrived, "answered_ms": answered,
-                              "outcome": outcome}
-                             for tag, chunk, arrived, answered, outcome in list(self.calls)
+                              "outcome": outcome, "epoch": epoch}
+                             for tag, chunk, arrived, answered, outcome, epoch in list(self.calls)
                              if tag == campaign])
 
     async def set_events(self, request: Request) -> JSONResponse:
@@ -321,6 +351,12 @@ def _tags(raw: Any) -> dict[str, str]:
     if not isinstance(raw, list):
         return {}
     return {t["Name"]: t["Value"] for t in raw if isinstance(t, dict) and "Name" in t and "Value" in t}
+
+
+def _epoch(tags: dict[str, str]) -> int | None:
+    """The region epoch a call carries (None: a one-region sender, or a tag that is no number)."""
+    raw = tags.get(EPOCH_TAG, "")
+    return int(raw) if raw.isdigit() else None
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:

@@ -191,6 +191,28 @@ APP_ID = "cronstream"
 # partitions faust gives its worker of the jobs topic (streams.execution.reader), so the group
 # never has members: offsets only.
 EXECUTOR_GROUP = f"{APP_ID}-executor"
+# What MirrorMaker 2 copies to the standby region (docs/regions.md, "Replication"): every topic
+# above and every table's changelog, under the same names, and the offsets of the groups that
+# read them (the sinks' groups are Connect's, connect-<connector>); not Connect's own topics
+MIRROR_TOPICS = r"cronstream\..*|cronstream-.*-changelog"
+MIRROR_GROUPS = rf"{APP_ID}|{APP_ID}\-executor|connect-cronstream-.*"
+
+
+def mirrored_topics() -> list[str]:
+    """The names ``MIRROR_TOPICS`` covers: what a planned promotion waits on, what lag reports."""
+    import re
+
+    pattern = re.compile(MIRROR_TOPICS)
+    names = [t.name for t in TOPICS] + [t.changelog(APP_ID) for t in TABLES]
+    return [name for name in names if pattern.fullmatch(name)]
+
+
+def mirror_offsets_topic(source: str) -> str:
+    """Where a dedicated MirrorMaker's source connector commits, in the standby's cluster, how
+    far it copied each partition from region ``source``: ``mm2-offsets.<source>.internal``."""
+    return f"mm2-offsets.{source}.internal"
+
+
 LEDGER_SINK_TABLE = "ledger"
 OUTCOMES_SINK_TABLE = "recipient_outcomes"
 FEEDBACK_SINK_TABLE = "ses_feedback"

@@ -22,7 +22,7 @@ import logging
 
 from streams.campaigns import fanout
 from streams.execution import executor, suppressed, targets
-from streams.runtime import admin, commit_watch, metrics, settings
+from streams.runtime import admin, authority, commit_watch, metrics, settings
 from streams.runtime.app import Runtime, build, worker_id_from_env
 from streams.scheduling import imports, scheduler
 from streams.scheduling.priority import Gate
@@ -61,6 +61,12 @@ def main() -> None:
     admin.check_reachable(conf.bootstrap)  # a wrong password or CA: one clear line, no hang
     rt = build(conf, worker_id_from_env(),
                replication_factor=admin.replication(conf.bootstrap).factor)
+    if conf.region is not None:  # two regions: sends only under the region's lease
+        lease, margin, renew = conf.region_lease
+        held = authority.RegionLease(authority.Store(conf.authority_dsn), conf.region,
+                                     lease_s=lease, margin_s=margin, renew_s=renew)
+        held.start()
+        rt.region = held
     wire(rt)
     admin.ensure_topics(conf.bootstrap)
     # topics made before the replication setting (or by someone else) are reported, in the log

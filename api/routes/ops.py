@@ -14,6 +14,7 @@ only to the operator key.
 from __future__ import annotations
 
 import hmac
+import logging
 import os
 import threading
 import time
@@ -25,13 +26,14 @@ from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
-from ops import lag
+from ops import lag, replication
 from streams.campaigns import ownership
 from streams.runtime.admin import client as admin_client
 from streams.runtime.admin import replication_shortfall
 from streams.topology import APP_ID, FANOUT, FIRED, JOBS, consumer_group
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 LAG_CACHE_S = 5.0
 READY_CACHE_S = 2.0  # /readyz asks the brokers at most this often, however many probes come
 # every partition of these must be held by a worker for the system to be able to fire and send
@@ -114,6 +116,36 @@ class LagCollector:
         yield seconds
 
 
+class ReplicationCollector:
+    """Prometheus collector: MirrorMaker 2's lag from this region to the standby (docs/regions.md),
+    read at most once per ``LAG_CACHE_S``; nothing while the standby cannot be read."""
+
+    def __init__(self, bootstrap: str, standby: str, source: str) -> None:
+        self.rows = Cached(lambda: _replication_rows(bootstrap, standby, source), LAG_CACHE_S)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        labels = ["topic", "partition"]
+        records = GaugeMetricFamily("cronstream_replication_lag_records", "Records of this "
+                                    "region not yet copied to the standby", labels=labels)
+        seconds = GaugeMetricFamily("cronstream_replication_lag_seconds", "Age of the oldest "
+                                    "record not yet copied to the standby", labels=labels)
+        for row in self.rows.get():
+            key = [row.topic, str(row.partition)]
+            records.add_metric(key, row.lag)
+            if row.time_lag_s is not None:
+                seconds.add_metric(key, row.time_lag_s)
+        yield records
+        yield seconds
+
+
+def _replication_rows(bootstrap: str, standby: str, source: str) -> list[replication.ReplicationLag]:
+    try:
+        return replication.read(bootstrap, standby, source, timeout_s=3)
+    except Exception:  # noqa: BLE001 - the standby away: no gauges rather than a failed scrape
+        log.warning("replication lag to %s not read", standby, exc_info=True)
+        return []
+
+
 def readiness(bootstrap: str) -> tuple[bool, dict[str, Any]]:
     """Broker reachable, the workers' group stable, every partition of the topics that fire
     and send held by a worker. (Each worker's own ``/readyz`` covers its table recovery.)"""
@@ -152,12 +184,15 @@ def _replication(bootstrap: str) -> list[str] | str:
     return found
 
 
-def build_router(bootstrap: str) -> APIRouter:
-    """The ops routes, with this API process's lag cache and metrics registry."""
+def build_router(bootstrap: str, standby: str = "", region: str | None = None) -> APIRouter:
+    """The ops routes, with this API process's lag cache and metrics registry; with ``standby``
+    (the other region's brokers) the replication lag's gauges too."""
     router = APIRouter(tags=["ops"])
     cache = LagCache(bootstrap)
     registry = CollectorRegistry()
     registry.register(LagCollector(cache))
+    if standby:
+        registry.register(ReplicationCollector(bootstrap, standby, region or "a"))
 
     @router.get("/healthz", summary="The API process is up")
     async def healthz() -> dict[str, Any]:

@@ -30,15 +30,22 @@ RANK = {INTENT: 1, REFUSED: 1, DONE: 2}
 class Resume(Enum):
     SEND = "send"  # nothing of it has left: admit and send it
     UNKNOWN = "unknown"  # a request may have been accepted: record unknown, never re-send
+    # reserved by a region deposed without a hand-over and not replicated as done: it may have
+    # been sent there, whatever its state here (docs/regions.md); record unknown, never send
+    INHERITED = "inherited"
     SKIP = "skip"  # done
 
 
-def resume(state: bytes | None) -> Resume:
-    """What the chunk table's ``state`` of a chunk tells the walker that reaches it."""
+def resume(state: bytes | None, inherited: bool = False) -> Resume:
+    """What the chunk table's ``state`` of a chunk tells the walker that reaches it;
+    ``inherited``: the chunk lies in a deposed region's reservation
+    (``streams.runtime.region.chunk_inherited``)."""
     if state == DONE:
         return Resume.SKIP
     if state == INTENT:
         return Resume.UNKNOWN
+    if inherited:
+        return Resume.INHERITED
     return Resume.SEND  # never begun, or refused while it waited to retry
 
 

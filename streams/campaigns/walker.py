@@ -11,9 +11,12 @@ consumer and sends each chunk (up to 50 addresses, one SES bulk call) through
    at ``refused`` was refused by SES and is sent (``streams.campaigns.chunk_verdict``);
 2. admit: pause, cancel, the stale cutoff and the rate decide what may still go, the opt-out
    barrier (``streams.campaigns.barrier``) and the pool's warm-up cap what must not;
-3. intent acknowledged: ``intent`` is on the table's changelog before anything can leave;
+3. intent acknowledged: ``intent`` is on the table's changelog before anything can leave; in
+   two regions only under the region's lease and inside the authority's reservation of the
+   chunk, and a chunk a deposed region reserved is ``unknown`` at step 1 (docs/regions.md);
 4. fence: the group coordinator still gives this member the partition (a zombie's walker stops);
-5. send: SES. A definite refusal (throttling, a connection that failed before the request left)
+5. send: SES, the lease checked again right before the call, its epoch on the call's tags. A
+   definite refusal (throttling, a connection that failed before the request left)
    is acknowledged as ``refused`` before the backoff, then steps 3-5 run again, until the
    deadline; so only a request that may have been accepted leaves the chunk at ``intent``;
 6. outcomes acknowledged on ``cronstream.recipient-outcomes``, then ``done``.
@@ -41,6 +44,7 @@ from streams.campaigns.ownership import GroupFence, Ownership, describe
 from streams.campaigns.pacing import walker_bucket
 from streams.campaigns.recipients import CHUNK, template_data
 from streams.campaigns.records import CampaignRecords
+from streams.campaigns.reservations import Reservations
 from streams.campaigns.walkers import (
     Fenced,
     Start,
@@ -51,10 +55,12 @@ from streams.campaigns.walkers import (
 )
 from streams.runtime import metrics, retry
 from streams.runtime.app import Runtime
+from streams.runtime.authority import LeaseLost, Store
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
 from streams.runtime.kafka_config import client_config
+from streams.runtime.region import EPOCH_TAG, chunk_inherited
 from streams.runtime.token_bucket import TokenBucket
 from streams.scheduling.ledger import ChunkOutcomes
 from streams.topology import APP_ID, FANOUT, RECIPIENT_OUTCOMES, RECIPIENTS, partitions
@@ -68,6 +74,13 @@ CHUNKS_IN_FLIGHT = 8
 SEND_THREADS = 24  # SES calls and the walkers' consume() calls
 PRE_FENCE_AGE_S = 0.1  # how old the fence's answer before a chunk's intent may be
 MAX_THROTTLE_RETRIES = 1000
+LEASE_WAIT_S = 1.0  # a reservation refused or unanswered is asked again after this
+UNKNOWN_REASONS = {
+    Resume.UNKNOWN: "at-most-once: the send began before a crash and its outcome is unknown; "
+                    "not re-sent",
+    Resume.INHERITED: "region failover: reserved by the deposed region and not replicated as "
+                      "done, so it may have been sent there; not sent again (at-most-once)",
+}
 Allowed = list[tuple[str, dict[str, str]]]  # the addresses a chunk sends, with their variables
 
 
@@ -93,6 +106,12 @@ class Walker:
         self.walkers = Walkers()
         self.fence = GroupFence(lambda: describe(self.settings.bootstrap, APP_ID))
         self.account_rate_per_s = rt.settings.ses_max_rate_per_s
+        # two regions: a chunk begins only under the region's lease and inside a reservation
+        # of the authority; chunks a deposed region reserved are unknown here (docs/regions.md)
+        self.region = rt.region
+        self.reservations = Reservations(
+            Store(rt.settings.authority_dsn) if rt.settings.region else None, rt.region,
+            rt.settings.region_reserve_chunks)
         health = rt.health
         self.gate = FairGate(self.account_rate_per_s,
                              lambda: max(1, len(health.partitions)) / partitions())
@@ -163,6 +182,7 @@ class Walker:
         consumer.assign([TopicPartition(RECIPIENTS.name, part, order["start"])])
         rate = min(campaign["max_rate_per_s"] or self.account_rate_per_s, self.account_rate_per_s)
         bucket = walker_bucket(rate, part, partitions(), CHUNK)
+        inherited = (await self.reservations.inherited(order["campaign_id"])).get(part)
         position = order["start"]
         loop = asyncio.get_running_loop()
         fetch: asyncio.Future[Any] | None = None
@@ -179,7 +199,8 @@ class Walker:
                         chunk = codec().decode(msg.value())
                         if chunk["upload_id"] == campaign["upload_id"]:
                             await window.acquire()
-                            sending = self.send_chunk(order, chunk, part, bucket, member)
+                            sending = self.send_chunk(order, chunk, part, bucket, member,
+                                                      inherited)
                             chunks.create_task(sending).add_done_callback(
                                 lambda _: window.release())
                         campaign = await self.records.campaign(order["campaign_id"]) or campaign
@@ -197,28 +218,30 @@ class Walker:
                  part, order["start"], order["end"])
 
     async def send_chunk(self, order: dict[str, Any], chunk: dict[str, Any], part: int,
-                         bucket: TokenBucket, member: str) -> None:
-        """One chunk's commit protocol, in the order of the module's docstring."""
+                         bucket: TokenBucket, member: str, inherited: int | None = None) -> None:
+        """One chunk's commit protocol, in the order of the module's docstring; ``inherited``:
+        the highest chunk of the partition a deposed region may have sent."""
         key = f"{chunk['campaign_id']}:{chunk['upload_id']}:{chunk['seq']}".encode()
         state = self.send_chunks.get_in(part, key)
         emails: list[str] = chunk["emails"]
         # 1. resume
-        resumed = resume(state)
+        resumed = resume(state, chunk_inherited(chunk["seq"], inherited))
         if resumed is Resume.SKIP:
             # a zombie's late intent is the changelog's last word: say done again before compaction
             if key in self.send_chunks.regressions:
                 self.send_chunks.regressions.discard(key)
                 self.send_chunks[key] = DONE
             return
+        await self.region.held()  # a region without its lease decides nothing
         campaign = await self.records.campaign(order["campaign_id"])
         assert campaign is not None
         outcomes = ChunkOutcomes(key.decode(), campaign, order["fire_id"], order["epoch"])
-        if resumed is Resume.UNKNOWN:
-            log.warning("campaign %s chunk %s partition %d: intent without outcome after a "
-                        "restart; %d recipients resolved as unknown, not re-sent",
-                        campaign["campaign_id"], key.decode(), part, len(emails))
-            outcomes.add_all(emails, "unknown", "at-most-once: the send began before a crash "
-                             "and its outcome is unknown; not re-sent")
+        if resumed in (Resume.UNKNOWN, Resume.INHERITED):
+            why = UNKNOWN_REASONS[resumed]
+            log.warning("campaign %s chunk %s partition %d: %s; %d recipients resolved as "
+                        "unknown, not re-sent", campaign["campaign_id"], key.decode(), part,
+                        why, len(emails))
+            outcomes.add_all(emails, "unknown", why)
             await self._finish(key, outcomes, part)
             return
         # 2. admit
@@ -327,15 +350,19 @@ class Walker:
                 feedback.CHUNK_TAG: feedback.chunk_tag(chunk["upload_id"], chunk["seq"])}
         attempt = 0
         while True:
+            await self._under_lease(campaign["campaign_id"], part, chunk["seq"])
             attempt += 1
             await self._intent_and_fence(key, part, member, campaign)
-            call, results = await asyncio.get_running_loop().run_in_executor(
-                self._pool, lambda: ses.send_bulk(
-                    self.ses, sender=campaign["sender"], subject=campaign["subject"],
-                    text=campaign["text"], html=campaign["html"], entries=entries,
-                    configuration_set=ses.configuration_set(campaign["tenant"],
-                                                            campaign["ip_pool"]),
-                    common_headers=unsubscribe.ONE_CLICK, tags=tags))
+            sent = await asyncio.get_running_loop().run_in_executor(
+                self._pool, lambda: self._send_bulk(campaign, entries, tags))
+            if sent is None:  # the lease ended between the intent and the request: none left
+                log.warning("campaign %s chunk %s partition %d: the region's lease ended before "
+                            "the request; refused, sent once it holds again",
+                            campaign["campaign_id"], key.decode(), part)
+                await self.send_chunks.put_acked(key, REFUSED)
+                attempt -= 1
+                continue
+            call, results = sent
             if call.outcome is ses.Outcome.SENT:
                 for (email, _), result in zip(allowed, results, strict=True):
                     sent = result.outcome is ses.Outcome.SENT
@@ -359,6 +386,37 @@ class Walker:
                         campaign["campaign_id"], part, outcome, attempt, call.error)
             outcomes.add_all([email for email, _ in allowed], outcome, call.error, attempt)
             return
+
+    async def _under_lease(self, campaign_id: str, part: int, seq: int) -> int:
+        """The epoch, once the region's lease holds and the authority's reservation covers the
+        chunk (waits while either is refused)."""
+        while True:
+            epoch = await self.region.held()
+            try:
+                await self.reservations.cover(campaign_id, part, seq, epoch)
+                return epoch
+            except LeaseLost as exc:
+                log.warning("%s; waiting for the lease", exc)
+                await asyncio.sleep(LEASE_WAIT_S)
+            except Exception:
+                log.exception("campaign %s partition %d seq %d: the authority did not answer the "
+                              "reservation; asked again", campaign_id, part, seq)
+                await asyncio.sleep(LEASE_WAIT_S)
+
+    def _send_bulk(self, campaign: dict[str, Any], entries: list[ses.BulkEntry],
+                   tags: dict[str, str]) -> tuple[ses.SendResult, list[ses.SendResult]] | None:
+        """The SES call, on the pool: the lease checked right before it (None: it ended, nothing
+        sent), its epoch on the call's tags."""
+        try:
+            epoch = self.region.check()
+        except LeaseLost:
+            return None
+        return ses.send_bulk(
+            self.ses, sender=campaign["sender"], subject=campaign["subject"],
+            text=campaign["text"], html=campaign["html"], entries=entries,
+            configuration_set=ses.configuration_set(campaign["tenant"], campaign["ip_pool"]),
+            common_headers=unsubscribe.ONE_CLICK,
+            tags={**tags, EPOCH_TAG: str(epoch)} if epoch else tags)
 
     async def _finish(self, key: bytes, outcomes: ChunkOutcomes, part: int) -> None:
         """``done`` only once the chunk's outcomes are on the topic: a crash in between leaves

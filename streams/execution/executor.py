@@ -49,8 +49,9 @@ from streams.execution.fire_quota import FireQuota
 from streams.execution.offsets import Taken
 from streams.execution.reader import Assigned, FiredReader, Notice
 from streams.execution.replays import Arrival, Position, classify
-from streams.runtime import admin, metrics, retry
+from streams.runtime import admin, metrics, region, retry
 from streams.runtime.app import Runtime
+from streams.runtime.authority import Lease, NoRegion
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter, Outbox
@@ -115,13 +116,16 @@ class Executor:
     def __init__(self, marks: DoneMarks, targets_: Attempts, reader: Reader, outbox: Sender,
                  deciding: Gate, *, per_host: int = 256,
                  clock: Callable[[], int] = now_ms,
-                 fires_per_s: Callable[[str], int] = lambda tenant: tenants.DEFAULT_FIRES_PER_S
-                 ) -> None:
+                 fires_per_s: Callable[[str], int] = lambda tenant: tenants.DEFAULT_FIRES_PER_S,
+                 region: Lease | None = None) -> None:
         """``fires_per_s``: a tenant's ``max_fires_per_s`` now, read without waiting
         (``targets.TenantRecords.fires_per_s``); this executor starts its share of it
         (``fire_quota``)."""
         self.marks, self.targets, self.reader, self.outbox = marks, targets_, reader, outbox
         self.deciding, self.clock = deciding, clock
+        # a run starts only under the region's lease; its horizon says which reminders a
+        # region deposed without a hand-over may have sent (docs/regions.md)
+        self.region = region or NoRegion()
         # the scheduler's side: a slot's decision is on the ledger (streams.worker wires it)
         self.on_decided: Callable[[str], None] = lambda fire_id: None
         self.partitions: set[int] = set()  # the partitions the worker gave the executor
@@ -338,6 +342,9 @@ class Executor:
                     await self._woken.wait()
             self._woken.clear()
             await self.deciding.passed()
+            # a region without its lease starts nothing and expires nothing: the slots are
+            # decided when it holds again, or by the region promoted instead (docs/regions.md)
+            await self.region.held()
             self.dispatch()
 
     def idle_s(self) -> float:
@@ -411,11 +418,19 @@ class Executor:
         host_held = True  # the host's room is held while its target is called, no longer
         try:
             metrics.FIRE_LATENESS.observe(max(0, self.clock() - fired["nominal_ms"]) / 1000)
+            inherited = None
             if fired["target"]["type"] in targets.AT_MOST_ONCE:
-                # the durable intent: acknowledged before the first attempt, so a worker that
-                # takes over after a crash knows the send may have happened and does not repeat it
-                await self.marks.put_acked(slot.partition, fid, INTENT)
-            result, attempts = await self.attempts(fired)
+                await self.region.held()  # the horizon is the lease's: known once it holds
+                inherited = inherited_send(fired, self.region.horizon_ms())
+            if inherited is not None:
+                result, attempts = inherited, 0
+            else:
+                if fired["target"]["type"] in targets.AT_MOST_ONCE:
+                    # the durable intent: acknowledged before the first attempt, so a worker
+                    # that takes over after a crash knows the send may have happened and does
+                    # not repeat it
+                    await self.marks.put_acked(slot.partition, fid, INTENT)
+                result, attempts = await self.attempts(fired)
             self.waiting.ended(chosen.host)
             host_held = False
             self.wake()  # the host has room for its next call now, not after the ledger
@@ -447,15 +462,24 @@ class Executor:
                       slot.offset, decision)
 
     async def attempts(self, fired: dict[str, Any]) -> tuple[targets.CallResult, int]:
+        """The target's attempts with their retries, each started under the region's lease: an
+        attempt that found it gone sent nothing and does not count."""
         max_attempts = max(1, fired["retry_max_attempts"])
         result = targets.CallResult(False, None, "not attempted")
-        for attempt in range(1, max_attempts + 1):
+        attempt = 1
+        while attempt <= max_attempts:
+            await self.region.held()
             result = await self.targets.attempt(fired)
+            if result.lease_lost:
+                log.warning("fire %s of job %s tenant %s: %s; waiting for the lease",
+                            fired["fire_id"], fired["job_id"], fired["tenant"], result.error)
+                continue
             if result.ok or result.final or not retry.retryable(result.status_code):
                 return result, attempt
             if attempt < max_attempts:
                 await asyncio.sleep(retry.backoff_s(attempt, fired["retry_initial_backoff_s"],
                                                     fired["retry_max_backoff_s"], fired["fire_id"]))
+            attempt += 1
         return result, max_attempts
 
     async def record(self, slot: Slot, decision: str, reason: str | None, outcome: str,
@@ -536,6 +560,25 @@ class Executor:
                 for part, (fired_ms, next_offset) in list(self.taken_up.items())}
 
 
+INHERITED_REASON = ("region failover: asked before the deposed region's lease ended and not "
+                    "replicated as done, so it may have been sent there; not sent again "
+                    "(at-most-once)")
+
+
+def inherited_send(fired: dict[str, Any], horizon_ms: int) -> targets.CallResult | None:
+    """An at-most-once slot a region deposed without a hand-over may have sent (it was asked
+    before that region's lease ended: ``region.reminder_inherited``), as its unknown outcome;
+    None when this region may send it. Called for a slot the done marks do not have."""
+    asked = fired.get("asked_ms") or fired["nominal_ms"]
+    if not region.reminder_inherited(asked, horizon_ms):
+        return None
+    log.warning("fire %s of job %s tenant %s: asked at %d, before the deposed region's lease "
+                "ended (%d), and not done here: recorded unknown, not sent", fired["fire_id"],
+                fired["job_id"], fired["tenant"], asked, horizon_ms)
+    return targets.CallResult(False, None, INHERITED_REASON, final=True, unknown=True,
+                              note=INHERITED_REASON)
+
+
 def register(rt: Runtime, fan_out: targets.FanOut, deciding: Gate) -> Executor:
     """The executor's sub-topology on ``rt``'s app: the done table, the fired topic's reader
     (started with the worker, given the worker's partitions after each recovery), ``fan_out``
@@ -549,9 +592,9 @@ def register(rt: Runtime, fan_out: targets.FanOut, deciding: Gate) -> Executor:
     executor = Executor(
         DoneMarks(done_table, emitter, changelog),
         targets.Targets(fan_out, lambda: emitter, records, MAX_IN_FLIGHT,
-                        dns.Resolver(conf.dns_timeout_s)),
+                        dns.Resolver(conf.dns_timeout_s), region=rt.region),
         FiredReader(conf.bootstrap, f"executor-{rt.worker_id}"), Outbox(emitter), deciding,
-        per_host=conf.runs_per_host, fires_per_s=records.fires_per_s)
+        per_host=conf.runs_per_host, fires_per_s=records.fires_per_s, region=rt.region)
     metrics.RUNS_PER_HOST.set(conf.runs_per_host)
 
     @done_table.on_recover

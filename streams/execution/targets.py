@@ -4,8 +4,10 @@ function here and a line in ``Targets.attempt`` (and, if a repeat could be seen 
 line in ``AT_MOST_ONCE``), nothing in the executor.
 
 Webhooks carry the fire id (``X-Cronstream-Fire-Id``) so receivers can dedupe our at-least-once
-delivery; redirects are never followed (a redirect could lead past the SSRF guard). A webhook's
-host is resolved off the event loop (``streams.adapters.dns``), every address checked
+delivery, and in two regions the epoch they were sent under (``X-Cronstream-Region-Epoch``;
+emails the tag ``cronstream-epoch``), leaving only while the region's lease holds
+(docs/regions.md); redirects are never followed (a redirect could lead past the SSRF guard).
+A webhook's host is resolved off the event loop (``streams.adapters.dns``), every address checked
 (``streams.execution.ssrf``), and the connection made to one of those addresses with the URL's
 own Host header and TLS server name, so no second lookup can send the call elsewhere (DNS
 rebinding, issue 40). The client is our own (``webhook_client``): a spike's runs are its cost a
@@ -29,7 +31,9 @@ from urllib.parse import urlsplit
 from streams.adapters import dns, ses, tenants
 from streams.execution import ssrf, suppressed
 from streams.execution.webhook_client import RequestRefused, WebhookClient
+from streams.runtime.authority import Lease, LeaseLost, NoRegion
 from streams.runtime.emit import Emitter
+from streams.runtime.region import EPOCH_HEADER, EPOCH_TAG
 from streams.runtime.views import StartedOnce
 from streams.topology import TopicSpec
 
@@ -48,6 +52,20 @@ class CallResult:
     unknown: bool = False  # the attempt may have taken effect (email timeout): never repeat it
     message_id: str | None = None
     note: str | None = None  # recorded as the ledger reason (e.g. how a campaign fanned out)
+    # the region's lease ended before the request left: nothing was sent, and the attempt does
+    # not count (the executor waits for the lease and tries again: docs/regions.md)
+    lease_lost: bool = False
+
+
+def lease_lost(exc: LeaseLost) -> CallResult:
+    return CallResult(False, None, str(exc), lease_lost=True)
+
+
+def with_epoch(headers: dict[str, str], epoch: int) -> dict[str, str]:
+    """The region's epoch on the request (``streams.runtime.region.EPOCH_HEADER``), so a receiver
+    that remembers the highest it saw can refuse a deposed region's late call; none in one
+    region (epoch 0)."""
+    return {**headers, EPOCH_HEADER: str(epoch)} if epoch else headers
 
 
 def headers_for(fired: dict[str, Any]) -> dict[str, str]:
@@ -78,10 +96,16 @@ def _webhook_host(url: str) -> str:
 
 
 async def call_webhook(client: WebhookClient, fired: dict[str, Any],
-                       allowed: list[str]) -> CallResult:
+                       allowed: list[str], region: Lease | None = None) -> CallResult:
     """One attempt at a webhook, bounded by its timeout as a whole (resolving, connecting, the
-    exchange): 2xx succeeds, anything else fails with the status or what went wrong."""
+    exchange): 2xx succeeds, anything else fails with the status or what went wrong. With
+    ``region``, the request carries its epoch and leaves only while its lease holds."""
     target = fired["target"]
+    region = region or NoRegion()
+    try:
+        epoch = region.check()
+    except LeaseLost as exc:
+        return lease_lost(exc)
     body = target.get("body")
     timeout_s = target.get("timeout_s") or DEFAULT_TIMEOUT_S
     try:
@@ -89,7 +113,10 @@ async def call_webhook(client: WebhookClient, fired: dict[str, Any],
             status = await client.request(target.get("method") or "POST", target["url"],
                                           target.get("headers") or {},
                                           body.encode() if body is not None else None, allowed,
-                                          headers_for(fired))
+                                          with_epoch(headers_for(fired), epoch),
+                                          before_send=region.check)
+    except LeaseLost as exc:
+        return lease_lost(exc)
     except ssrf.TargetRefused as exc:  # transient: the name servers did not answer in time
         return CallResult(False, None, f"target refused: {exc}", final=not exc.transient)
     except RequestRefused as exc:
@@ -146,15 +173,16 @@ def consult_suppressions(lookup: SuppressionLookup | None) -> None:
     _suppressions = lookup
 
 
-def send_email(ses_client: Any, fired: dict[str, Any], tenant: dict[str, Any] | None
-               ) -> CallResult:
+def send_email(ses_client: Any, fired: dict[str, Any], tenant: dict[str, Any] | None,
+               region: Lease | None = None) -> CallResult:
     """One SES attempt for a reminder (blocking: run it in a thread), unless its sender is not
     one the operator granted ``tenant`` (its record as the tenants view has it now: a revoked
     sender stops the next send; ``streams.adapters.tenants.mail_refused``) or its address is
     suppressed for the tenant: the same opt-outs, bounces and complaints as campaigns honour,
     checked after the executor's intent and before SES, so at-most-once is unchanged. Either
     is a final failure naming why (nothing was sent, and retrying cannot help until the grant
-    or the suppression changes); a tenant not read yet is retried."""
+    or the suppression changes); a tenant not read yet is retried. With ``region``, the lease
+    is checked last, in this thread, right before the request, and its epoch tags the mail."""
     target = fired["target"]
     if tenant is None:
         return CallResult(False, None, f"tenant {fired['tenant']} not in the tenants view yet; "
@@ -171,11 +199,16 @@ def send_email(ses_client: Any, fired: dict[str, Any], tenant: dict[str, Any] | 
             return CallResult(False, None, f"suppressed: {target['email_to']} is suppressed for "
                               f"the tenant ({found['reason']}); not sent", final=True,
                               note="not sent: address suppressed")
+    try:
+        epoch = (region or NoRegion()).check()
+    except LeaseLost as exc:
+        return lease_lost(exc)
+    tags = {ses.TENANT_TAG: fired["tenant"], ses.FIRE_TAG: fired["fire_id"],
+            **({EPOCH_TAG: str(epoch)} if epoch else {})}
     result = ses.send_one(ses_client, sender=target["email_from"], to=target["email_to"],
                           subject=target["subject"] or "", text=target["text"],
                           html=target["html"], headers=headers_for(fired),
-                          configuration_set=ses.configuration_set(fired["tenant"]),
-                          tags={ses.TENANT_TAG: fired["tenant"], ses.FIRE_TAG: fired["fire_id"]})
+                          configuration_set=ses.configuration_set(fired["tenant"]), tags=tags)
     if result.outcome is ses.Outcome.SENT:
         return CallResult(True, None, None, message_id=result.message_id)
     return CallResult(False, None, f"{result.outcome.value}: {result.error}",
@@ -240,9 +273,10 @@ class Targets:
 
     def __init__(self, fan_out: FanOut, emitter: Callable[[], Emitter], tenants: TenantRecords,
                  max_connections: int, resolver: dns.Resolver,
-                 ses_client: Callable[[], Any] = ses.client) -> None:
+                 ses_client: Callable[[], Any] = ses.client, region: Lease | None = None) -> None:
         self.fan_out = fan_out  # a campaign's tick becomes its fan-out (streams.campaigns)
         self._emitter, self.tenants = emitter, tenants
+        self.region = region or NoRegion()  # webhooks and emails leave only under its lease
         self._max_connections, self._resolver = max_connections, resolver
         self._ses_client = ses_client
         self._client: WebhookClient | None = None
@@ -259,7 +293,7 @@ class Targets:
         kind = fired["target"]["type"]
         if kind == "webhook":
             return await call_webhook(self.client, fired,
-                                      await self.tenants.allowed(fired["tenant"]))
+                                      await self.tenants.allowed(fired["tenant"]), self.region)
         if kind == "campaign":
             ok, note = await self.fan_out(fired)
             return CallResult(ok, None, None if ok else note, note=note)
@@ -269,5 +303,6 @@ class Targets:
             if self._ses is None:
                 self._ses = self._ses_client()
             return await asyncio.to_thread(send_email, self._ses, fired,
-                                           await self.tenants.record(fired["tenant"]))
+                                           await self.tenants.record(fired["tenant"]),
+                                           self.region)
         return CallResult(False, None, f"unknown target type {kind!r}", final=True)

@@ -256,17 +256,26 @@ class WebhookClient:
         return self._tls
 
     async def request(self, method: str, url: str, headers: dict[str, str], body: bytes | None,
-                      allowed: Iterable[str], ours: dict[str, str] | None = None) -> int:
+                      allowed: Iterable[str], ours: dict[str, str] | None = None,
+                      before_send: Callable[[], object] | None = None) -> int:
         """The answer's status. Raises ``ssrf.TargetRefused`` (the address is not allowed),
         ``RequestRefused`` (the request cannot be made), ``OSError``/``ConnectionError`` (the
         exchange failed); the caller bounds it in time (``asyncio.timeout``). ``headers`` are
-        the tenant's, ``ours`` cronstream's own (``request_bytes``)."""
+        the tenant's, ``ours`` cronstream's own (``request_bytes``). ``before_send`` is called
+        once the connection is ready, right before the request is written (the region's lease:
+        ``streams.runtime.authority``); what it raises, the call raises, with nothing sent."""
         target = target_of(url)
         head = request_bytes(method, target, headers, body, ours)
         address = await self._vetted(url, target.host, tuple(allowed))
         request = Request(Origin(target.scheme, target.host, target.port, address), head,
                           body or b"", method.upper() == "HEAD")
         connection = await self._checkout(request.origin)
+        if before_send is not None:
+            try:
+                before_send()
+            except BaseException:
+                self._checkin(connection)
+                raise
         try:
             status = await connection.exchange(request)
         except Unanswered as exc:
@@ -277,6 +286,8 @@ class WebhookClient:
             # crossed our request): asked again once, on a new connection, as HTTP clients do
             connection = await self._checkout(request.origin, fresh=True)
             try:
+                if before_send is not None:
+                    before_send()
                 status = await connection.exchange(request)
             except BaseException:
                 connection.close()

@@ -20,6 +20,7 @@ from typing import Any
 import faust
 
 from streams.runtime import committed_seek, kafka_config
+from streams.runtime.authority import Lease, NoRegion
 from streams.runtime.metrics import WorkerHealth
 from streams.runtime.settings import Settings
 from streams.runtime.standbys import StandbyAssignor
@@ -41,6 +42,9 @@ class Runtime:
     settings: Settings
     worker_id: str
     health: WorkerHealth = field(default_factory=WorkerHealth)
+    # may this worker's region send now, under which epoch (streams.runtime.authority): every
+    # send, run and decision asks it; one region: always, under epoch 0
+    region: Lease = field(default_factory=NoRegion)
 
     def topic(self, spec: TopicSpec) -> Any:
         """A faust topic of ``streams.topology``: bytes in, bytes out (``streams.runtime.codec``

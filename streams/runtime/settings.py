@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ SECRETS = ("CRONSTREAM_PG_PASSWORD", "CRONSTREAM_KAFKA_SASL_PASSWORD",
            "CRONSTREAM_KAFKA_SSL_KEY_PASSWORD", "CRONSTREAM_KAFKA_OAUTH_CLIENT_SECRET",
            "CRONSTREAM_UNSUBSCRIBE_SECRET", "CRONSTREAM_OPERATOR_KEY", "CRONSTREAM_SINK_PG_PASSWORD",
            "AWS_SECRET_ACCESS_KEY")
+REGION_NAME = re.compile(r"[a-z0-9-]{1,32}")
 PG_SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 
 
@@ -345,6 +347,53 @@ class Settings:
         except ValueError as exc:
             raise SystemExit(f"CRONSTREAM_SNS_MAX_AGE_S={raw!r} is not a number") from exc
 
+    # -- regions (docs/regions.md) ------------------------------------------------------------------
+    @property
+    def region(self) -> str | None:
+        """This process's region (``CRONSTREAM_REGION``): set, its sends need the region's lease
+        from the authority; unset, one region and no authority (``streams.runtime.authority``)."""
+        name = os.environ.get("CRONSTREAM_REGION") or None
+        if name is not None and not REGION_NAME.fullmatch(name):
+            raise SettingsError(f"CRONSTREAM_REGION={name!r} is not 1 to 32 lower-case letters, "
+                                "digits or '-'")
+        return name
+
+    @property
+    def authority_dsn(self) -> str:
+        """Where the active-region authority's row lives (``CRONSTREAM_AUTHORITY_DSN``): a store
+        every region reaches; by default the PostgreSQL of record (``CRONSTREAM_PG_*``)."""
+        return os.environ.get("CRONSTREAM_AUTHORITY_DSN") or self.pg_dsn
+
+    @property
+    def standby_bootstrap(self) -> str:
+        """The other region's brokers (``CRONSTREAM_STANDBY_BOOTSTRAP``), where MirrorMaker 2
+        records how far it copied: the API's replication-lag gauges and ``lag`` read them."""
+        return os.environ.get("CRONSTREAM_STANDBY_BOOTSTRAP") or ""
+
+    @property
+    def region_lease(self) -> tuple[float, float, float]:
+        """The lease, the margin a worker stops before its end, and the renewal period, in
+        seconds (``CRONSTREAM_REGION_LEASE_S`` 10, ``..._MARGIN_S`` 2, ``..._RENEW_S`` 2)."""
+        lease = _float("CRONSTREAM_REGION_LEASE_S", "10")
+        margin = _float("CRONSTREAM_REGION_MARGIN_S", "2")
+        renew = _float("CRONSTREAM_REGION_RENEW_S", "2")
+        if not 0 < margin < lease or not 0 < renew < lease - margin:
+            raise SettingsError(f"CRONSTREAM_REGION_LEASE_S={lease:g}, _MARGIN_S={margin:g}, "
+                                f"_RENEW_S={renew:g}: need 0 < margin < lease and 0 < renew < "
+                                "lease - margin (a worker renews before it must stop)")
+        return lease, margin, renew
+
+    @property
+    def region_reserve_chunks(self) -> int:
+        """How many of a recipient partition's chunks a walker reserves ahead in the authority
+        (``CRONSTREAM_REGION_RESERVE_CHUNKS``, 8): fewer, less a deposed region may have left
+        unknown; more, fewer writes to the authority (docs/regions.md, reservations)."""
+        chunks = _int("CRONSTREAM_REGION_RESERVE_CHUNKS", 8)
+        if chunks < 2:
+            raise SettingsError(f"CRONSTREAM_REGION_RESERVE_CHUNKS={chunks}: need at least 2 "
+                                "(a reservation is extended once half of it is left)")
+        return chunks
+
     @property
     def run_dir(self) -> Path:
         return self.home / "run"
@@ -507,6 +556,22 @@ SETTINGS: tuple[Setting, ...] = (
             lambda s: s.sns_allow_signature_v1),
     Setting("CRONSTREAM_DNS_TIMEOUT_S", "2", "how long a webhook host's name may take to "
             "resolve, at creation and at each call", "worker, API", lambda s: s.dns_timeout_s),
+    Setting("CRONSTREAM_REGION", "— (one region, no authority)", "this process's region: its "
+            "sends need the region's lease ([regions.md](regions.md))", "worker, API",
+            lambda s: s.region or ""),
+    Setting("CRONSTREAM_AUTHORITY_DSN", "the PostgreSQL of record", "the active-region "
+            "authority's database, one every region reaches", "worker, CLI",
+            lambda s: "(the PostgreSQL of record)" if not os.environ.get(
+                "CRONSTREAM_AUTHORITY_DSN") else MASK),
+    Setting("CRONSTREAM_STANDBY_BOOTSTRAP", "—", "the other region's brokers: replication lag "
+            "in `/metrics` and `lag`", "API, CLI", lambda s: s.standby_bootstrap),
+    Setting("CRONSTREAM_REGION_LEASE_S", "10 (margin 2, renewed every 2)", "the region's lease; "
+            "`_MARGIN_S`: a worker stops this long before its end; `_RENEW_S`: renewal period",
+            "worker", lambda s: "lease {:g} s, margin {:g} s, renewed every {:g} s".format(
+                *s.region_lease)),
+    Setting("CRONSTREAM_REGION_RESERVE_CHUNKS", "8", "a recipient partition's chunks a walker "
+            "reserves ahead in the authority: the most a deposed region leaves unknown unbegun",
+            "worker", lambda s: s.region_reserve_chunks),
     Setting("CRONSTREAM_RECIPIENTS_PRUNE_INTERVAL_S", "3600", "how often the API deletes from "
             "`cronstream.recipients` what no campaign can read any more (0: never)", "API",
             lambda s: s.recipients_prune_interval_s),
@@ -581,7 +646,8 @@ def validate(s: Settings, role: str) -> list[str]:
     check(lambda: kafka_config.security())
     for prop in ("pg_params", "ses_max_rate_per_s", "runs_per_host", "soft_bounce_limit",
                  "soft_bounce_window_days", "unknown_window_s", "guard_thresholds", "sns_topics",
-                 "sns_max_age_s", "recipients_prune_interval_s"):
+                 "sns_max_age_s", "recipients_prune_interval_s", "region", "region_lease",
+                 "region_reserve_chunks"):
         check(lambda prop=prop: getattr(s, prop))
     for name, url in (("CRONSTREAM_API_URL", s.api_url), ("CRONSTREAM_CONNECT_URL", s.connect_url),
                       ("CRONSTREAM_SES_ENDPOINT", os.environ.get("CRONSTREAM_SES_ENDPOINT"))):

@@ -43,6 +43,7 @@ from streams.runtime.app import Runtime
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
+from streams.runtime.region import fence_epoch
 from streams.scheduling import fired_tail, misfire, progress, schedule
 from streams.scheduling.catch_up import CatchUpLane
 from streams.scheduling.due_index import DueIndex
@@ -127,7 +128,8 @@ class ScheduleState:
                                      read_fired=read_fired)
         # time one tick may spend deciding, and then preparing, before it yields the event loop
         self.fire_budget_s, self.prepare_budget_s = fire_budget_s, prepare_budget_s
-        self.epoch = 0
+        self.epoch = 0  # fence_epoch of the region's epoch and the group's generation
+        self.generation = 0  # the consumer group's, at the last assignment
         self.reconciler = Reconciler()
         self.catch_up: dict[int, CatchUpLane] = {}  # partition -> its missed slots' turns
         # slots decided and slots reached without a preparation since the worker started
@@ -151,6 +153,11 @@ class ScheduleState:
         return self._emitter
 
     # -- owning partitions (streams.scheduling.partitions) --------------------------------------
+    def under_region(self, region_epoch: int) -> None:
+        """The epoch of what this scheduler writes from now: its region's epoch (the lease it
+        decides under) above its group's generation (``region.fence_epoch``)."""
+        self.epoch = fence_epoch(region_epoch, self.generation)
+
     def rebuild(self, assigned: set[int], standbys: set[int]) -> None:
         """After recovery: release revoked partitions, adopt newly assigned ones."""
         for part in self.partitions.revoked(assigned):
@@ -411,12 +418,13 @@ class ScheduleState:
 
     def emit_fired(self, partition: int, job: dict[str, Any], fid: str, slot: int,
                    decision: str, now: int, redrives: int = 0,
-                   frozen: tuple[bytes, bytes] | None = None) -> None:
+                   frozen: tuple[bytes, bytes] | None = None, asked_ms: int | None = None) -> None:
         """Produce the slot's fired record; ``frozen`` is its preparation's (same slot, job and
-        redrives), else it is encoded now."""
+        redrives), else it is encoded now; ``asked_ms``: a backfill's request time."""
         asked = now if decision in ASKED_FOR else None
-        value = fired_template().join(frozen or fired_frozen(job, fid, slot, redrives, asked),
-                                    self._run_of(now, decision))
+        value = fired_template().join(
+            frozen or fired_frozen(job, fid, slot, redrives, asked, asked_ms),
+            self._run_of(now, decision))
         self.emitter.produce(FIRED, job["job_id"], value, partition)
         self.reconciler.expect(Pending(fid, job["job_id"], partition, slot, now,
                                        lateness_bound_ms(job), redrives))
@@ -457,7 +465,7 @@ class ScheduleState:
                                                cmd["from_ms"] - 1, until,
                                                schedule.BACKFILL_LIMIT):
                 self.emit_fired(partition, job, schedule.fire_id(job["job_id"], slot), slot,
-                                "backfilled", now)
+                                "backfilled", now, asked_ms=cmd["requested_ms"])
 
     # -- reconciler ----------------------------------------------------------------------------
     def reconcile(self, in_flight: set[str],
@@ -523,7 +531,7 @@ def register(rt: Runtime, runs: Runs, deciding: Gate, window: ImportWindow) -> S
     punctuators that decide due slots and reconcile; ``runs`` is the executor's side of it,
     ``deciding`` the gate it holds while it decides a burst (``streams.scheduling.priority``),
     and ``window`` the bulk importer's, given back as its copies are applied."""
-    app, health = rt.app, rt.health
+    app, health, region = rt.app, rt.health, rt.region
     jobs_topic = rt.topic(JOBS)
     commands_topic = rt.topic(JOB_COMMANDS)
     jobs_table = rt.table(JOBS_TABLE)
@@ -531,7 +539,8 @@ def register(rt: Runtime, runs: Runs, deciding: Gate, window: ImportWindow) -> S
 
     @jobs_table.on_recover
     async def _on_jobs_recovered() -> None:
-        state.epoch = app.consumer_generation_id
+        state.generation = app.consumer_generation_id
+        state.under_region(region.holds() or 0)
         assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == JOBS.name}
         changelog = JOBS_TABLE.changelog(APP_ID)
         standby_parts = {tp.partition for tp in app.assignor.assigned_standbys()
@@ -592,8 +601,10 @@ def register(rt: Runtime, runs: Runs, deciding: Gate, window: ImportWindow) -> S
 
     @app.agent(commands_topic, name=f"{__name__}.apply_job_commands")
     async def apply_job_commands(stream: Any) -> Any:
-        """trigger / backfill: the job's owner emits the slots, with its epoch."""
+        """trigger / backfill: the job's owner emits the slots, with its epoch (once its
+        region's lease holds: a region without it decides nothing, docs/regions.md)."""
         async for event in stream.events():
+            state.under_region(await region.held())
             state.command(event.message.partition, codec().decode(event.value))
 
     @app.timer(interval=FIRE_TICK_S, name=f"{__name__}.fire_due")
@@ -603,8 +614,13 @@ def register(rt: Runtime, runs: Runs, deciding: Gate, window: ImportWindow) -> S
         the slots due now come before running the ones already fired; a backlog of late slots
         (after an outage) goes at the tick's pace instead. A slot due before the next tick is
         waited for and decided at its moment: the tick alone would have added up to 50 ms (25
-        on average) to every fire."""
+        on average) to every fire. Not while the region's lease does not hold: the slots of
+        the gap are decided by their misfire policies when it does, here or in the region
+        promoted instead (docs/regions.md)."""
         health.tick()
+        if (held := region.holds()) is None:
+            return
+        state.under_region(held)
         await decide_due(state, deciding, health.tick)
         await state.maybe_mark()
         wait_ms = -1 if state.next_due_ms is None else state.next_due_ms - state.clock()
@@ -614,8 +630,10 @@ def register(rt: Runtime, runs: Runs, deciding: Gate, window: ImportWindow) -> S
 
     @app.timer(interval=5.0, name=f"{__name__}.reconcile")
     async def reconcile() -> None:
-        """Punctuator: the cleanup crew, trailing the scheduler by the reconciler's lag."""
-        await sweep(state, runs)
+        """Punctuator: the cleanup crew, trailing the scheduler by the reconciler's lag (while
+        the region's lease holds, as the scheduler)."""
+        if region.holds() is not None:
+            await sweep(state, runs)
 
     return state
 

@@ -139,10 +139,13 @@ def lateness_bound_ms(job: dict[str, Any]) -> int:
 
 
 def fired_frozen(job: dict[str, Any], fid: str, slot: int, redrives: int = 0,
-                 run_from_ms: int | None = None) -> tuple[bytes, bytes]:
+                 run_from_ms: int | None = None, asked_ms: int | None = None
+                 ) -> tuple[bytes, bytes]:
     """A slot's fired record, encoded but for fired_ms, decision and epoch. Its run is due by
     ``max_lateness_s`` after the slot, or after ``run_from_ms`` for a slot a user asked for now
-    (a trigger, a backfill of yesterday's slots): those are meant to run however old they are."""
+    (a trigger, a backfill of yesterday's slots): those are meant to run however old they are.
+    ``asked_ms``: when a backfill asked for it (the API's time), which a promoted region's
+    executor compares with the deposed region's lease (``streams.runtime.region``)."""
     return fired_template().freeze({
         "fire_id": fid, "job_id": job["job_id"], "tenant": job["tenant"],
         "job_revision": job["revision"], "nominal_ms": slot, "target": job["target"],
@@ -150,4 +153,5 @@ def fired_frozen(job: dict[str, Any], fid: str, slot: int, redrives: int = 0,
         "retry_initial_backoff_s": job["retry_initial_backoff_s"],
         "retry_max_backoff_s": job["retry_max_backoff_s"], "redrives": redrives,
         "run_by_ms": max(slot, run_from_ms or slot) + job["max_lateness_s"] * 1000,
+        "asked_ms": asked_ms,
     })

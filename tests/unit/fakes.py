@@ -64,3 +64,44 @@ def schedule_state(jobs: Any = None, runs: Runs | None = None, **options: Any
     state = scheduler.ScheduleState(jobs if jobs is not None else Jobs(), runs or Runs(), **options)
     state._emitter = Recorder()
     return state
+
+
+class Lease:
+    """A region's lease as the send paths ask it (``streams.runtime.authority.Lease``), held or
+    not as the test says; ``checks_left`` ends it after that many ``check`` calls (a lease that
+    runs out between two of a send's checks)."""
+
+    def __init__(self, epoch: int | None = None, horizon_ms: int = 0,
+                 checks_left: int | None = None) -> None:
+        import asyncio
+
+        self.name: str | None = "a"
+        self.epoch, self._horizon, self.checks_left = epoch, horizon_ms, checks_left
+        self.changed = asyncio.Event()
+
+    def grant(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.changed.set()
+
+    def holds(self) -> int | None:
+        return self.epoch
+
+    async def held(self) -> int:
+        while self.epoch is None:
+            self.changed.clear()
+            await self.changed.wait()
+        return self.epoch
+
+    def check(self) -> int:
+        from streams.runtime.authority import LeaseLost
+
+        if self.checks_left is not None:
+            if self.checks_left == 0:
+                self.epoch = None
+            self.checks_left -= 1
+        if self.epoch is None:
+            raise LeaseLost("region a: no current lease; not sent")
+        return self.epoch
+
+    def horizon_ms(self) -> int:
+        return self._horizon

@@ -35,3 +35,13 @@ def test_intent_and_refused_alternate_while_a_chunk_retries_and_done_is_final() 
     assert not regresses(RANK, INTENT, REFUSED) and not regresses(RANK, REFUSED, INTENT)
     assert regresses(RANK, DONE, REFUSED), "a zombie's late refusal must not undo a done chunk"
     assert regresses(RANK, DONE, INTENT)
+
+
+def test_a_chunk_a_deposed_region_reserved_is_never_sent_unless_replicated_as_done() -> None:
+    # docs/regions.md's table: inside the inherited reservation, no state and refused are
+    # unknown too (the old region may have sent it since); done is skipped either way
+    assert resume(None, inherited=True) is Resume.INHERITED
+    assert resume(REFUSED, inherited=True) is Resume.INHERITED
+    assert resume(INTENT, inherited=True) is Resume.UNKNOWN
+    assert resume(DONE, inherited=True) is Resume.SKIP
+    assert resume(None, inherited=False) is Resume.SEND

@@ -21,6 +21,8 @@ from streams.topology import DLQ, INTENT, JOBS, LEDGER, TopicSpec
 from tests.unit.fakes import schedule_state
 
 SLOT = 1_800_000_000_000
+EMAIL = {"type": "email", "email_from": "a@example.com", "email_to": "b@example.com",
+         "subject": "hi", "text": "hello"}
 CHANGELOG = TopicSpec(name="done-changelog", key="fire_id", schema="", compacted=True, doc="")
 
 
@@ -123,10 +125,12 @@ class World:
                 future.set_result(landed)
 
 
-def executor_in(world: World, clock: Callable[[], int] = lambda: SLOT + 10,
+def executor_in(world: World, lease: Any = None, clock: Callable[[], int] = lambda: SLOT + 10,
                 **options: Any) -> Executor:
+    """An executor on ``world``'s fakes, its runs under a region's ``lease`` if given
+    (``tests.unit.fakes.Lease``; none: one region)."""
     executor = Executor(DoneMarks(world, world, CHANGELOG), world, world, world, Gate(),
-                        clock=clock, **options)
+                        clock=clock, region=lease, **options)
     executor.on_decided = lambda fid: world.log.append(("decided", fid))
     executor.start()
     executor.assign({0})
@@ -186,13 +190,11 @@ def test_a_failed_run_writes_its_dead_letter_before_the_mark():
 
 def test_an_email_intent_is_acknowledged_before_its_only_attempt():
     world = World()
-    email = {"type": "email", "email_from": "a@example.com", "email_to": "b@example.com",
-             "subject": "hi", "text": "hello"}
     fid = fire_id("job-e", SLOT)
 
     async def main() -> None:
         executor_in(world)
-        world.deliver([Msg(0, 10, fired_record("job-e", email))])
+        world.deliver([Msg(0, 10, fired_record("job-e", EMAIL))])
         await until(lambda: world.marks)
         assert world.log[-1] == ("marks sent", [(fid, INTENT)])
         assert ("attempt", fid) not in world.log, "attempted before the intent was durable"
@@ -268,6 +270,55 @@ def test_an_older_epoch_after_a_newer_one_is_fenced_in_read_order_whatever_the_t
         assert executor.taken.commit_point(0) == 10, "the fenced record is resolved, not a"
 
     asyncio.run(main())
+
+
+def test_a_region_without_its_lease_runs_nothing_until_it_holds_one():
+    from tests.unit.fakes import Lease
+
+    world = World()
+    lease = Lease(epoch=None)
+    fid = fire_id("job-l", SLOT)
+
+    async def main() -> None:
+        executor_in(world, lease)
+        world.deliver([Msg(0, 10, fired_record("job-l"))])
+        for _ in range(500):  # turns of the loop: the slot is queued, and waits
+            await asyncio.sleep(0)
+        assert [e for e in world.log if e[0] != "assign"] == [], world.log
+        lease.grant(2)
+        await until(lambda: world.ledger)
+        assert ("attempt", fid) in world.log
+
+    asyncio.run(main())
+
+
+def test_a_reminder_asked_before_a_deposed_regions_lease_ended_is_unknown_never_sent():
+    from tests.unit.fakes import Lease
+
+    world = World()
+    fid = fire_id("job-h", SLOT)
+
+    async def main() -> None:
+        executor_in(world, Lease(epoch=2, horizon_ms=SLOT))  # asked at SLOT: inherited
+        world.deliver([Msg(0, 10, fired_record("job-h", EMAIL))])
+        await until(lambda: world.ledger)
+        world.ack_ledger()
+        await until(lambda: world.marks)
+        assert ("attempt", fid) not in world.log
+        assert world.log[-1] == ("marks sent", [(fid, b"unknown")])
+
+    asyncio.run(main())
+
+    world = World()  # asked after the horizon: this region's to send, intent first
+    fid = fire_id("job-n", SLOT)
+
+    async def after() -> None:
+        executor_in(world, Lease(epoch=2, horizon_ms=SLOT - 1))
+        world.deliver([Msg(0, 10, fired_record("job-n", EMAIL))])
+        await until(lambda: world.marks)
+        assert world.log[-1] == ("marks sent", [(fid, INTENT)])
+
+    asyncio.run(after())
 
 
 def test_a_tenant_held_by_its_quota_is_dispatched_when_its_next_token_is_due():

@@ -125,3 +125,54 @@ def test_a_kafka_target_writes_only_the_tenants_own_topics_never_cronstreams():
     for tenant, topic in (("acme", "other.events"), ("acme", "acme."), ("acme", "acmex.y"),
                           ("cronstream", "cronstream.jobs"), ("cronstream", "cronstream.ledger")):
         assert not targets.tenant_topic_allowed(tenant, topic), (tenant, topic)
+
+
+def serve_under(handler, lease):
+    """``serve``, the attempt made under a region's ``lease`` (tests.unit.fakes.Lease)."""
+    async def run(record, allowed):
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        record["target"]["url"] = record["target"]["url"].replace("PORT", str(port))
+        client = WebhookClient(4, Named("127.0.0.1").resolve)
+        try:
+            return await targets.call_webhook(client, record, allowed, lease)
+        finally:
+            client.close()
+            server.close()
+    return run
+
+
+def recording(seen: list[bytes]):
+    async def handler(reader, writer):
+        seen.append(await reader.read(65536))  # b"": connected, nothing written
+        if seen[-1]:
+            writer.write(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")
+            await writer.drain()
+        writer.close()
+    return handler
+
+
+def test_a_webhook_carries_its_regions_epoch_and_leaves_only_under_the_lease():
+    from tests.unit.fakes import Lease
+
+    seen: list[bytes] = []
+    result = asyncio.run(serve_under(recording(seen), Lease(epoch=3))(
+        fired("http://127.0.0.1:PORT/h"), ["127.0.0.1"]))
+    assert result.ok, result
+    assert "\r\nX-Cronstream-Region-Epoch: 3\r\n" in seen[0].decode()
+    # no lease: nothing dialled, nothing sent, and the attempt says why (it does not count)
+    seen.clear()
+    result = asyncio.run(serve_under(recording(seen), Lease(epoch=None))(
+        fired("http://127.0.0.1:PORT/h"), ["127.0.0.1"]))
+    assert result.lease_lost and not result.ok and seen == []
+
+
+def test_a_lease_ending_while_the_connection_is_made_sends_nothing():
+    from tests.unit.fakes import Lease
+
+    seen: list[bytes] = []
+    # the first check passes (before resolving), the one right before the write does not
+    result = asyncio.run(serve_under(recording(seen), Lease(epoch=3, checks_left=1))(
+        fired("http://127.0.0.1:PORT/h"), ["127.0.0.1"]))
+    assert result.lease_lost and not result.ok
+    assert b"".join(seen) == b"", "the request left after the lease ended"

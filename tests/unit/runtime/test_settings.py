@@ -134,3 +134,20 @@ def test_every_secret_is_masked_in_the_table() -> None:
     assert secret_names <= set(settings.SECRETS)
     rows = {name: value for name, value, _ in effective(settings.load())}
     assert all(rows[name] in ("****", "(not set)") for name in secret_names)
+
+
+def test_a_region_and_its_lease_are_checked_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert settings.load().region is None  # one region: no authority asked
+    assert settings.load().region_lease == (10.0, 2.0, 2.0)
+    monkeypatch.setenv("CRONSTREAM_REGION", "eu west")
+    monkeypatch.setenv("CRONSTREAM_REGION_MARGIN_S", "10")
+    problems = validate(settings.load(), "worker")
+    assert any(p.startswith("CRONSTREAM_REGION='eu west' is not") for p in problems), problems
+    assert any("need 0 < margin < lease" in p for p in problems), problems
+    monkeypatch.setenv("CRONSTREAM_REGION", "b")
+    monkeypatch.setenv("CRONSTREAM_REGION_MARGIN_S", "2")
+    monkeypatch.setenv("CRONSTREAM_AUTHORITY_DSN", f"host=db password={SECRET}")
+    conf = settings.load()
+    assert (conf.region, conf.authority_dsn) == ("b", f"host=db password={SECRET}")
+    rows = {name: value for name, value, _ in effective(conf)}
+    assert SECRET not in rows["CRONSTREAM_AUTHORITY_DSN"]

@@ -74,3 +74,29 @@ def test_the_call_log_tells_each_tagged_chunk_call_apart_with_its_answer(tmp_pat
     found = asyncio.run(calls())
     assert [(c["chunk"], c["outcome"]) for c in found] == [("u-7", "throttled"), ("u-7", "accepted")]
     assert all(c["arrived_ms"] <= c["answered_ms"] for c in found)
+
+
+def test_a_call_under_an_older_region_epoch_than_one_seen_is_refused_and_not_logged(tmp_path):
+    log = tmp_path / "sent.jsonl"
+    app = create_app(log)
+
+    def one(to: str, epoch: str | None) -> dict:
+        tags = [{"Name": "cronstream-epoch", "Value": epoch}] if epoch else []
+        return {"FromEmailAddress": "r@example.com", "Destination": {"ToAddresses": [to]},
+                "Content": {"Simple": {"Subject": {"Data": "s"}, "Body": {"Text": {"Data": "t"}}}},
+                "EmailTags": tags}
+
+    async def calls() -> tuple[list[int], dict]:
+        codes = [(await _post(app, "/v2/email/outbound-emails", one(to, epoch))).status_code
+                 for to, epoch in (("a@x.net", "1"), ("b@x.net", "2"), ("c@x.net", "1"),
+                                   ("d@x.net", None), ("e@x.net", "2"))]
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://ses.local") as client:
+            return codes, (await client.get("/_local/stats")).json()
+
+    codes, stats = asyncio.run(calls())
+    assert codes == [200, 200, 400, 200, 200]
+    assert stats["stale_epoch"] == 1
+    sent = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(m["to"], m["epoch"]) for m in sent] == [
+        ("a@x.net", 1), ("b@x.net", 2), ("d@x.net", None), ("e@x.net", 2)]
