@@ -134,6 +134,14 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_a_slow_host_holds_only_its_own_slots_and_their_late_turns_expire",),
         "calls held at once; the limit is"),
     mutation(
+        "no-inherit", "no address twice across a region failover",
+        "streams/runtime/region.py",
+        "    return inherited_hwm is not None and seq <= inherited_hwm\n",
+        "    return False  # MUTATION: the deposed region's reservations are not inherited\n",
+        ("tests/integration/test_regions.py::"
+         "test_unplanned_promotion_mails_no_address_twice_and_loses_no_slot",),
+        "addresses mailed twice across the regions"),
+    mutation(
         "no-event-dedup", "bounces and complaints suppress",
         "streams/campaigns/bounces.py",
         "    if key in state.seen:\n",
