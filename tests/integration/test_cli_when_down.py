@@ -196,6 +196,8 @@ def secure_cases(home: Home, held_pg: int, other_home: Path) -> dict[str, list[C
                             UNREACHABLE, (f"ses at http://127.0.0.1:{s.ses_port}",))],
         "kafka": [Case(("kafka", "topics", "--list"), OK, ("cronstream.fired",))],
         "demo": [Case(("demo",), FAILED, (f"port {held_pg} is already in use",), port_held)],
+        "region": [Case(("region", "status"), UNREACHABLE,
+                        (f"postgresql at 127.0.0.1:{s.pg_port}", "connection refused"))],
         # the services too read the home, and an explicit setting wins over it
         "worker": [Case(("worker",), DENIED, refused, wrong)],
         "api": [Case(("api",), DENIED, refused, wrong)],
@@ -240,14 +242,14 @@ def stopped_cases(home: Home, held_pg: int) -> dict[str, list[Case]]:
     s = home.stack.s
     kafka = (f"kafka at 127.0.0.1:{s.kafka_port} (PLAINTEXT): connection refused",)
     api = (f"the API at http://127.0.0.1:{s.api_port}: connection refused",)
+    pg = (f"postgresql at 127.0.0.1:{s.pg_port} (sslmode prefer", "connection refused")
     port_held = {"CRONSTREAM_PG_PORT": str(held_pg)}
     return {
         "stack": [Case(("stack", "status"), OK, ("kafka        stopped", "postgres     stopped")),
                   Case(("stack", "up"), FAILED, (f"port {held_pg} is already in use",), port_held)],
         "tenant": [Case(("tenant", "create", "zz"), UNREACHABLE, kafka),
                    Case(("tenant", "update", "zz", "--sender", "example.com"), UNREACHABLE, kafka)],
-        "sink": [Case(("sink", "register", "--schemas-dir", "schemas"), UNREACHABLE,
-                      (f"postgresql at 127.0.0.1:{s.pg_port} (sslmode prefer", "connection refused"))],
+        "sink": [Case(("sink", "register", "--schemas-dir", "schemas"), UNREACHABLE, pg)],
         "topics": [Case(("topics", "align"), UNREACHABLE, kafka)],
         "recipients": [Case(("recipients", "prune", "--dry-run"), UNREACHABLE, kafka)],
         "config": [Case(("config", "check"), OK, (f"127.0.0.1:{s.kafka_port}  [default]",))],
@@ -266,6 +268,9 @@ def stopped_cases(home: Home, held_pg: int) -> dict[str, list[Case]]:
                                           "refused",))],
         "kafka": [Case(("kafka", "topics", "--list"), UNREACHABLE, kafka)],
         "demo": [Case(("demo",), FAILED, (f"port {held_pg} is already in use",), port_held)],
+        # the active-region authority is a row in the PostgreSQL of record
+        "region": [Case(("region", "status"), UNREACHABLE, pg),
+                   Case(("region", "promote", "--to", "b", "--unplanned"), UNREACHABLE, pg)],
         "worker": [Case(("worker",), UNREACHABLE, kafka)],
         "api": [Case(("api",), UNREACHABLE, kafka)],
     }

@@ -65,6 +65,9 @@ JOBS = 4  # webhook jobs firing every second, misfire fire_all: every slot must 
 SPIKE = 200  # one-off webhook jobs due in one second, as region a is lost: each must run
 SPIKE_IN_S = 5  # the spike is due this long after the copy stops (region a is lost then)
 CHUNK = 50
+# the session stack's settings this process holds that would point the pair at the session's
+# servers (Stack.app_env)
+SESSION_ONLY = ("CRONSTREAM_SES_ENDPOINT", "CRONSTREAM_SNS_CERT_HOSTS")
 
 
 class Receiver:
@@ -131,6 +134,10 @@ def regions() -> Iterator[Regions]:
         if not link.exists() and (base.home / part).exists():
             link.symlink_to(base.home / part)
     both = Regions.of(s)
+    # in a whole run the session's apps' environment is this process's (tests/conftest.py), and
+    # it names the session's SES server: the pair's apps send to region a's (the first run in
+    # the suite mailed the session's server, and region a's log stayed empty)
+    session = {name: os.environ.pop(name) for name in SESSION_ONLY if name in os.environ}
     os.environ["CRONSTREAM_REGION_RESERVE_CHUNKS"] = str(RESERVE)  # the apps' environment
     try:
         both.up(workers=1)
@@ -138,6 +145,7 @@ def regions() -> Iterator[Regions]:
     finally:
         both.down()
         del os.environ["CRONSTREAM_REGION_RESERVE_CHUNKS"]  # the session's later workers: not theirs
+        os.environ.update(session)
 
 
 def ses_mail(ses_log: Path, subject: str) -> list[dict[str, object]]:
