@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 import uuid
 from collections.abc import Iterable, Iterator
@@ -40,10 +41,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=suite_order)
 
 
+# where free_port draws from: below the kernel's ephemeral range (32768-60999 here), where every
+# client connection takes its local port (a port found free there was taken by a connection
+# minutes later, and a secure stack's restarted worker could not bind it: CI, 2026-11-28), and
+# below the suite's stacks (the session's from 15432, three brokers' +10000, regions' +20000)
+FREE_PORTS = range(10000, 15000)
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port nothing listens on, outside the ephemeral range (``FREE_PORTS``)."""
+    for _ in range(500):
+        port = random.randrange(FREE_PORTS.start, FREE_PORTS.stop)
+        if _bindable(port):
+            return port
+    raise RuntimeError(f"no free port in {FREE_PORTS}")
 
 
 def free_port_block(offsets: Iterable[int]) -> int:
