@@ -63,9 +63,21 @@ OAUTH_SCOPE = "cronstream"
 class StackError(RuntimeError):
     """A component failed: the message names it, the reason, and where its log is."""
 
-    def __init__(self, component: str, reason: str, log: Path | None = None) -> None:
+    def __init__(self, component: str, reason: str, log: Path | None = None,
+                 tail: int = 0) -> None:
         where = f" (log: {log})" if log else ""
-        super().__init__(f"{component}: {reason}{where}")
+        super().__init__(f"{component}: {reason}{where}{_log_tail(log, tail)}")
+
+
+def _log_tail(log: Path | None, lines: int) -> str:
+    """The log's last ``lines`` lines, indented, for an error a run in CI reports without the
+    file: a region's API exited during start-up there and its log was gone with the checkout."""
+    if not lines or log is None or not log.exists():
+        return ""
+    with log.open("rb") as f:
+        f.seek(max(0, f.seek(0, 2) - 8192))
+        last = f.read().decode("utf-8", "replace").splitlines()[-lines:]
+    return "".join(f"\n    {line}" for line in last)
 
 
 # a home that is one region of a local two-region stack says so here (``stack.regions``): its
@@ -97,9 +109,24 @@ def say(message: str) -> None:
 
 
 def _port_busy(port: int, host: str = "127.0.0.1") -> bool:
+    """Something listens on the port."""
     with socket.socket() as sock:
         sock.settimeout(0.5)
         return sock.connect_ex((host, port)) == 0
+
+
+def _port_taken(port: int, host: str = "127.0.0.1") -> bool:
+    """A server could not listen on the port: something listens there, or a connection holds it
+    as its local end (a port in the kernel's ephemeral range, 32768 up, can be any client's)."""
+    if _port_busy(port, host):
+        return True
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
 
 
 def kafka_lists_a_broker(bootstrap: str, timeout_s: float = 3.0, at_least: int = 1,
@@ -143,7 +170,7 @@ def _running_or_free(component: str, pidfile: Path, ports: tuple[int, ...], env_
         say(f"{what} already running on {host}:{ports[0]}")
         return True
     for port in ports:
-        if _port_busy(port, host):
+        if _port_taken(port, host):
             raise StackError(component, f"port {port} is already in use by another process; "
                              f"set {env_hint}", log)
     return False
@@ -154,7 +181,7 @@ def _wait(component: str, check: Callable[[], bool], timeout_s: float, log: Path
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if pidfile is not None and processes.alive(pidfile) is None:
-            raise StackError(component, "process exited during start-up", log)
+            raise StackError(component, "process exited during start-up", log, tail=12)
         try:
             if check():
                 return
@@ -702,7 +729,7 @@ class Stack:
         if (data / "postmaster.pid").exists() and self.postgres_healthy():
             say(f"postgres already running on {self.s.host}:{self.s.pg_port}")
             return
-        if _port_busy(self.s.pg_port, self.s.host):
+        if _port_taken(self.s.pg_port, self.s.host):
             raise StackError(name, f"port {self.s.pg_port} is already in use by another process; "
                              "set CRONSTREAM_PG_PORT", log)
         if not (data / "PG_VERSION").exists():

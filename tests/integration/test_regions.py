@@ -13,9 +13,11 @@ epochs interleave).
 
 Part of ``./dev test`` (``regions`` marker): it starts a stack pair of its own (two Kafka
 clusters, two Connects, MirrorMaker, a PostgreSQL) in ``$CRONSTREAM_HOME-regions``, afresh each
-run, on the ports of the environment plus ``CRONSTREAM_REGIONS_PORT_OFFSET`` (20000; 0 beside
-no session stack) and region b's ``CRONSTREAM_STANDBY_PORT_OFFSET`` (1000) above, and stops them
-after: ``./dev test tests/integration/test_regions.py`` alone (docs/testing.md).
+run, on the ports of the environment plus ``CRONSTREAM_REGIONS_PORT_OFFSET`` (8000; 0 beside no
+session stack) and region b's ``CRONSTREAM_STANDBY_PORT_OFFSET`` (1000) above, and stops them
+after. Every port stays below the kernel's ephemeral range (32768 up): at 20000 a CI run's region b
+API could not start, its port likely held by some client's outbound connection. Alone:
+``./dev test tests/integration/test_regions.py`` (docs/testing.md).
 """
 
 from __future__ import annotations
@@ -109,7 +111,7 @@ class Receiver:
 
 def regions_settings() -> settings.Settings:
     base = settings.load()
-    off = int(os.environ.get("CRONSTREAM_REGIONS_PORT_OFFSET") or 20000)
+    off = int(os.environ.get("CRONSTREAM_REGIONS_PORT_OFFSET") or 8000)
     return replace(base, home=Path(f"{base.home}-regions"), kafka_port=base.kafka_port + off,
                    controller_port=base.controller_port + off,
                    connect_port=base.connect_port + off, pg_port=base.pg_port + off,
