@@ -11,7 +11,8 @@ consumer and sends each chunk (up to 50 addresses, one SES bulk call) through
    at ``refused`` was refused by SES and is sent (``streams.campaigns.chunk_verdict``);
 2. admit: pause, cancel, the stale cutoff and the rate decide what may still go, the opt-out
    barrier (``streams.campaigns.barrier``) and the pool's warm-up cap what must not;
-3. intent acknowledged: ``intent`` is on the table's changelog before anything can leave; in
+3. intent acknowledged: one of the worker's SES slots taken (``SES_SLOTS``: a thread waits for
+   the call), then ``intent`` is on the table's changelog before anything can leave; in
    two regions only under the region's lease and inside the authority's reservation of the
    chunk, and a chunk a deposed region reserved is ``unknown`` at step 1 (docs/regions.md);
 4. fence: the group coordinator still gives this member the partition (a zombie's walker stops);
@@ -71,7 +72,14 @@ log = logging.getLogger(__name__)
 # (the barrier, the intent's flush, the fence, the ledger's acknowledgement) and on SES; with 4
 # the two workers left a fifth of the box idle during a campaign (bench.fanout's CPU figures)
 CHUNKS_IN_FLIGHT = 8
-SEND_THREADS = 24  # SES calls and the walkers' consume() calls
+# SES calls a worker has out at once, each on a thread of its own. A chunk takes a slot before its
+# intent is written and keeps it until SES answered: so what a crash leaves at ``intent`` is what
+# was on the wire or about to be, at most this many chunks a worker (docs/testing.md, the fault
+# judge's bound). Before, the intents were written and the calls then queued for a thread of a
+# pool the walkers' consume() calls shared: a 200k-recipient campaign killed at a fifth left 2,200
+# addresses ``unknown`` that never reached SES (issue 42)
+SES_SLOTS = 16
+WALK_THREADS = 16  # the walkers' consume() calls and the opt-out barrier's offset lookups
 PRE_FENCE_AGE_S = 0.1  # how old the fence's answer before a chunk's intent may be
 MAX_THROTTLE_RETRIES = 1000
 LEASE_WAIT_S = 1.0  # a reservation refused or unanswered is asked again after this
@@ -99,7 +107,9 @@ class Walker:
         # (streams.campaigns.unknown)
         self.unknown_chunks = unknown_chunks
         self.records = records
-        self._pool = ThreadPoolExecutor(SEND_THREADS, thread_name_prefix="campaign-ses")
+        self._pool = ThreadPoolExecutor(WALK_THREADS, thread_name_prefix="campaign-walk")
+        self._ses_pool = ThreadPoolExecutor(SES_SLOTS, thread_name_prefix="campaign-ses")
+        self._ses_slots = asyncio.Semaphore(SES_SLOTS)
         self.barrier = OptOutBarrier(rt.settings.bootstrap, self._pool)
         self._emitter: Emitter | None = None
         self._ses: Any = None
@@ -257,21 +267,26 @@ class Walker:
 
     async def _intent_and_fence(self, key: bytes, part: int, member: str,
                                 campaign: dict[str, Any]) -> None:
-        """Steps 3 and 4 of a send attempt: ``intent`` durable before anything can leave, then
-        the coordinator still gives this member the partition (a zombie's walker stops).
-
-        The fence is asked before the intent as well. During a rebalance it waits for the
-        group to settle, and a chunk waiting there with its intent written is resolved
-        ``unknown`` when its walker is revoked, though nothing left. A fault run showed it:
-        chunks that woke from a throttling backoff as the group began to rebalance. Asked
-        first, the wait happens before the intent, while the chunk is still unbegun or
-        ``refused``."""
-        # before: an answer up to 0.1 s old will do (it only waits out a rebalance), so
-        # in a steady send it costs no round of its own
-        await self._fence(key, part, member, campaign, "before the intent", PRE_FENCE_AGE_S)
+        """Steps 3 and 4 of a send attempt, the caller holding an SES slot: ``intent`` durable
+        before anything can leave, then the coordinator still gives this member the partition
+        (a zombie's walker stops). Settled first again: the group may have begun to rebalance
+        while the chunk waited for its slot (a fresh answer is shared, so this costs nothing in
+        a steady send)."""
+        await self._settled(key, part, member, campaign)
         await self.send_chunks.put_acked(key, INTENT)
         stop_if_cancelled()  # an await can swallow the walker's cancellation
         await self._fence(key, part, member, campaign, "after the intent")
+
+    async def _settled(self, key: bytes, part: int, member: str,
+                       campaign: dict[str, Any]) -> None:
+        """The fence asked before the slot and the intent as well. During a rebalance it waits
+        for the group to settle, and a chunk waiting there with its intent written is resolved
+        ``unknown`` when its walker is revoked, though nothing left. A fault run showed it:
+        chunks that woke from a throttling backoff as the group began to rebalance. Asked
+        first, the wait happens while the chunk is still unbegun or ``refused``, and holds no
+        slot. An answer up to 0.1 s old will do (it only waits out a rebalance), so in a steady
+        send it costs no round of its own."""
+        await self._fence(key, part, member, campaign, "before the intent", PRE_FENCE_AGE_S)
 
     async def _fence(self, key: bytes, part: int, member: str, campaign: dict[str, Any],
                      when: str, max_age_s: float | None = None) -> None:
@@ -352,28 +367,33 @@ class Walker:
         while True:
             await self._under_lease(campaign["campaign_id"], part, chunk["seq"])
             attempt += 1
-            await self._intent_and_fence(key, part, member, campaign)
-            sent = await asyncio.get_running_loop().run_in_executor(
-                self._pool, lambda: self._send_bulk(campaign, entries, tags))
+            # the slot is held from before the intent until the chunk is past it (answered, or
+            # ``refused`` acknowledged): a crash finds at most SES_SLOTS chunks of a worker at
+            # ``intent``, each with its request out or about to leave
+            await self._settled(key, part, member, campaign)  # a rebalance waited out slotless
+            async with self._ses_slots:
+                await self._intent_and_fence(key, part, member, campaign)
+                sent = await asyncio.get_running_loop().run_in_executor(
+                    self._ses_pool, lambda: self._send_bulk(campaign, entries, tags))
+                refused = sent is None or sent[0].outcome in (ses.Outcome.THROTTLED,
+                                                              ses.Outcome.TRANSIENT)
+                if refused:
+                    # nothing left: say so before waiting, so a crash now leaves it to be sent
+                    await self.send_chunks.put_acked(key, REFUSED)
             if sent is None:  # the lease ended between the intent and the request: none left
                 log.warning("campaign %s chunk %s partition %d: the region's lease ended before "
                             "the request; refused, sent once it holds again",
                             campaign["campaign_id"], key.decode(), part)
-                await self.send_chunks.put_acked(key, REFUSED)
                 attempt -= 1
                 continue
             call, results = sent
             if call.outcome is ses.Outcome.SENT:
                 for (email, _), result in zip(allowed, results, strict=True):
-                    sent = result.outcome is ses.Outcome.SENT
-                    outcomes.add(email, "sent" if sent else "unknown" if result.outcome is
+                    accepted = result.outcome is ses.Outcome.SENT
+                    outcomes.add(email, "sent" if accepted else "unknown" if result.outcome is
                                  ses.Outcome.UNKNOWN else "failed",
-                                 None if sent else result.error, attempt, result.message_id)
+                                 None if accepted else result.error, attempt, result.message_id)
                 return
-            refused = call.outcome in (ses.Outcome.THROTTLED, ses.Outcome.TRANSIENT)
-            if refused:
-                # nothing left: say so before waiting, so a crash now leaves it to be sent
-                await self.send_chunks.put_acked(key, REFUSED)
             if refused and attempt < MAX_THROTTLE_RETRIES and now_ms() < deadline:
                 if call.outcome is ses.Outcome.THROTTLED:
                     metrics.SES_THROTTLES.inc()

@@ -47,6 +47,10 @@ MISFIRES = frozenset({"missed_caught_up", "skipped_policy"})
 SLACK_MS = 3000
 READ_LATE_MS = 1000
 INTENT_BEFORE_STOP_MS = 30_000
+# the chunks a stop may leave at ``intent`` with no request: each worker holds at most SES_SLOTS
+# chunks between their intent and SES's answer (``streams.campaigns.walker``), and a kill's
+# rebalance stops the survivors' walkers too: the most workers a scenario runs (join and leave)
+WORKERS = 3
 # how long before a fault a run may have been resolved and still be run again by the next owner:
 # the workers commit their fired offsets every second (``broker_commit_interval``), and a done
 # mark reaches the changelog a moment after the run's ledger record; a loaded box stretches both
@@ -189,7 +193,9 @@ def unknown_of_campaign(stack, campaign_id: str, chunks: dict[str, dict[str, Any
         calls = httpx.get(f"{stack.s.ses_endpoint}/_local/calls",
                           params={"campaign": campaign_id}, timeout=60).json()
     states = history(stack.s.bootstrap, SEND_CHUNKS_TABLE.changelog(APP_ID), f"{campaign_id}:")
-    return unknown_verdict(chunks, states, calls, stops)
+    from streams.campaigns.walker import SES_SLOTS
+
+    return unknown_verdict(chunks, states, calls, stops, per_stop=SES_SLOTS * WORKERS)
 
 
 # a walker stopping, as the worker logs it: revoked, fenced, or failed and walked again
@@ -360,7 +366,8 @@ class UnknownVerdict:
 def unknown_verdict(chunks: dict[str, dict[str, Any]], states: dict[str, list[tuple[int, Any]]],
                     calls: list[dict[str, Any]], stops: Stops,
                     slack_ms: int = SLACK_MS, read_late_ms: int = READ_LATE_MS,
-                    intent_before_ms: int = INTENT_BEFORE_STOP_MS) -> UnknownVerdict:
+                    intent_before_ms: int = INTENT_BEFORE_STOP_MS,
+                    per_stop: int | None = None) -> UnknownVerdict:
     """Judge each chunk recorded ``unknown`` (``chunks``: chunk id → its RecipientOutcomes
     record) by its last ``intent`` in the send-chunks changelog (``states``) and the SES calls
     made for it after that (``calls``: ``GET /_local/calls`` of the campaign). ``unknown`` is
@@ -382,8 +389,11 @@ def unknown_verdict(chunks: dict[str, dict[str, Any]], states: dict[str, list[tu
     Violations: a chunk recorded ``unknown`` with no intent at all (nothing may have left); one
     whose requests after its intent were all refused and answered well before each stop (it was
     waiting to retry with nothing sent, so its next owner had to send it); one with an intent and
-    no request and no stop just after the intent; and a chunk waiting to retry a refusal at the
-    kill (``refused`` in the changelog then) with no intent since: its next owner had to send it."""
+    no request and no stop just after the intent; a chunk waiting to retry a refusal at the
+    kill (``refused`` in the changelog then) with no intent since: its next owner had to send it;
+    and more chunks with an intent and no request than ``per_stop`` for each burst of stops
+    (stops less than ``intent_before_ms`` apart are one burst: a kill and the rebalance it
+    causes): ``unknown`` wider than what was in flight."""
     by_chunk: dict[str, list[dict[str, Any]]] = {}
     for call in calls:
         by_chunk.setdefault(call["chunk"], []).append(call)
@@ -432,4 +442,21 @@ def unknown_verdict(chunks: dict[str, dict[str, Any]], states: dict[str, list[tu
                 f"last intent were all refused, the last answered at "
                 f"{max(c['answered_ms'] for c in after)} ms, more than {slack_ms} ms before any "
                 f"stop {every}: it was waiting to retry, nothing had left")
+    bound = None if per_stop is None else per_stop * len(bursts(every, intent_before_ms))
+    if bound is not None and len(verdict.intent_only) > bound:
+        verdict.violations.append(
+            f"{len(verdict.intent_only)} chunks recorded unknown with an intent and no request, "
+            f"more than {per_stop} for each of the {len(bursts(every, intent_before_ms))} bursts "
+            f"of stops {every}: intents were written for chunks that were not about to leave")
     return verdict
+
+
+def bursts(stops: list[int], apart_ms: int) -> list[list[int]]:
+    """The stops grouped: one less than ``apart_ms`` after the previous joins its burst."""
+    groups: list[list[int]] = []
+    for stop in sorted(stops):
+        if groups and stop - groups[-1][-1] < apart_ms:
+            groups[-1].append(stop)
+        else:
+            groups.append([stop])
+    return groups

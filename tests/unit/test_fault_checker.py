@@ -170,3 +170,17 @@ def test_a_misfire_decision_for_a_slot_reached_on_time_is_a_violation() -> None:
     assert len(problems) == 1 and "reached on time" in problems[0]
     assert len(slots({"a": [record("missed_caught_up", lateness_ms=5_000)]}, ["a"])) == 1
     assert slots({"a": [record("missed_caught_up", lateness_ms=5_001)]}, ["a"]) == []
+
+
+def test_more_intents_without_a_request_than_the_send_slots_is_a_violation() -> None:
+    """A worker holds at most ``per_stop`` chunks between intent and answer: more chunks left at
+    ``intent`` with no request by one burst of stops were intents written for chunks still
+    waiting (issue 42: ``unknown`` as wide as the chunks in flight, not the requests)."""
+    chunks = {f"camp:0a1b2c:{n}": {"outcomes": ["unknown"]} for n in range(5)}
+    states = {chunk: [(KILL - 500, b"intent")] for chunk in chunks}
+    within = unknown_verdict(chunks, states, [], Stops(KILL, [KILL + 2_000]), per_stop=5)
+    assert len(within.intent_only) == 5 and within.violations == []
+    over = unknown_verdict(chunks, states, [], Stops(KILL, [KILL + 2_000]), per_stop=4)
+    assert len(over.violations) == 1 and "more than 4" in over.violations[0]
+    apart = unknown_verdict(chunks, states, [], Stops(KILL - 400, [KILL + 40_000]), per_stop=3)
+    assert apart.violations == [], "two bursts of stops: twice the slots"
