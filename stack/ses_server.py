@@ -7,7 +7,9 @@ demo and benchmarks: boto3 reaches it through ``endpoint_url`` exactly as it wou
 - ``POST /_local/faults`` injects trouble: ``throttle_ratio`` (that share of calls answers 429
   ``TooManyRequestsException`` "Maximum sending rate exceeded"), ``timeout_after_accept_ratio``
   (the mail is accepted and logged, then the answer is delayed past the client's timeout),
-  ``max_rate_per_s`` (recipients per second before throttling), for ``seconds`` (0 = until reset).
+  ``max_rate_per_s`` (recipients per second before throttling), ``latency_ms`` (every call
+  answered that much later, as Amazon SES's own 50-100 ms: callers then hold their requests open
+  as against the real service), for ``seconds`` (0 = until reset).
 - ``GET /_local/stats`` counts calls, recipients and throttles.
 - A call tagged ``cronstream-epoch`` (a region's epoch, docs/regions.md) under an epoch older than
   one already seen is refused (``MessageRejected``, counted as ``stale_epoch``): the fencing
@@ -68,6 +70,7 @@ class Faults:
         self.timeout_after_accept_ratio = 0.0
         self.timeout_s = 30.0
         self.max_rate_per_s = 0.0
+        self.latency_ms = 0.0
         self.until = 0.0
         self.window_start = time.monotonic()
         self.window_count = 0
@@ -162,6 +165,11 @@ class SesServer:
                 self._log.write("\n".join(lines) + "\n")
                 self._log.flush()
 
+    async def _latency(self) -> None:
+        f = self.faults
+        if f.latency_ms and f.active():
+            await asyncio.sleep(f.latency_ms / 1000)
+
     async def _maybe_hang(self) -> None:
         f = self.faults
         if f.active() and f.timeout_after_accept_ratio and random.random() < f.timeout_after_accept_ratio:
@@ -171,6 +179,7 @@ class SesServer:
     async def send_email(self, request: Request) -> JSONResponse:
         body = await request.json()
         self.stats["calls"] += 1
+        await self._latency()
         to = body.get("Destination", {}).get("ToAddresses", [])
         if not to or "FromEmailAddress" not in body:
             return _error(400, "BadRequestException", "Destination.ToAddresses and "
@@ -198,6 +207,7 @@ class SesServer:
         arrived_ms = time.time_ns() // 1_000_000
         body = await request.json()
         self.stats["calls"] += 1
+        await self._latency()
         entries = body.get("BulkEmailEntries", [])
         if not entries or len(entries) > MAX_BULK:
             return _error(400, "BadRequestException", f"BulkEmailEntries must hold 1 to {MAX_BULK}")
@@ -246,7 +256,8 @@ class SesServer:
     async def set_faults(self, request: Request) -> JSONResponse:
         body = await request.json()
         self.faults.reset()
-        for name in ("throttle_ratio", "timeout_after_accept_ratio", "timeout_s", "max_rate_per_s"):
+        for name in ("throttle_ratio", "timeout_after_accept_ratio", "timeout_s", "max_rate_per_s",
+                     "latency_ms"):
             if name in body:
                 setattr(self.faults, name, float(body[name]))
         if body.get("seconds"):

@@ -183,8 +183,10 @@ def campaign_violations(stack, campaign_id: str, subject: str, emails: list[str]
 
 
 def unknown_of_campaign(stack, campaign_id: str, chunks: dict[str, dict[str, Any]],
-                        stops: Stops, calls: list[dict[str, Any]] | None = None) -> UnknownVerdict:
-    """``unknown_verdict`` of a campaign, from the send-chunks changelog and the SES server."""
+                        stops: Stops, calls: list[dict[str, Any]] | None = None,
+                        workers: int = WORKERS) -> UnknownVerdict:
+    """``unknown_verdict`` of a campaign, from the send-chunks changelog and the SES server;
+    ``workers``: how many the scenario ran (each may hold ``SES_SLOTS`` chunks at a stop)."""
     import httpx
 
     from streams.topology import APP_ID, SEND_CHUNKS_TABLE
@@ -195,7 +197,7 @@ def unknown_of_campaign(stack, campaign_id: str, chunks: dict[str, dict[str, Any
     states = history(stack.s.bootstrap, SEND_CHUNKS_TABLE.changelog(APP_ID), f"{campaign_id}:")
     from streams.campaigns.walker import SES_SLOTS
 
-    return unknown_verdict(chunks, states, calls, stops, per_stop=SES_SLOTS * WORKERS)
+    return unknown_verdict(chunks, states, calls, stops, per_stop=SES_SLOTS * workers)
 
 
 # a walker stopping, as the worker logs it: revoked, fenced, or failed and walked again
@@ -359,6 +361,8 @@ class UnknownVerdict:
     unknown: set[str] = field(default_factory=set)  # chunks with an ``unknown`` recipient
     request_out: set[str] = field(default_factory=set)  # of those: a request left after the intent
     intent_only: set[str] = field(default_factory=set)  # of those: the intent, no request yet
+    # of the unknown: no request after the intent was accepted (each held an SES slot at its stop)
+    unaccepted: set[str] = field(default_factory=set)
     waiting: set[str] = field(default_factory=set)  # ``refused`` at the kill: waiting to retry
     violations: list[str] = field(default_factory=list)
 
@@ -391,9 +395,12 @@ def unknown_verdict(chunks: dict[str, dict[str, Any]], states: dict[str, list[tu
     waiting to retry with nothing sent, so its next owner had to send it); one with an intent and
     no request and no stop just after the intent; a chunk waiting to retry a refusal at the
     kill (``refused`` in the changelog then) with no intent since: its next owner had to send it;
-    and more chunks with an intent and no request than ``per_stop`` for each burst of stops
-    (stops less than ``intent_before_ms`` apart are one burst: a kill and the rebalance it
-    causes): ``unknown`` wider than what was in flight."""
+    and more chunks with no request accepted after their intent than ``per_stop`` for each
+    burst of stops (stops less than ``intent_before_ms`` apart are one burst: a kill and the
+    rebalance it causes): each such chunk held one of its worker's SES slots at the stop, from
+    before its intent until its answer or its refusal's acknowledgement, so more is ``unknown``
+    wider than what was in flight. A chunk whose request was accepted may have given its slot
+    back before its outcome was recorded: SES has its mail, and it is not counted."""
     by_chunk: dict[str, list[dict[str, Any]]] = {}
     for call in calls:
         by_chunk.setdefault(call["chunk"], []).append(call)
@@ -422,6 +429,8 @@ def unknown_verdict(chunks: dict[str, dict[str, Any]], states: dict[str, list[tu
         tag = "-".join(chunk_id.split(":")[1:3])  # streams.campaigns.feedback.chunk_tag
         # the changelog's timestamps are the worker's, the calls' the SES server's: one clock
         after = [c for c in by_chunk.get(tag, []) if c["arrived_ms"] >= intents[-1]]
+        if not any(c["outcome"] == "accepted" for c in after):
+            verdict.unaccepted.add(chunk_id)
         if not after:
             verdict.intent_only.add(chunk_id)
             # a revoked walker's intent may be acknowledged as its revocation is logged
@@ -443,11 +452,12 @@ def unknown_verdict(chunks: dict[str, dict[str, Any]], states: dict[str, list[tu
                 f"{max(c['answered_ms'] for c in after)} ms, more than {slack_ms} ms before any "
                 f"stop {every}: it was waiting to retry, nothing had left")
     bound = None if per_stop is None else per_stop * len(bursts(every, intent_before_ms))
-    if bound is not None and len(verdict.intent_only) > bound:
+    if bound is not None and len(verdict.unaccepted) > bound:
         verdict.violations.append(
-            f"{len(verdict.intent_only)} chunks recorded unknown with an intent and no request, "
-            f"more than {per_stop} for each of the {len(bursts(every, intent_before_ms))} bursts "
-            f"of stops {every}: intents were written for chunks that were not about to leave")
+            f"{len(verdict.unaccepted)} chunks recorded unknown with no request accepted after "
+            f"their intent, more than {per_stop} for each of the "
+            f"{len(bursts(every, intent_before_ms))} bursts of stops {every}: intents were "
+            "written for chunks that were not about to leave or were not answered")
     return verdict
 
 

@@ -172,15 +172,26 @@ def test_a_misfire_decision_for_a_slot_reached_on_time_is_a_violation() -> None:
     assert slots({"a": [record("missed_caught_up", lateness_ms=5_001)]}, ["a"]) == []
 
 
-def test_more_intents_without_a_request_than_the_send_slots_is_a_violation() -> None:
+def test_more_unanswered_intents_than_the_send_slots_is_a_violation() -> None:
     """A worker holds at most ``per_stop`` chunks between intent and answer: more chunks left at
-    ``intent`` with no request by one burst of stops were intents written for chunks still
-    waiting (issue 42: ``unknown`` as wide as the chunks in flight, not the requests)."""
+    ``intent`` with no request accepted by one burst of stops were intents written for chunks
+    still waiting (issue 42: ``unknown`` as wide as the chunks in flight, not the requests).
+    A chunk SES accepted is not counted: it may have given its slot back before its outcome."""
     chunks = {f"camp:0a1b2c:{n}": {"outcomes": ["unknown"]} for n in range(5)}
     states = {chunk: [(KILL - 500, b"intent")] for chunk in chunks}
     within = unknown_verdict(chunks, states, [], Stops(KILL, [KILL + 2_000]), per_stop=5)
     assert len(within.intent_only) == 5 and within.violations == []
     over = unknown_verdict(chunks, states, [], Stops(KILL, [KILL + 2_000]), per_stop=4)
     assert len(over.violations) == 1 and "more than 4" in over.violations[0]
+    assert len(over.unaccepted) == 5
     apart = unknown_verdict(chunks, states, [], Stops(KILL - 400, [KILL + 40_000]), per_stop=3)
     assert apart.violations == [], "two bursts of stops: twice the slots"
+
+
+def test_a_chunk_ses_accepted_is_not_counted_against_the_slots() -> None:
+    chunks = {f"camp:0a1b2c:{n}": {"outcomes": ["unknown"]} for n in range(3)}
+    states = {chunk: [(KILL - 500, b"intent")] for chunk in chunks}
+    calls = [{"chunk": f"0a1b2c-{n}", "arrived_ms": KILL - 400, "answered_ms": KILL - 300,
+              "outcome": "accepted" if n else "throttled"} for n in range(3)]
+    verdict = unknown_verdict(chunks, states, calls, Stops(KILL), per_stop=1)
+    assert verdict.unaccepted == {"camp:0a1b2c:0"} and verdict.violations == []

@@ -100,3 +100,24 @@ def test_a_call_under_an_older_region_epoch_than_one_seen_is_refused_and_not_log
     sent = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(m["to"], m["epoch"]) for m in sent] == [
         ("a@x.net", 1), ("b@x.net", 2), ("d@x.net", None), ("e@x.net", 2)]
+
+
+def test_a_latency_fault_answers_every_call_that_much_later_and_many_at_once(tmp_path):
+    """``latency_ms`` holds each answer (Amazon SES takes 50-100 ms): calls wait side by side,
+    not one after another, so a sender's concurrency is what the fault exercises."""
+    app = create_app(tmp_path / "sent.jsonl")
+    body = {"FromEmailAddress": "news@example.com",
+            "DefaultContent": {"Template": {"TemplateContent": {"Subject": "s"}}},
+            "BulkEmailEntries": [{"Destination": {"ToAddresses": ["a@example.net"]}}]}
+
+    async def timed() -> tuple[float, list[int]]:
+        assert (await _post(app, "/_local/faults", {"latency_ms": 300})).status_code == 200
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        answers = await asyncio.gather(*(
+            _post(app, "/v2/email/outbound-bulk-emails", body) for _ in range(5)))
+        return loop.time() - began, [a.status_code for a in answers]
+
+    took, statuses = asyncio.run(timed())
+    assert statuses == [200] * 5
+    assert 0.3 <= took < 1.5, f"5 calls at 300 ms each, side by side: {took:.2f} s"
