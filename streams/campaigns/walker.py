@@ -28,11 +28,13 @@ At most one live walker per (campaign, partition) in a process (``streams.campai
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections import Counter
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -89,7 +91,29 @@ UNKNOWN_REASONS = {
     Resume.INHERITED: "region failover: reserved by the deposed region and not replicated as "
                       "done, so it may have been sent there; not sent again (at-most-once)",
 }
+T = TypeVar("T")
 Allowed = list[tuple[str, dict[str, str]]]  # the addresses a chunk sends, with their variables
+
+
+class SesSlot:
+    """A held SES slot: ``release`` runs once both the holder left and its call's thread, if it
+    started one, finished (both on the event loop's thread)."""
+
+    def __init__(self, pool: ThreadPoolExecutor, release: Callable[[], None]) -> None:
+        self._pool, self._release = pool, release
+        self._holders = 1  # the chunk; its call's thread adds one
+
+    async def call(self, send: Callable[[], T]) -> T:
+        loop = asyncio.get_running_loop()
+        work = self._pool.submit(send)
+        self._holders += 1
+        work.add_done_callback(lambda _: loop.call_soon_threadsafe(self.leave))
+        return await asyncio.wrap_future(work)
+
+    def leave(self) -> None:
+        self._holders -= 1
+        if self._holders == 0:
+            self._release()
 
 
 class Walker:
@@ -371,10 +395,9 @@ class Walker:
             # ``refused`` acknowledged): a crash finds at most SES_SLOTS chunks of a worker at
             # ``intent``, each with its request out or about to leave
             await self._settled(key, part, member, campaign)  # a rebalance waited out slotless
-            async with self._ses_slots:
+            async with self._ses_slot() as slot:
                 await self._intent_and_fence(key, part, member, campaign)
-                sent = await asyncio.get_running_loop().run_in_executor(
-                    self._ses_pool, lambda: self._send_bulk(campaign, entries, tags))
+                sent = await slot.call(lambda: self._send_bulk(campaign, entries, tags))
                 refused = sent is None or sent[0].outcome in (ses.Outcome.THROTTLED,
                                                               ses.Outcome.TRANSIENT)
                 if refused:
@@ -406,6 +429,18 @@ class Walker:
                         campaign["campaign_id"], part, outcome, attempt, call.error)
             outcomes.add_all([email for email, _ in allowed], outcome, call.error, attempt)
             return
+
+    @contextlib.asynccontextmanager
+    async def _ses_slot(self) -> AsyncIterator[SesSlot]:
+        """One of the worker's SES slots, given back once the chunk has left it and its call's
+        thread has finished: a walker cancelled mid-call (a revocation) leaves the thread
+        running, and its slot must not go to a chunk whose call would then queue behind it."""
+        await self._ses_slots.acquire()
+        slot = SesSlot(self._ses_pool, self._ses_slots.release)
+        try:
+            yield slot
+        finally:
+            slot.leave()
 
     async def _under_lease(self, campaign_id: str, part: int, seq: int) -> int:
         """The epoch, once the region's lease holds and the authority's reservation covers the
