@@ -115,7 +115,7 @@ def _port_busy(port: int, host: str = "127.0.0.1") -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-def _port_taken(port: int, host: str = "127.0.0.1") -> bool:
+def port_taken(port: int, host: str = "127.0.0.1") -> bool:
     """A server could not listen on the port: something listens there, or a connection holds it
     as its local end (a port in the kernel's ephemeral range, 32768 up, can be any client's)."""
     if _port_busy(port, host):
@@ -170,7 +170,7 @@ def _running_or_free(component: str, pidfile: Path, ports: tuple[int, ...], env_
         say(f"{what} already running on {host}:{ports[0]}")
         return True
     for port in ports:
-        if _port_taken(port, host):
+        if port_taken(port, host):
             raise StackError(component, f"port {port} is already in use by another process; "
                              f"set {env_hint}", log)
     return False
@@ -729,7 +729,7 @@ class Stack:
         if (data / "postmaster.pid").exists() and self.postgres_healthy():
             say(f"postgres already running on {self.s.host}:{self.s.pg_port}")
             return
-        if _port_taken(self.s.pg_port, self.s.host):
+        if port_taken(self.s.pg_port, self.s.host):
             raise StackError(name, f"port {self.s.pg_port} is already in use by another process; "
                              "set CRONSTREAM_PG_PORT", log)
         if not (data / "PG_VERSION").exists():

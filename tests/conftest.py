@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import random
-import socket
 import uuid
 from collections.abc import Iterable, Iterator
 
@@ -14,7 +13,7 @@ import pytest
 
 from cli.demo import wait_for_key
 from stack import isolated
-from stack.local import Stack
+from stack.local import Stack, port_taken
 from streams.runtime import settings
 
 # Fast feedback first: the unit tests (seconds, no broker), then the integration tests (the stack
@@ -44,7 +43,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # where free_port draws from: below the kernel's ephemeral range (32768-60999 here), where every
 # client connection takes its local port (a port found free there was taken by a connection
 # minutes later, and a secure stack's restarted worker could not bind it: CI, 2026-11-28), and
-# below the suite's stacks (the session's from 15432, three brokers' +10000, regions' +20000)
+# below the suite's stacks (the session's from 15432, three brokers' +10000, regions' +8000)
 FREE_PORTS = range(10000, 15000)
 
 
@@ -52,7 +51,7 @@ def free_port() -> int:
     """A port nothing listens on, outside the ephemeral range (``FREE_PORTS``)."""
     for _ in range(500):
         port = random.randrange(FREE_PORTS.start, FREE_PORTS.stop)
-        if _bindable(port):
+        if not port_taken(port):
             return port
     raise RuntimeError(f"no free port in {FREE_PORTS}")
 
@@ -64,18 +63,9 @@ def free_port_block(offsets: Iterable[int]) -> int:
     wanted = tuple(offsets)
     for _ in range(50):
         port = free_port()
-        if port + max(wanted, default=0) < 65000 and all(_bindable(port + o) for o in wanted):
+        if port + max(wanted, default=0) < 65000 and not any(port_taken(port + o) for o in wanted):
             return port
     raise RuntimeError(f"no free block of ports at offsets {wanted}")
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ the error must carry the log's last lines. Loopback only.
 
 import socket
 
-from stack.local import StackError, _port_taken, _wait
+from stack.local import StackError, _wait, port_taken
 
 
 def _listener() -> socket.socket:
@@ -19,7 +19,7 @@ def _listener() -> socket.socket:
 
 def test_a_listened_port_is_taken():
     with _listener() as server:
-        assert _port_taken(server.getsockname()[1])
+        assert port_taken(server.getsockname()[1])
 
 
 def test_a_port_held_by_an_outbound_connection_is_taken():
@@ -28,14 +28,14 @@ def test_a_port_held_by_an_outbound_connection_is_taken():
         client.bind(("127.0.0.1", 0))
         client.connect(server.getsockname())
         held = client.getsockname()[1]
-        assert _port_taken(held)
+        assert port_taken(held)
 
 
 def test_a_free_port_is_not_taken():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    assert not _port_taken(port)
+    assert not port_taken(port)
 
 
 def test_a_process_that_exits_during_start_up_names_its_log_and_quotes_its_end(tmp_path):
