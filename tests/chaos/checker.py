@@ -47,8 +47,8 @@ MISFIRES = frozenset({"missed_caught_up", "skipped_policy"})
 SLACK_MS = 3000
 READ_LATE_MS = 1000
 INTENT_BEFORE_STOP_MS = 30_000
-# the chunks a stop may leave at ``intent`` with no request: each worker holds at most SES_SLOTS
-# chunks between their intent and SES's answer (``streams.campaigns.walker``), and a kill's
+# the chunks a stop may leave at ``intent`` with no request accepted: each worker holds at most
+# SES_SLOTS chunks between their intent and SES's answer (``streams.campaigns.walker``), and a kill's
 # rebalance stops the survivors' walkers too: the most workers a scenario runs (join and leave)
 WORKERS = 3
 # how long before a fault a run may have been resolved and still be run again by the next owner:
@@ -451,13 +451,12 @@ def unknown_verdict(chunks: dict[str, dict[str, Any]], states: dict[str, list[tu
                 f"last intent were all refused, the last answered at "
                 f"{max(c['answered_ms'] for c in after)} ms, more than {slack_ms} ms before any "
                 f"stop {every}: it was waiting to retry, nothing had left")
-    bound = None if per_stop is None else per_stop * len(bursts(every, intent_before_ms))
-    if bound is not None and len(verdict.unaccepted) > bound:
+    n = len(bursts(every, intent_before_ms))
+    if per_stop is not None and len(verdict.unaccepted) > per_stop * n:
         verdict.violations.append(
             f"{len(verdict.unaccepted)} chunks recorded unknown with no request accepted after "
-            f"their intent, more than {per_stop} for each of the "
-            f"{len(bursts(every, intent_before_ms))} bursts of stops {every}: intents were "
-            "written for chunks that were not about to leave or were not answered")
+            f"their intent, more than {per_stop} for each of the {n} bursts of stops {every}: "
+            "intents were written for chunks that were not about to leave or were not answered")
     return verdict
 
 
