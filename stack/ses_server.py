@@ -255,9 +255,16 @@ class SesServer:
 
     async def set_faults(self, request: Request) -> JSONResponse:
         body = await request.json()
-        self.faults.reset()
-        for name in ("throttle_ratio", "timeout_after_accept_ratio", "timeout_s", "max_rate_per_s",
-                     "latency_ms"):
+        names = ("throttle_ratio", "timeout_after_accept_ratio", "timeout_s", "max_rate_per_s",
+                 "latency_ms", "seconds")
+        for name in names:
+            value = body.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                      or value < 0):
+                return _error(400, "BadRequestException",
+                              f"{name} must be a number >= 0, got {value!r}")
+        self.faults.reset()  # only once the whole request is valid: a bad one changes nothing
+        for name in names[:-1]:
             if name in body:
                 setattr(self.faults, name, float(body[name]))
         if body.get("seconds"):

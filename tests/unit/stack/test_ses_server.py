@@ -121,3 +121,23 @@ def test_a_latency_fault_answers_every_call_that_much_later_and_many_at_once(tmp
     took, statuses = asyncio.run(timed())
     assert statuses == [200] * 5
     assert 0.3 <= took < 1.5, f"5 calls at 300 ms each, side by side: {took:.2f} s"
+
+
+def test_a_fault_that_is_not_a_number_is_refused_naming_it_and_changes_nothing(tmp_path):
+    app = create_app(tmp_path / "sent.jsonl")
+    body = {"FromEmailAddress": "news@example.com",
+            "DefaultContent": {"Template": {"TemplateContent": {"Subject": "s"}}},
+            "BulkEmailEntries": [{"Destination": {"ToAddresses": ["a@example.net"]}}]}
+
+    async def scenario() -> list[int]:
+        assert (await _post(app, "/_local/faults", {"throttle_ratio": 1.0})).status_code == 200
+        statuses = []
+        for bad in ({"latency_ms": "fast"}, {"latency_ms": -5}, {"throttle_ratio": True}):
+            answer = await _post(app, "/_local/faults", bad)
+            statuses.append(answer.status_code)
+            assert next(iter(bad)) in answer.text
+        # the accepted fault still holds: every call throttled
+        statuses.append((await _post(app, "/v2/email/outbound-bulk-emails", body)).status_code)
+        return statuses
+
+    assert asyncio.run(scenario()) == [400, 400, 400, 429]
