@@ -22,13 +22,13 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
 from streams.runtime.codec import codec
 from streams.runtime.kafka_config import client_config
@@ -72,27 +72,66 @@ class Tally:
 TALLY = Tally()
 
 
-def history(bootstrap: str, topic: str, key_prefix: str,
-            keep: Callable[[str], bool] | None = None) -> dict[str, list[tuple[int, Any]]]:
-    """Every (timestamp ms, raw value) per key starting with ``key_prefix`` (and, with ``keep``,
-    kept by it), in offset order, read from the topic itself (a changelog's or a ledger's)."""
+def _records(bootstrap: str, topic: str, key_prefix: str) -> Iterator[Message]:
+    """Every record of ``topic`` whose key starts with ``key_prefix``, partition by partition in
+    offset order (partitions interleaved), up to each partition's end when read."""
     consumer = Consumer({**client_config(bootstrap), "group.id": f"checker-{uuid.uuid4()}",
                          "enable.auto.commit": False, "enable.partition.eof": True})
     parts = list(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
-    prefix, found, ended = key_prefix.encode(), {}, set()
+    prefix, ended = key_prefix.encode(), set()
     try:
         while len(ended) < len(parts):
             for msg in consumer.consume(5000, 5.0):
                 if msg.error():
                     ended.add(msg.partition())
                 elif msg.key().startswith(prefix):
-                    key = msg.key().decode()
-                    if keep is None or keep(key):
-                        found.setdefault(key, []).append((msg.timestamp()[1], msg.value()))
+                    yield msg
     finally:
         consumer.close()
+
+
+def history(bootstrap: str, topic: str, key_prefix: str,
+            keep: Callable[[str], bool] | None = None) -> dict[str, list[tuple[int, Any]]]:
+    """Every (timestamp ms, raw value) per key starting with ``key_prefix`` (and, with ``keep``,
+    kept by it), in offset order, read from the topic itself (a changelog's or a ledger's)."""
+    found: dict[str, list[tuple[int, Any]]] = {}
+    for msg in _records(bootstrap, topic, key_prefix):
+        key = msg.key().decode()
+        if keep is None or keep(key):
+            found.setdefault(key, []).append((msg.timestamp()[1], msg.value()))
     return found
+
+
+def outcomes_trail(stack, campaign_id: str, emails: Collection[str]) -> list[str]:
+    """Why Postgres and Kafka differ on ``emails`` (a few): each record of their chunks on the
+    recipient-outcomes topic (where, when, what), the ledger row of the first address, and how
+    far the sink's consumer group has committed on those partitions."""
+    wanted, lines, parts = set(emails), [], set()
+    decode = codec().decode
+    for msg in _records(stack.s.bootstrap, RECIPIENT_OUTCOMES.name, f"{campaign_id}:"):
+        record = decode(msg.value())
+        if wanted & set(record["emails"]):
+            parts.add(msg.partition())
+            lines.append(f"{msg.key().decode()} p{msg.partition()}@{msg.offset()} "
+                         f"ts={msg.timestamp()[1]} epoch={record['epoch']} "
+                         f"completed_at={record['completed_at']} "
+                         f"{dict(Counter(record['outcomes']))}")
+    first = sorted(wanted)[0]
+    with psycopg.connect(stack.s.pg_dsn) as conn:
+        row = conn.execute("SELECT outcome, epoch, completed_at, reason FROM ledger "
+                           "WHERE record_id = %s", (f"{campaign_id}:{first}",)).fetchone()
+    lines.append(f"Postgres {first}: {row}")
+    group = Consumer({**client_config(stack.s.bootstrap),
+                      "group.id": "connect-cronstream-recipient-outcomes-sink"})
+    try:
+        for tp in group.committed([TopicPartition(RECIPIENT_OUTCOMES.name, p)
+                                   for p in sorted(parts)], timeout=10):
+            _, high = group.get_watermark_offsets(tp, timeout=10)
+            lines.append(f"sink committed p{tp.partition}@{tp.offset} of {high}")
+    finally:
+        group.close()
+    return lines
 
 
 def kafka_ledger(bootstrap: str, key_prefix: str, topic: TopicSpec = LEDGER
@@ -175,7 +214,9 @@ def campaign_violations(stack, campaign_id: str, subject: str, emails: list[str]
     if kafka != pg:
         diff = {e for e in set(kafka) | set(pg) if kafka.get(e) != pg.get(e)}
         problems.append(f"Postgres and Kafka ledgers differ on {len(diff)} addresses, e.g. "
-                        f"{[(e, kafka.get(e), pg.get(e)) for e in sorted(diff)[:3]]}")
+                        f"{[(e, kafka.get(e), pg.get(e)) for e in sorted(diff)[:3]]} "
+                        "(address, Kafka, Postgres); their records:\n  "
+                        + "\n  ".join(outcomes_trail(stack, campaign_id, sorted(diff)[:3])))
     if unknown:
         problems += unknown_of_campaign(stack, campaign_id, chunks, stops or Stops(),
                                         calls).violations
