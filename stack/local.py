@@ -656,13 +656,6 @@ class Stack:
             f"rest.advertised.host.name={self.s.host}",
             f"plugin.path={self.plugins}",
             "offset.flush.interval.ms=1000",
-            # a task being stopped (a rebalance: the worker loses the group coordinator when a
-            # broker restarts) is waited for up to this long before the worker gives up on it and
-            # starts its successor. A task given up on keeps running (KAFKA-15826): a put of an
-            # old batch that ends after the successor replayed newer records would leave an older
-            # outcome in Postgres than the topic's newest. The default, 5 s, is shorter than a
-            # put of 2000 chunk records (100,000 ledger rows) on a loaded 2-core box.
-            "task.shutdown.graceful.timeout.ms=60000",
             # the sinks' consumers hand a task up to a batch.size (connectors/*.json) at once
             "consumer.max.poll.records=2000",
             # the worker's own clients, its sinks' consumers, any producer and admin client it
