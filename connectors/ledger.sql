@@ -7,16 +7,20 @@
 -- turns it into the chunk's ledger rows (record_id campaign_id:email, newest wins) and keeps
 -- nothing in recipient_outcomes: it is a staging table, the ledger is the record.
 --
--- Newest wins only if the trigger sees a chunk's records in their topic order. A chunk is
+-- Newest wins only if each sink applies a key's records in their topic order. A chunk is
 -- recorded again after a crash or a rebalance ('sent', then 'unknown' by the next owner that
--- found it at intent), and a sink replaying after a broker restart reads both in one batch.
--- Debezium 3.0.7's reduction buffer (use.reduction.buffer) keys a batch by the whole record in
--- primary.key.mode record_value, not by the key fields (DBZ-8593, fixed upstream after 3.0.7): two records of
--- one chunk are both kept and written in hash order, so the older won half the time (the fault
--- suite's broker restart: 200 addresses 'unknown' on the topic, 'sent' here). The sink of
--- recipient_outcomes runs without it: its batch reaches this trigger in offset order (the
--- multi-row insert's rows fire it in order, and the trigger keeps no row, so one key twice in
--- a statement is no conflict). Remove the note with the upgrade.
+-- found it at intent), a slot is recorded again when it runs again, and a sink replaying after
+-- a broker restart reads both records in one batch. Debezium 3.0.7's reduction buffer
+-- (use.reduction.buffer) keys a batch by the whole record in primary.key.mode record_value, not
+-- by the key fields (DBZ-8593, fixed upstream after 3.0.7): two records of one key are both
+-- kept and written in hash order, so the older won half the time (the fault suite's broker
+-- restart: 200 addresses 'unknown' on the topic, 'sent' here), and where the table keeps the
+-- rows the batch's multi-row upsert naming one key twice failed ("ON CONFLICT DO UPDATE command
+-- cannot affect row a second time") and stopped the sink for good. So no sink uses it:
+-- recipient_outcomes keeps its multi-row inserts (reWriteBatchedInserts), whose rows fire the
+-- trigger below in order and are never kept, so one key twice is no conflict; the ledger and
+-- ses_feedback sinks write one statement a record (their URL turns reWriteBatchedInserts off).
+-- Revisit with the upgrade.
 -- Column types are those the Debezium JDBC sink derives from the Avro schemas.
 
 -- One transaction, however the file is applied (psql -f too): campaign_counts' backfill below

@@ -1070,8 +1070,13 @@ def sink_specs(conf: Settings, schemas_dir: Path) -> list[dict[str, Any]]:
     password (or a config provider's reference to it), and where the Connect worker finds
     ``schemas/``."""
     params = conf.pg_params
+    url = conf.pg_jdbc_url
+    # the sinks whose table keeps the rows (no trigger): one statement a record, in their order
+    # (connectors/ledger.sql's header says why); the driver reads the URL's last value of a key
+    per_row = f"{url}{'&' if '?' in url else '?'}reWriteBatchedInserts=false"
     return [json.loads(Template(template.read_text()).substitute(
-        PG_URL=json.dumps(conf.pg_jdbc_url)[1:-1], PG_USER=json.dumps(params["user"])[1:-1],
+        PG_URL=json.dumps(url)[1:-1], PG_URL_PER_ROW=json.dumps(per_row)[1:-1],
+        PG_USER=json.dumps(params["user"])[1:-1],
         PG_PASSWORD=json.dumps(conf.sink_pg_password)[1:-1],
         SCHEMAS_DIR=json.dumps(str(schemas_dir))[1:-1])) for template in SINK_TEMPLATES]
 

@@ -156,8 +156,8 @@ class Settings:
         host = f"[{host}]" if ":" in host else host
         # reWriteBatchedInserts: the driver sends a sink's batch of upserts as multi-row
         # INSERT ... ON CONFLICT statements rather than one statement per row (the sinks'
-        # batch.size, connectors/*.json; why the recipient-outcomes sink keeps every record of
-        # a batch in its order: connectors/ledger.sql's header)
+        # batch.size, connectors/*.json); the ledger and feedback sinks turn it off again
+        # (stack.local.sink_specs; why: connectors/ledger.sql's header)
         query = "&".join([*(f"{key}={p[key]}" for key in ("sslmode", "sslrootcert") if p.get(key)),
                           "reWriteBatchedInserts=true"])
         return f"jdbc:postgresql://{host}:{p.get('port') or 5432}/{p.get('dbname') or 'cronstream'}" \

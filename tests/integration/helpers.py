@@ -17,6 +17,7 @@ import psycopg
 
 from streams.runtime.settings import REPO_ROOT
 from streams.topology import PROCESSORS, TopicSpec
+from tests.waiting import wait_for
 
 COLUMNS = ("fire_id", "nominal_time", "decision", "reason", "outcome", "status_code",
            "attempts", "epoch")
@@ -56,15 +57,39 @@ def caught_up(stack, group: str, tps: list[tuple[str, int]]) -> Callable[[], boo
     return probe
 
 
+def sink_of(topic: TopicSpec) -> str:
+    """The name of the Kafka Connect sink that reads ``topic`` (its connectors/*.json)."""
+    sink = next(p for p in PROCESSORS if p.kind == "sink" and topic in p.consumes)
+    name = re.search(r'"name":\s*"([^"]+)"', (REPO_ROOT / sink.module).read_text())
+    assert name, f"{sink.module} names no connector"
+    return name.group(1)
+
+
 def sink_caught_up(stack, topic: TopicSpec) -> Callable[[], bool]:
     """A probe for ``wait_for``: Postgres holds every record ``topic`` holds now. Kafka Connect
     commits a sink's offset only once the rows before it are written. What a test waits for
     before reading Postgres to see that something did *not* happen (a run, a send)."""
-    sink = next(p for p in PROCESSORS if p.kind == "sink" and topic in p.consumes)
-    name = re.search(r'"name":\s*"([^"]+)"', (REPO_ROOT / sink.module).read_text())
-    assert name, f"{sink.module} names no connector"
-    return caught_up(stack, f"connect-{name.group(1)}",
+    return caught_up(stack, f"connect-{sink_of(topic)}",
                      [(topic.name, p) for p in range(topic.partitions)])
+
+
+@contextmanager
+def sink_paused(stack, topic: TopicSpec) -> Iterator[None]:
+    """The sink of ``topic`` paused (it reads nothing) while the block runs: on resuming, its
+    first batch holds every record written meanwhile, as a sink replaying after a restart reads
+    them."""
+    url = f"{stack.connect_url}/connectors/{sink_of(topic)}"
+
+    def task_state() -> str:
+        tasks = httpx.get(f"{url}/status", timeout=10).json().get("tasks") or [{}]
+        return tasks[0].get("state", "")
+
+    httpx.put(f"{url}/pause", timeout=10).raise_for_status()
+    try:
+        wait_for(lambda: task_state() == "PAUSED", timeout_s=60)
+        yield
+    finally:
+        httpx.put(f"{url}/resume", timeout=10).raise_for_status()
 
 
 def executor_caught_up(stack, job_ids: list[str]) -> Callable[[], bool]:

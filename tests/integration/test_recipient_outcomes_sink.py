@@ -7,13 +7,14 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import psycopg
 import pytest
 
 from stack import isolated
 from stack.local import LEDGER_SQL
 from streams.scheduling.ledger import ChunkOutcomes, recipient_rows
+from streams.topology import RECIPIENT_OUTCOMES
+from tests.integration.helpers import sink_caught_up, sink_paused
 from tests.waiting import wait_for
 
 
@@ -109,31 +110,6 @@ def test_a_chunk_record_becomes_its_recipients_ledger_rows_and_the_newest_wins(s
         == recounted(stack, campaign["campaign_id"])
 
 
-SINK = "cronstream-recipient-outcomes-sink"
-
-
-def sink_behind(bootstrap: str) -> int:
-    """How many records of partition 0 the sink has not committed yet (in a child process, as
-    ``produce``)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    from streams.runtime.kafka_config import client_config
-    from streams.topology import RECIPIENT_OUTCOMES
-
-    group = Consumer({**client_config(bootstrap), "group.id": f"connect-{SINK}"})
-    try:
-        [tp] = group.committed([TopicPartition(RECIPIENT_OUTCOMES.name, 0)], timeout=10)
-        _, high = group.get_watermark_offsets(tp, timeout=10)
-        return high - max(tp.offset, 0)
-    finally:
-        group.close()
-
-
-def sink_task_state(stack) -> str:
-    status = httpx.get(f"{stack.connect_url}/connectors/{SINK}/status", timeout=10).json()
-    return status["tasks"][0]["state"] if status.get("tasks") else "NONE"
-
-
 def test_a_chunk_recorded_twice_in_one_batch_of_the_sink_ends_as_its_newest_record(stack):
     """A sink replaying after a broker restart reads a chunk's 'sent' and the next owner's
     'unknown' in one batch; Postgres must end where the topic does, for every chunk (Debezium
@@ -151,16 +127,11 @@ def test_a_chunk_recorded_twice_in_one_batch_of_the_sink_ends_as_its_newest_reco
             sent.add(email, "sent", None, 1, f"msg-{seq}-{i}")
             again.add(email, "unknown", "at-most-once: not re-sent")
         records += [sent.record(1_700_000_004_000), again.record(1_700_000_009_000)]
-    # paused, the sink reads nothing: on resuming, its first poll holds all 48 records
-    httpx.put(f"{stack.connect_url}/connectors/{SINK}/pause", timeout=10).raise_for_status()
-    try:
-        wait_for(lambda: sink_task_state(stack) == "PAUSED", timeout_s=60)
+    # paused, the sink reads nothing: on resuming, its first batch holds all 48 records
+    with sink_paused(stack, RECIPIENT_OUTCOMES):
         assert isolated.call(f"{__name__}:produce", stack.s.bootstrap, records,
                              timeout_s=60) == 0
-    finally:
-        httpx.put(f"{stack.connect_url}/connectors/{SINK}/resume", timeout=10).raise_for_status()
-    wait_for(lambda: isolated.call(f"{__name__}:sink_behind", stack.s.bootstrap,
-                                   timeout_s=60) == 0, timeout_s=120, every_s=1)
+    wait_for(sink_caught_up(stack, RECIPIENT_OUTCOMES), timeout_s=120)
     found = rows(stack, campaign["campaign_id"])
     assert len(found) == 72
     wrong = sorted(k for k, row in found.items() if row["outcome"] != "unknown")
