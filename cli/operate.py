@@ -177,13 +177,30 @@ def region_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def region_name(text: str) -> str:
+    """``--to``: a name a region's processes can have (``CRONSTREAM_REGION``'s rule), refused
+    before the authority is reached: a promotion to a region that cannot exist would depose the
+    active one with nothing to take over."""
+    from streams.runtime.settings import REGION_NAME
+
+    if not REGION_NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a region name: 1 to 32 lower-case "
+                                         "letters, digits or '-'")
+    return text
+
+
 def region_promote(args: argparse.Namespace) -> int:
     """The promotion's steps (``ops.region.promote``); in a local two-region stack's home the
     site's are done too (MirrorMaker stopped, the promoted region's sink, workers and API
     started), elsewhere they are said for the operator to do."""
     from ops import region
+    from stack.regions import NAMES
 
-    site = _local_site(args.workers) or region.Site(
+    local = _local_site(args.workers)
+    if local is not None and args.to not in NAMES:
+        raise CliError(f"region promote: --to {args.to!r}: the local two-region stack has "
+                       f"regions {' and '.join(NAMES)}; nothing was changed", USAGE)
+    site = local or region.Site(
         stop_replication=lambda: print("stop MirrorMaker 2 into the new region now (it must "
                                        "copy nothing of the old region after this)"),
         rewind_marks=lambda name: _rewind(args.standby),
@@ -319,7 +336,8 @@ def add_parsers(sub: Any) -> None:
     s.set_defaults(func=region_status, needs=("postgres",))
     s = rsub.add_parser("promote", help="make a region active: planned (drain, hand over) or "
                         "--unplanned (the active region is lost)")
-    s.add_argument("--to", required=True, help="the region to make active (a or b locally)")
+    s.add_argument("--to", required=True, type=region_name,
+                   help="the region to make active (a or b locally)")
     s.add_argument("--unplanned", action="store_true", help="the active region is unreachable: "
                    "its reservations and its lease's end are inherited (docs/regions.md)")
     s.add_argument("--workers", type=int, default=1, help="local stack: workers to start there")
