@@ -159,6 +159,7 @@ def fenced(stack, worker: int) -> float:
     return worker_metrics(stack, "cronstream_fanout_fenced_total", [worker])[worker]
 
 
+@pytest.mark.extended
 def test_workers_join_and_leave_mid_campaign(stack, api):
     def scenario() -> None:
         campaign_id, subject, emails = start_campaign(api, "rebalance", max_rate_per_s=1500)
@@ -200,6 +201,7 @@ def test_connect_and_postgres_down_the_sink_catches_up(stack, api):
     finish(stack, campaign_id, subject, emails)
 
 
+@pytest.mark.extended
 def test_ses_throttling_storm_and_timeouts_after_accepting(stack, api):
     # a hang of 12 s outlasts the client's 10 s read timeout: the mail left, the answer did not
     with ses_faults(stack, throttle_ratio=0.9, timeout_after_accept_ratio=0.05, timeout_s=12,
