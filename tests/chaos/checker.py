@@ -122,15 +122,13 @@ def outcomes_trail(stack, campaign_id: str, emails: Collection[str]) -> list[str
         row = conn.execute("SELECT outcome, epoch, completed_at, reason FROM ledger "
                            "WHERE record_id = %s", (f"{campaign_id}:{first}",)).fetchone()
     lines.append(f"Postgres {first}: {row}")
-    group = Consumer({**client_config(stack.s.bootstrap),
-                      "group.id": "connect-cronstream-recipient-outcomes-sink"})
-    try:
-        for tp in group.committed([TopicPartition(RECIPIENT_OUTCOMES.name, p)
-                                   for p in sorted(parts)], timeout=10):
-            _, high = group.get_watermark_offsets(tp, timeout=10)
-            lines.append(f"sink committed p{tp.partition}@{tp.offset} of {high}")
-    finally:
-        group.close()
+    from streams.runtime.admin import committed_offsets, end_offsets
+    from tests.integration.helpers import sink_of
+
+    tps = [(RECIPIENT_OUTCOMES.name, p) for p in sorted(parts)]
+    committed = committed_offsets(stack.s.bootstrap, f"connect-{sink_of(RECIPIENT_OUTCOMES)}")
+    for (_, p), end in end_offsets(stack.s.bootstrap, tps).items():
+        lines.append(f"sink committed p{p}@{committed.get((RECIPIENT_OUTCOMES.name, p))} of {end}")
     return lines
 
 
