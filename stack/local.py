@@ -50,6 +50,11 @@ LEDGER_SQL = REPO_ROOT / "connectors" / "ledger.sql"
 # A segment rolls when an index is full; at one entry per 4 KiB of log, 256 KiB of offset index
 # (8 B an entry) and of time index (12 B) still cover 128 and 85 MiB of log a segment.
 BROKER_INDEX_BYTES = 256 * 1024
+# How soon the controller fences a node that stopped heartbeating, on three nodes
+# (server_properties): Kafka's default 9 s is the least a SIGKILLed node's partitions wait for
+# a new leader, and a one-node stack keeps it (fenced, its only broker would stop everything).
+BROKER_SESSION_MS = 3000
+BROKER_HEARTBEAT_MS = 500
 
 # How the clients of a secure stack (``up --secure``) may authenticate (``up --kafka-auth``):
 # SCRAM (or PLAIN) on its SASL_SSL listener, and on a listener each beside it a client
@@ -306,12 +311,19 @@ class Stack:
             f"transaction.state.log.replication.factor={internal_rf}",
             f"transaction.state.log.min.isr={min_isr}",
             "group.initial.rebalance.delay.ms=0",
+            # the workers' session timeout (settings.group_session, 2 s) is below Kafka's 6 s
+            "group.min.session.timeout.ms=1000",
             "auto.create.topics.enable=true",
             "log.cleaner.backoff.ms=5000",
             f"log.index.size.max.bytes={BROKER_INDEX_BYTES}",
         ]
         if brokers > 1:
-            lines += [f"default.replication.factor={internal_rf}", f"min.insync.replicas={min_isr}"]
+            lines += [f"default.replication.factor={internal_rf}", f"min.insync.replicas={min_isr}",
+                      # a node that dies is fenced, and its partitions' leadership moves, when
+                      # its heartbeats to the controller stop for this long (Kafka's default 9 s
+                      # stalled firing 12-34 s at a controller kill: docs/deploy.md, brokers)
+                      f"broker.session.timeout.ms={BROKER_SESSION_MS}",
+                      f"broker.heartbeat.interval.ms={BROKER_HEARTBEAT_MS}"]
         return "\n".join([*lines, ""])
 
     # -- a secure listener (up --secure) ---------------------------------------------------------

@@ -59,6 +59,9 @@ def main() -> None:
 
         uvloop.install()
     admin.check_reachable(conf.bootstrap)  # a wrong password or CA: one clear line, no hang
+    problem = admin.group_session_problem(conf.bootstrap, conf.group_session[0])
+    if problem is not None:
+        raise settings.SettingsError(problem)
     rt = build(conf, worker_id_from_env(),
                replication_factor=admin.replication(conf.bootstrap).factor)
     if conf.region is not None:  # two regions: sends only under the region's lease

@@ -448,6 +448,35 @@ def check_reachable(bootstrap: str, timeout_s: float = 60.0, patient: bool = Tru
                      where(bootstrap, security), timeout_s, texts[-1] if texts else last)
 
 
+def group_session_problem(bootstrap: str, session_s: float, timeout_s: float = 10.0) -> str | None:
+    """Why the brokers would refuse a consumer-group member with this session timeout (their
+    ``group.min.session.timeout.ms``/``group.max.session.timeout.ms``), or None. Asked at a
+    worker's start: refused, faust's consumer logs InvalidSessionTimeoutError and the worker
+    dies with no word on the setting to change. A cluster that does not let the worker
+    describe its brokers' configs (an ACL, a managed service) is not asked, and said so."""
+    def ask(admin: AdminClient) -> tuple[int, int]:
+        broker = next(iter(admin.list_topics(timeout=timeout_s).brokers))
+        resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
+        found = admin.describe_configs([resource], request_timeout=timeout_s)[resource].result()
+        return (int(found["group.min.session.timeout.ms"].value),
+                int(found["group.max.session.timeout.ms"].value))
+
+    try:
+        low, high = call(bootstrap, ask)
+    except (KafkaException, KeyError, ValueError, StopIteration) as exc:
+        log.warning("the brokers' group.min.session.timeout.ms could not be read (%s): a "
+                    "session timeout below it makes the worker exit with "
+                    "InvalidSessionTimeoutError (CRONSTREAM_GROUP_SESSION_TIMEOUT_S)", exc)
+        return None
+    session_ms = round(session_s * 1000)
+    if low <= session_ms <= high:
+        return None
+    return (f"CRONSTREAM_GROUP_SESSION_TIMEOUT_S={session_s:g} is outside what the brokers at "
+            f"{bootstrap} allow a consumer group's session (group.min.session.timeout.ms="
+            f"{low}, group.max.session.timeout.ms={high}): set it within, or change the brokers' "
+            "setting (docs/deploy.md, failover)")
+
+
 def replication(bootstrap: str, timeout_s: float = 10.0) -> Replication:
     """The replication cronstream's topics get on this cluster (``kafka_config.replication_for``
     of its broker count and the settings)."""

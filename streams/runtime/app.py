@@ -132,9 +132,9 @@ def build(settings: Settings, worker_id: str, *, replication_factor: int) -> Run
         # the changelogs' producer (aiokafka) batches for 5 ms: sent as they came, a spike's
         # done marks cost a produce request each (a sixth of a draining worker's event loop)
         producer_linger=0.005,
-        # a dead worker's partitions move after ~10 s instead of faust's default 60 s
-        broker_session_timeout=10.0,
-        broker_heartbeat_interval=2.0,
+        # a dead worker's partitions move once its session ends (settings.group_session)
+        broker_session_timeout=settings.group_session[0],
+        broker_heartbeat_interval=settings.group_session[1],
     )
     # faust stops handing ANY record to ANY agent while more than ``max_messages`` (100) table
     # writes wait for its changelog producer (``ProducerBuffer.wait_until_ebb``, called for every

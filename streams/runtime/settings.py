@@ -260,6 +260,26 @@ class Settings:
         return seconds
 
     @property
+    def group_session(self) -> tuple[float, float]:
+        """The workers' consumer-group session timeout and heartbeat interval, in seconds
+        (``CRONSTREAM_GROUP_SESSION_TIMEOUT_S`` 2, ``CRONSTREAM_GROUP_HEARTBEAT_S`` 0.5). A
+        worker that dies is noticed by the group coordinator when its session ends, so this is
+        the floor of a failover (``bench.failover``). Heartbeats are sent by faust's consumer
+        thread, not the worker's event loop, so a busy loop does not miss them. The brokers'
+        ``group.min.session.timeout.ms`` must allow it (the local stack sets 1000; Kafka's
+        default 6000 refuses the join with INVALID_SESSION_TIMEOUT: docs/deploy.md)."""
+        session = _float("CRONSTREAM_GROUP_SESSION_TIMEOUT_S", "2")
+        heartbeat = _float("CRONSTREAM_GROUP_HEARTBEAT_S", "0.5")
+        if not 1 <= session <= 300:
+            raise SettingsError(f"CRONSTREAM_GROUP_SESSION_TIMEOUT_S={session:g} is not in "
+                                "[1, 300]")
+        if not 0 < heartbeat <= session / 3:
+            raise SettingsError(f"CRONSTREAM_GROUP_HEARTBEAT_S={heartbeat:g} is not in (0, "
+                                f"{session / 3:g}]: at most a third of the session timeout, so "
+                                "one lost heartbeat does not end the session")
+        return session, heartbeat
+
+    @property
     def soft_bounce_limit(self) -> int:
         """Transient bounces of an address, within the window, that suppress it
         (``CRONSTREAM_SOFT_BOUNCE_LIMIT``, default 3: ``streams.campaigns.bounces``)."""
@@ -539,6 +559,10 @@ SETTINGS: tuple[Setting, ...] = (
             "`AWS_ACCESS_KEY_ID`: SES credentials", "worker", secret=True),
     Setting("CRONSTREAM_EVENT_LOOP", "`uvloop`", "the workers' event loop: `uvloop` or `asyncio`",
             "worker", lambda s: s.event_loop),
+    Setting("CRONSTREAM_GROUP_SESSION_TIMEOUT_S", "2 (heartbeat `_HEARTBEAT_S` 0.5)", "the "
+            "workers' consumer-group session: a dead worker's partitions move after it; the "
+            "brokers' `group.min.session.timeout.ms` must be at most it", "worker",
+            lambda s: "session {:g} s, heartbeat {:g} s".format(*s.group_session)),
     Setting("CRONSTREAM_SES_MAX_RATE", "20000", "the SES account's sends per second", "worker",
             lambda s: s.ses_max_rate_per_s),
     Setting("CRONSTREAM_UNSUBSCRIBE_SECRET", "— (required, ≥ 16 characters)", "signs one-click "
@@ -648,7 +672,7 @@ def validate(s: Settings, role: str) -> list[str]:
     for prop in ("pg_params", "ses_max_rate_per_s", "runs_per_host", "soft_bounce_limit",
                  "soft_bounce_window_days", "unknown_window_s", "guard_thresholds", "sns_topics",
                  "sns_max_age_s", "recipients_prune_interval_s", "region", "region_lease",
-                 "region_reserve_chunks"):
+                 "region_reserve_chunks", "group_session"):
         check(lambda prop=prop: getattr(s, prop))
     for name, url in (("CRONSTREAM_API_URL", s.api_url), ("CRONSTREAM_CONNECT_URL", s.connect_url),
                       ("CRONSTREAM_SES_ENDPOINT", os.environ.get("CRONSTREAM_SES_ENDPOINT"))):

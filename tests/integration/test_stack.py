@@ -77,3 +77,17 @@ def test_the_broker_preallocates_small_indexes(stack):
     assert int(configs["segment.index.bytes"].value) == BROKER_INDEX_BYTES
     index = next((stack.s.home / "kafka" / "data" / f"{FIRED.name}-0").glob("*.index"))
     assert index.stat().st_size <= BROKER_INDEX_BYTES
+
+
+def test_the_broker_lets_the_workers_session_end_within_seconds(stack):
+    """A dead worker's partitions move once its group session ends (``Settings.group_session``,
+    2 s); Kafka's default ``group.min.session.timeout.ms`` (6 s) refuses such a member, so the
+    local stack lowers it, and a worker asks the brokers at its start: refused, it stops with a
+    line naming the setting instead of dying on faust's InvalidSessionTimeoutError."""
+    from streams.runtime import admin
+
+    assert admin.group_session_problem(stack.s.bootstrap, stack.s.group_session[0]) is None
+    problem = admin.group_session_problem(stack.s.bootstrap, 0.5)
+    assert problem is not None
+    assert problem.startswith("CRONSTREAM_GROUP_SESSION_TIMEOUT_S=0.5 is outside"), problem
+    assert "group.min.session.timeout.ms=1000" in problem, problem

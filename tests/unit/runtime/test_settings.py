@@ -151,3 +151,18 @@ def test_a_region_and_its_lease_are_checked_at_start(monkeypatch: pytest.MonkeyP
     assert (conf.region, conf.authority_dsn) == ("b", f"host=db password={SECRET}")
     rows = {name: value for name, value, _ in effective(conf)}
     assert SECRET not in rows["CRONSTREAM_AUTHORITY_DSN"]
+
+
+def test_the_group_session_is_checked_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert settings.load().group_session == (2.0, 0.5)
+    monkeypatch.setenv("CRONSTREAM_GROUP_SESSION_TIMEOUT_S", "10")
+    monkeypatch.setenv("CRONSTREAM_GROUP_HEARTBEAT_S", "2")
+    assert settings.load().group_session == (10.0, 2.0)
+    monkeypatch.setenv("CRONSTREAM_GROUP_HEARTBEAT_S", "4")  # more than a third of the session
+    problems = validate(settings.load(), "worker")
+    assert any(p.startswith("CRONSTREAM_GROUP_HEARTBEAT_S=4 is not in (0, 3.33333]")
+               for p in problems), problems
+    monkeypatch.setenv("CRONSTREAM_GROUP_SESSION_TIMEOUT_S", "0.5")
+    problems = validate(settings.load(), "worker")
+    assert any(p.startswith("CRONSTREAM_GROUP_SESSION_TIMEOUT_S=0.5 is not in [1, 300]")
+               for p in problems), problems
