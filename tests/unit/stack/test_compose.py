@@ -181,3 +181,13 @@ def test_every_app_service_is_configured_by_settings_and_reaches_the_others_by_n
     assert worker["CRONSTREAM_SES_ENDPOINT"] == "http://ses:18025"
     assert {"CRONSTREAM_API_URL", "CRONSTREAM_UNSUBSCRIBE_SECRET"} <= set(worker)
     assert services["api"]["environment"]["CRONSTREAM_API_HOST"] == "0.0.0.0"
+
+
+def test_compose_broker_allows_the_workers_group_session():
+    """The workers' session (``Settings.group_session``, 2 s) is below Kafka's default minimum
+    (6 s): a compose broker without this refuses them (they stop at start, naming both)."""
+    from streams.runtime import settings
+
+    kafka = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]["kafka"]
+    allowed_ms = int(kafka["environment"]["KAFKA_GROUP_MIN_SESSION_TIMEOUT_MS"])
+    assert allowed_ms <= settings.load().group_session[0] * 1000
