@@ -14,8 +14,8 @@ Slots missed: every (job, second) between the kill minus 10 s and the
 kill plus ``--after-s`` must end up with a decision in ``cronstream.ledger`` once the executors
 have consumed every fired record (the time that takes is reported: a backlog means the executors
 run slower than the jobs fire) and the reconciler has had its turn; the count of those without
-one must be 0. The killed worker is restarted at the
-end. Target: its partitions fire again within 15 s.
+one must be 0. The killed worker is restarted once the report is printed. Target (issue 42):
+its partitions fire again within 5 s (goal 3 s).
 
 ``--spike N`` kills the worker in the middle of a top-of-minute spike instead: N more jobs, due
 together once (at a minute boundary planned as ``bench.spike`` plans its spike), and the kill
@@ -61,6 +61,7 @@ from streams.topology import FIRED, JOBS, LEDGER, partition_for, partitions
 WARM_UP_S = 20
 SETTLE_S = 20  # the reconciler's turn once the executors have consumed every fired record
 SPIKE_DECIDED_TIMEOUT_S = 900  # the most the spike's slots are waited for
+RESTART_READY_S = 900  # the killed worker restarted at the end, beside a million jobs
 
 
 def held_partitions(stack: Stack, worker: str) -> set[int]:
@@ -223,7 +224,6 @@ def main() -> None:
     # the idle and spike jobs go only now: a million tombstones are a bulk load of their own, and
     # applied while the spike's runs drained they took the survivor's event loop from its executor
     stop(emitter, idle, spike)
-    stack.start_worker(victim)
 
     count = partitions()
     gaps = {}
@@ -266,6 +266,9 @@ def main() -> None:
                                  "kill_into_spike_ms": args.kill_into_spike_ms})
     if missed or spike_slots - decided:
         print(f"  e.g. missed: {sorted(missed | (spike_slots - decided))[:5]}")
+    # after the report: a victim with no warm index of what it owned reads its share again
+    # (543k jobs in 50 s beside 1.1M idle), longer than a worker's usual 60 s to be ready
+    stack.start_worker(victim, ready_timeout_s=RESTART_READY_S)
 
 
 if __name__ == "__main__":
