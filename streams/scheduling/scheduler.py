@@ -80,6 +80,7 @@ FIRE_TICK_S = 0.05  # the deciding punctuator's interval
 FIRE_ROUND = 500  # slots popped per partition per round
 FIRE_BUDGET_S = 0.1  # time one tick may spend deciding before yielding the event loop
 MARK_EVERY_S = 1.0
+MARK_FLUSH_S = 0.5  # the most a mark round waits for the records before it (maybe_mark)
 CATCH_UP_PER_JOB_S = 20  # a job's missed slots run a second, in turns (streams.scheduling.catch_up)
 PREPARE_AHEAD_MS = 10_000  # how long before its due time a slot may be prepared
 PREPARE_BUDGET_S = 0.03  # time one tick may spend preparing, after firing what is due
@@ -488,16 +489,27 @@ class ScheduleState:
                                  "expired_stale", catch.reason, now - item.nominal_ms, now)
         self.count()
 
-    async def maybe_mark(self) -> None:
-        """Persist fired-through marks once the records before them are acknowledged."""
+    async def maybe_mark(self) -> bool:
+        """Persist fired-through marks once the records before them are acknowledged; False
+        when they were not all acknowledged within ``MARK_FLUSH_S``, and the marks wait for the
+        next round. Why bounded: the punctuator awaits this, so a flush waiting for records of
+        a partition whose leader died (until the controller moves it: 12 s after a controller
+        kill on three nodes, docs/testing.md) stopped every partition's firing that long."""
         if time.monotonic() - self._last_mark < MARK_EVERY_S or not self.partitions.indexes:
-            return
+            return False
         self._last_mark = time.monotonic()
         marks = dict(self.partitions.fired_through)
-        await asyncio.get_running_loop().run_in_executor(None, self.emitter.flush)
+        left = await asyncio.get_running_loop().run_in_executor(
+            None, self.emitter.flush, MARK_FLUSH_S)
+        if left:
+            log.info("fired-through marks not written: %d records of the scheduler not "
+                     "acknowledged after %.1fs (a partition without a leader?); next round in "
+                     "%.0fs (epoch %d)", left, MARK_FLUSH_S, MARK_EVERY_S, self.epoch)
+            return False
         for part, through in marks.items():
             if part in self.partitions.indexes:
                 progress.write_mark(self.emitter, part, through, self.epoch, self.worker_id)
+        return True
 
 
 class Burst:

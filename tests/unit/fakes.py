@@ -15,6 +15,12 @@ class Recorder:
         self.values: list[bytes] = []
         self.topics: list[str] = []
         self.keys: list[str] = []
+        self.unacked = 0  # what ``flush`` reports still in flight (a partition without a leader)
+        self.flushes: list[float] = []  # the timeout of each flush
+
+    def flush(self, timeout_s: float = 30.0) -> int:
+        self.flushes.append(timeout_s)
+        return self.unacked
 
     def produce(self, topic, key, value, partition=None, **_) -> None:
         self.produce_all(topic, [(key, value)], partition)
