@@ -321,7 +321,7 @@ class Stack:
             lines += [f"default.replication.factor={internal_rf}", f"min.insync.replicas={min_isr}",
                       # a node that dies is fenced, and its partitions' leadership moves, when
                       # its heartbeats to the controller stop for this long (Kafka's default 9 s
-                      # stalled firing 12-34 s at a controller kill: docs/deploy.md, brokers)
+                      # stalled firing 12-34 s at a controller kill: docs/testing.md, one controller kill)
                       f"broker.session.timeout.ms={BROKER_SESSION_MS}",
                       f"broker.heartbeat.interval.ms={BROKER_HEARTBEAT_MS}"]
         return "\n".join([*lines, ""])

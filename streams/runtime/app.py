@@ -105,6 +105,7 @@ def build(settings: Settings, worker_id: str, *, replication_factor: int) -> Run
     idempotent_producers()
     # the consumer's client id, unique per process (the fan-out fence goes by member id)
     client_id = f"cronstream-{worker_id}-{uuid.uuid4().hex[:8]}"
+    session_s, heartbeat_s = settings.group_session
     app = faust.App(
         APP_ID,
         broker=[f"kafka://{host}" for host in settings.bootstrap.split(",")],
@@ -133,8 +134,8 @@ def build(settings: Settings, worker_id: str, *, replication_factor: int) -> Run
         # done marks cost a produce request each (a sixth of a draining worker's event loop)
         producer_linger=0.005,
         # a dead worker's partitions move once its session ends (settings.group_session)
-        broker_session_timeout=settings.group_session[0],
-        broker_heartbeat_interval=settings.group_session[1],
+        broker_session_timeout=session_s,
+        broker_heartbeat_interval=heartbeat_s,
     )
     # faust stops handing ANY record to ANY agent while more than ``max_messages`` (100) table
     # writes wait for its changelog producer (``ProducerBuffer.wait_until_ebb``, called for every
