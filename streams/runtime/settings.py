@@ -280,6 +280,19 @@ class Settings:
         return session, heartbeat
 
     @property
+    def reconciler_lag_s(self) -> float:
+        """How long after a slot was sent to run the reconciler waits for its decision before it
+        re-drives the slot under the same fire id (``CRONSTREAM_RECONCILER_LAG_S``, 120:
+        ``streams.scheduling.reconciler``). Shorter catches a lost run sooner; too short re-drives
+        slots that are only queued behind a burst (the reconciler leaves those alone while the
+        executor has records to take up, and the done table keeps a re-drive from running a
+        slot twice, so a short lag costs work, never a second call)."""
+        seconds = _float("CRONSTREAM_RECONCILER_LAG_S", "120")
+        if not 5 <= seconds <= 3600:
+            raise SettingsError(f"CRONSTREAM_RECONCILER_LAG_S={seconds:g} is not in [5, 3600]")
+        return seconds
+
+    @property
     def soft_bounce_limit(self) -> int:
         """Transient bounces of an address, within the window, that suppress it
         (``CRONSTREAM_SOFT_BOUNCE_LIMIT``, default 3: ``streams.campaigns.bounces``)."""
@@ -563,6 +576,9 @@ SETTINGS: tuple[Setting, ...] = (
             "workers' consumer-group session: a dead worker's partitions move after it; the "
             "brokers' `group.min.session.timeout.ms` must be at most it", "worker",
             lambda s: "session {:g} s, heartbeat {:g} s".format(*s.group_session)),
+    Setting("CRONSTREAM_RECONCILER_LAG_S", "120", "how long a slot sent to run may go without a "
+            "decision before the reconciler re-drives it (same fire id)", "worker",
+            lambda s: s.reconciler_lag_s),
     Setting("CRONSTREAM_SES_MAX_RATE", "20000", "the SES account's sends per second", "worker",
             lambda s: s.ses_max_rate_per_s),
     Setting("CRONSTREAM_UNSUBSCRIBE_SECRET", "— (required, ≥ 16 characters)", "signs one-click "
@@ -672,7 +688,7 @@ def validate(s: Settings, role: str) -> list[str]:
     for prop in ("pg_params", "ses_max_rate_per_s", "runs_per_host", "soft_bounce_limit",
                  "soft_bounce_window_days", "unknown_window_s", "guard_thresholds", "sns_topics",
                  "sns_max_age_s", "recipients_prune_interval_s", "region", "region_lease",
-                 "region_reserve_chunks", "group_session"):
+                 "region_reserve_chunks", "group_session", "reconciler_lag_s"):
         check(lambda prop=prop: getattr(s, prop))
     for name, url in (("CRONSTREAM_API_URL", s.api_url), ("CRONSTREAM_CONNECT_URL", s.connect_url),
                       ("CRONSTREAM_SES_ENDPOINT", os.environ.get("CRONSTREAM_SES_ENDPOINT"))):

@@ -51,7 +51,7 @@ from streams.scheduling.imports import ImportWindow, imported, stale
 from streams.scheduling.ledger import job_entry
 from streams.scheduling.partitions import Partitions
 from streams.scheduling.priority import Gate, collections_deferred
-from streams.scheduling.reconciler import ExecutorQueue, Pending, Reconciler
+from streams.scheduling.reconciler import DEFAULT_LAG_MS, ExecutorQueue, Pending, Reconciler
 from streams.scheduling.slots import (
     JobStore,
     Prepared,
@@ -121,7 +121,8 @@ class ScheduleState:
                  load_marks: Callable[[str], dict[int, int]] = progress.load_marks,
                  read_fired: Callable[[str, dict[int, int]], dict[int, dict[str, int]]] = fired_tail.read,
                  fire_budget_s: float = FIRE_BUDGET_S,
-                 prepare_budget_s: float = PREPARE_BUDGET_S) -> None:
+                 prepare_budget_s: float = PREPARE_BUDGET_S,
+                 reconciler_lag_ms: int = DEFAULT_LAG_MS) -> None:
         self.jobs = jobs  # the jobs table (a faust table in a worker)
         self.runs = runs  # what the executor knows of the slots it runs (``Runs``)
         self.bootstrap, self.worker_id, self.clock = bootstrap, worker_id, clock
@@ -131,7 +132,7 @@ class ScheduleState:
         self.fire_budget_s, self.prepare_budget_s = fire_budget_s, prepare_budget_s
         self.epoch = 0  # fence_epoch of the region's epoch and the group's generation
         self.generation = 0  # the consumer group's, at the last assignment
-        self.reconciler = Reconciler()
+        self.reconciler = Reconciler(lag_ms=reconciler_lag_ms)
         self.catch_up: dict[int, CatchUpLane] = {}  # partition -> its missed slots' turns
         # slots decided and slots reached without a preparation since the worker started
         self.decided = self.reached_at_due = 0
@@ -547,7 +548,8 @@ def register(rt: Runtime, runs: Runs, deciding: Gate, window: ImportWindow) -> S
     jobs_topic = rt.topic(JOBS)
     commands_topic = rt.topic(JOB_COMMANDS)
     jobs_table = rt.table(JOBS_TABLE)
-    state = ScheduleState(jobs_table, runs, bootstrap=rt.settings.bootstrap, worker_id=rt.worker_id)
+    state = ScheduleState(jobs_table, runs, bootstrap=rt.settings.bootstrap, worker_id=rt.worker_id,
+                          reconciler_lag_ms=int(rt.settings.reconciler_lag_s * 1000))
 
     @jobs_table.on_recover
     async def _on_jobs_recovered() -> None:

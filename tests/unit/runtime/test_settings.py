@@ -166,3 +166,12 @@ def test_the_group_session_is_checked_at_start(monkeypatch: pytest.MonkeyPatch) 
     problems = validate(settings.load(), "worker")
     assert any(p.startswith("CRONSTREAM_GROUP_SESSION_TIMEOUT_S=0.5 is not in [1, 300]")
                for p in problems), problems
+
+
+def test_the_reconcilers_lag_is_a_setting_checked_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert settings.load().reconciler_lag_s == 120.0
+    monkeypatch.setenv("CRONSTREAM_RECONCILER_LAG_S", "20")
+    assert settings.load().reconciler_lag_s == 20.0
+    monkeypatch.setenv("CRONSTREAM_RECONCILER_LAG_S", "1")  # would re-drive slots only queued
+    problems = validate(settings.load(), "worker")
+    assert "CRONSTREAM_RECONCILER_LAG_S=1 is not in [5, 3600]" in problems, problems
