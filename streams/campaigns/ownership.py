@@ -66,9 +66,13 @@ def ownership(assignment: Assignment, member_id: str, topic: str, partition: int
 # coordinator's lost connection takes the child, not the worker (streams.runtime.admin_child)
 _COORDINATOR = AdminChild()
 CHILD_GRACE_S = 20.0  # beyond the request's own timeout: a new child's start and imports
+# a coordinator answers in milliseconds; one that died with the request out answers never, and the
+# fence waited the whole timeout before asking its successor (10 s of a controller kill's stall,
+# docs/testing.md's timeline). Sooner is safe: a describe that times out fences nothing (retried)
+DESCRIBE_TIMEOUT_S = 3.0
 
 
-def describe(bootstrap: str, group: str, timeout_s: float = 10.0) -> Assignment:
+def describe(bootstrap: str, group: str, timeout_s: float = DESCRIBE_TIMEOUT_S) -> Assignment:
     """The coordinator's answer for ``group`` (blocking), asked from the child process; raises
     when it cannot say (the fence then waits and asks again)."""
     answer = _COORDINATOR.call(f"{__name__}:described", bootstrap, group, timeout_s,

@@ -55,10 +55,13 @@ class TopicView:
             # librdkafka's default, the end, would skip records without a word
             "auto.offset.reset": "earliest",
         }
-        self._consumer = Consumer(self._config)
+        # made by ``start``: a librdkafka client connects as it is made, and a view made but
+        # never started (a unit test's, one a lazy holder never needed) should not
+        self._consumer: Consumer
         self._thread = threading.Thread(target=self._run, name=f"view-{topic.name}", daemon=True)
 
     def start(self, timeout_s: float = 60.0) -> TopicView:
+        self._consumer = Consumer(self._config)
         self._thread.start()
         deadline = time.monotonic() + timeout_s
         while not self._ready.wait(0.1):

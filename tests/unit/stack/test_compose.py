@@ -55,25 +55,6 @@ def test_the_app_image_holds_every_package_and_file_the_app_reads():
     assert files <= copied, f"files not in the image: {sorted(files - copied)}"
 
 
-def test_registering_the_sinks_without_postgres_names_postgres_and_touches_no_connector(
-        monkeypatch):
-    """``cronstream sink register`` (docker-compose's sink-setup) before Postgres answers: a clear
-    error naming the component and address, not a psycopg traceback, and no connector created
-    (the Connect URL is unreachable too; reaching it would be a different error)."""
-    import pytest
-
-    from stack.local import StackError, register_sink
-    from tests.conftest import free_port
-
-    port = free_port()
-    monkeypatch.delenv("CRONSTREAM_PG_DSN", raising=False)
-    monkeypatch.setenv("CRONSTREAM_PG_PORT", str(port))
-    with pytest.raises(StackError, match=rf"postgres: could not create the ledger tables on "
-                                         rf"127\.0\.0\.1:{port} \(ledger\.sql\)"):
-        register_sink(f"http://127.0.0.1:{free_port()}", settings.load(),
-                      schemas_dir=REPO_ROOT / "schemas")
-
-
 def test_compose_broker_preallocates_the_local_stacks_index_size():
     kafka = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]["kafka"]
     assert int(kafka["environment"]["KAFKA_LOG_INDEX_SIZE_MAX_BYTES"]) == BROKER_INDEX_BYTES
