@@ -67,6 +67,10 @@ class DoneMarks:
         # partitions whose RocksDB this worker holds now: a mark acknowledged after its
         # partition was revoked is on the changelog, which the next owner reads
         self.assigned: set[int] = set()
+        # per partition, marks the broker acknowledged while the partition was not this
+        # worker's (revoked, its run finished meanwhile): written to RocksDB if it comes back
+        # (``assign``); a partition that never does keeps its few rows here, unread
+        self.acked_away: dict[int, list[tuple[bytes, bytes]]] = {}
         self.batches = 0  # changelog batches acknowledged (for the benchmark's figures)
 
     def get(self, partition: int, fire_id: str) -> bytes | None:
@@ -121,9 +125,10 @@ class DoneMarks:
             return
         self.batches += 1
         for partition, first, last, count in future.result():
-            if partition not in self.assigned:
-                continue
             rows = [(entry.fire_id.encode(), entry.value) for entry in by_partition[partition]]
+            if partition not in self.assigned:
+                self.acked_away.setdefault(partition, []).extend(rows)
+                continue
             # a partition's group is contiguous unless another writer's record came between two
             # of ours (a zombie's): then its offsets are not all ours, and the persisted offset
             # must not pass them (``GuardedTable``), so the next recovery reads them
@@ -139,6 +144,24 @@ class DoneMarks:
                 del self.pending[entry.fire_id]
             if entry.on_durable is not None:
                 entry.on_durable()
+
+    def assign(self, partitions: set[int]) -> None:
+        """``partitions`` are this worker's again, their recovery done. A mark acknowledged while
+        its partition was away is on the changelog, but perhaps past the end the recovery read
+        (a worker whose session expired and that rejoined within a second got its partitions
+        back, and a run that finished in between was run again: issue 42's controller kill).
+        Such marks are written where the table has nothing for their fire id (anything it has
+        is as new or newer: the recovery's, or another owner's since), and not as persisted
+        offsets, so the next recovery still reads them from the changelog."""
+        self.assigned |= partitions
+        for partition in sorted(partitions):
+            rows = [(key, value) for key, value in self.acked_away.pop(partition, [])
+                    if self.table.get_in(partition, key) is None]
+            if rows:
+                self.table.write_acked(partition, rows, None)
+                log.info("partition %d assigned again: %d done marks acknowledged while it was "
+                         "away written to its table (the recovery had not read them)",
+                         partition, len(rows))
 
     def forget(self, partition: int) -> None:
         """The partition was revoked: its RocksDB is no longer this worker's to write."""

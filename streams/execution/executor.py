@@ -179,7 +179,7 @@ class Executor:
         new = partitions - self.partitions
         self.partitions |= new
         self.quota.held(len(self.partitions))
-        self.marks.assigned |= new
+        self.marks.assign(new)
         if new:
             self.reader.assign(new)
 

@@ -221,6 +221,43 @@ def test_a_record_of_a_done_fire_id_is_resolved_without_a_run():
     asyncio.run(main())
 
 
+def test_a_run_that_finished_while_its_partition_was_away_is_not_run_again_on_its_return():
+    """Issue 42's controller kill: the coordinator expired a live worker's session, and the worker
+    rejoined and got its partitions back within a second. A run that finished in between had its
+    done mark acknowledged while the partition was not the worker's, past the end its recovery
+    had read; the fired record, never committed, was read again and run a second time."""
+    world = World()
+    fid = fire_id("job-w", SLOT)
+
+    async def main() -> None:
+        executor = executor_in(world)
+        world.deliver([Msg(0, 10, fired_record("job-w"))])
+        await until(lambda: world.ledger)
+        world.ack_ledger()
+        await until(lambda: world.marks)
+        executor.revoke({0})
+        world.ack_marks()  # the broker has the mark; partition 0 is away
+        await until(lambda: not executor.marks.pending)
+        assert world.rows == {}, "not this worker's RocksDB to write while away"
+        executor.assign({0})  # its recovery ended before the mark was acknowledged
+        assert world.rows == {fid.encode(): b"succeeded"}
+        world.deliver(Assigned({0: 10}))
+        world.deliver([Msg(0, 10, fired_record("job-w"))])  # read again from the commit
+        await until(lambda: executor.replays == 1)
+        assert [event for event in world.log if event[0] == "attempt"] == [("attempt", fid)]
+
+    asyncio.run(main())
+
+
+def test_a_mark_acknowledged_away_does_not_overwrite_what_the_recovery_brought():
+    world = World()
+    marks = DoneMarks(world, world, CHANGELOG)
+    marks.acked_away[0] = [(b"job-x@1", b"intent")]
+    world.rows[b"job-x@1"] = b"unknown"  # another owner resolved it meanwhile
+    marks.assign({0})
+    assert world.rows == {b"job-x@1": b"unknown"} and marks.acked_away == {}
+
+
 def test_a_revoked_partitions_waiting_slots_are_dropped_and_its_records_not_taken():
     world = World()
 
