@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from streams.runtime.emit import Landed
-from streams.topology import TopicSpec
+from streams.topology import INTENT, TopicSpec
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,13 @@ class _Mark:
     fire_id: str
     value: bytes
     on_durable: Callable[[], None] | None
+
+
+def _older(held: bytes | None, stashed: bytes) -> bool:
+    """Whether the table's value for a fire id (``held``) is older than a mark of this worker
+    acknowledged while the partition was away: none at all, or an email's intent that the
+    stashed outcome resolves."""
+    return held is None or (held == INTENT and stashed != INTENT)
 
 
 class DoneMarks:
@@ -150,18 +157,25 @@ class DoneMarks:
         its partition was away is on the changelog, but perhaps past the end the recovery read
         (a worker whose session expired and that rejoined within a second got its partitions
         back, and a run that finished in between was run again: issue 42's controller kill).
-        Such marks are written where the table has nothing for their fire id (anything it has
-        is as new or newer: the recovery's, or another owner's since), and not as persisted
-        offsets, so the next recovery still reads them from the changelog."""
+        Such marks are written where the table has nothing for their fire id, or only an
+        email's intent that the stashed outcome follows (else the send, done, would be
+        resolved ``unknown``); anything else it has is as new or newer (the recovery's, or
+        another owner's since). Not as persisted offsets, so the next recovery still reads them
+        from the changelog."""
         self.assigned |= partitions
         for partition in sorted(partitions):
             rows = [(key, value) for key, value in self.acked_away.pop(partition, [])
-                    if self.table.get_in(partition, key) is None]
-            if rows:
+                    if _older(self.table.get_in(partition, key), value)]
+            if not rows:
+                continue
+            try:
                 self.table.write_acked(partition, rows, None)
-                log.info("partition %d assigned again: %d done marks acknowledged while it was "
-                         "away written to its table (the recovery had not read them)",
-                         partition, len(rows))
+            except Exception:  # the changelog has them: the next recovery reads them back
+                log.exception("partition %d assigned again: %d done marks acknowledged while "
+                              "it was away not written to RocksDB", partition, len(rows))
+                continue
+            log.info("partition %d assigned again: %d done marks acknowledged while it was away "
+                     "written to its table (the recovery had not read them)", partition, len(rows))
 
     def forget(self, partition: int) -> None:
         """The partition was revoked: its RocksDB is no longer this worker's to write."""

@@ -61,7 +61,8 @@ class TopicView:
         self._thread = threading.Thread(target=self._run, name=f"view-{topic.name}", daemon=True)
 
     def start(self, timeout_s: float = 60.0) -> TopicView:
-        self._consumer = Consumer(self._config)
+        if self._thread.ident is None:  # a second start raises below, as a thread's does
+            self._consumer = Consumer(self._config)
         self._thread.start()
         deadline = time.monotonic() + timeout_s
         while not self._ready.wait(0.1):

@@ -157,21 +157,25 @@ def test_every_second_job_has_a_ledger_row_per_slot(stack, api, monkeypatch):
         released[-1].set()
         isolated.call("tests.integration.helpers:commit_at_end", stack.s.bootstrap,
                       consumer_group(FIRED), FIRED.name, part, timeout_s=120)
-        monkeypatch.setenv("CRONSTREAM_RECONCILER_LAG_S", str(RECONCILE_LAG_S))
-        stack.start_worker("worker-1")
         slots = [int(start.timestamp() * 1000) + 1000 * i for i in range(31)]
         expected = {fire_id(job, s) for s in slots}
 
         def decided() -> set[str]:
             return {r["fire_id"] for r in ledger(stack, job_id=job)}
 
+        lag_before = os.environ.get("CRONSTREAM_RECONCILER_LAG_S")
+        monkeypatch.setenv("CRONSTREAM_RECONCILER_LAG_S", str(RECONCILE_LAG_S))
         try:
+            stack.start_worker("worker-1")
             wait_for(lambda: decided() >= expected, timeout_s=RECONCILE_LAG_S + 120, every_s=2,
                      explain=lambda: f"undecided: {sorted(expected - decided())}")
             wait_for(executor_caught_up(stack, [job]))
             wait_for(sink_caught_up(stack, LEDGER))
-        finally:  # the tests after this one share the worker: back to the default lag
-            monkeypatch.delenv("CRONSTREAM_RECONCILER_LAG_S")
+        finally:  # the tests after this one share the worker: back to the lag it had
+            if lag_before is None:
+                monkeypatch.delenv("CRONSTREAM_RECONCILER_LAG_S")
+            else:
+                monkeypatch.setenv("CRONSTREAM_RECONCILER_LAG_S", lag_before)
             processes.stop(stack.pidfile("worker-1"), timeout_s=60)
             stack.start_worker("worker-1")
     first = {}

@@ -258,6 +258,18 @@ def test_a_mark_acknowledged_away_does_not_overwrite_what_the_recovery_brought()
     assert world.rows == {b"job-x@1": b"unknown"} and marks.acked_away == {}
 
 
+def test_an_emails_outcome_acknowledged_away_replaces_its_recovered_intent():
+    """The intent was durable while the partition was held, its outcome acknowledged while it
+    was away: the recovery brought the intent, and the record read again would be resolved
+    ``unknown`` over the send's real outcome."""
+    world = World()
+    marks = DoneMarks(world, world, CHANGELOG)
+    marks.acked_away[0] = [(b"job-e@1", b"succeeded")]
+    world.rows[b"job-e@1"] = INTENT
+    marks.assign({0})
+    assert world.rows == {b"job-e@1": b"succeeded"}
+
+
 def test_a_revoked_partitions_waiting_slots_are_dropped_and_its_records_not_taken():
     world = World()
 
