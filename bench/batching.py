@@ -12,7 +12,7 @@ topic's partitions, through ``streams.runtime.emit.Emitter`` with ``linger.ms`` 
 lingers alternate over ``--rounds`` so the broker's JIT warming up through the run does not
 favour the later ones; the first round on a fresh broker is its cold case. Runs on the local
 stack (started if needed, no workers); the scratch topics are deleted afterwards.
-``streams.scheduling.scheduler.FIRED_LINGER_MS`` comes from here.
+``streams.scheduling.emission.FIRED_LINGER_MS`` comes from here.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from streams.runtime.admin import client as admin_client
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
+from streams.scheduling.deciding import FIRE_ROUND
 from streams.scheduling.schedule import fire_id
-from streams.scheduling.scheduler import FIRE_ROUND
 from streams.scheduling.slots import fired_frozen, fired_template
 from streams.topology import FIRED
 

@@ -22,7 +22,7 @@ from bench.spike import job
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
-from streams.scheduling import scheduler
+from streams.scheduling import deciding
 from streams.scheduling.due_index import DueIndex
 from streams.scheduling.slots import prepare
 
@@ -45,7 +45,7 @@ class NoJobs:
 
 
 class NothingRuns:
-    """The executor's side (``scheduler.Runs``): nothing done, nothing running."""
+    """The executor's side (``streams.handoff.Runs``): nothing done, nothing running."""
 
     def done_mark(self, partition: int, fid: str) -> bytes | None:
         return None
@@ -57,9 +57,9 @@ class NothingRuns:
         return {}
 
 
-def prepared_state(slots: int, partitions: int, slot: int) -> scheduler.ScheduleState:
+def prepared_state(slots: int, partitions: int, slot: int) -> deciding.ScheduleState:
     """A worker's schedule state with ``slots`` jobs due at ``slot``, every one prepared."""
-    state = scheduler.ScheduleState(NoJobs(), NothingRuns())
+    state = deciding.ScheduleState(NoJobs(), NothingRuns())
     state._emitter = Emitter(NOWHERE, "bench-deciding", **{
         "queue.buffering.max.messages": max(1_000_000, slots), "log_level": 0})
     for part in range(partitions):
@@ -85,7 +85,7 @@ def main() -> None:
         raise SystemExit("preparing took longer than planned and the slot has passed; "
                          "nothing measured (lower --slots)")
     time.sleep((slot - now_ms()) / 1000 + 0.005)
-    gc.disable()  # as in a burst (streams.scheduling.priority.collections_deferred)
+    gc.disable()  # as in a burst (streams.scheduling.agents.collections_deferred)
     cpu, wall = time.thread_time(), time.monotonic()
     while state.fire_due():
         pass

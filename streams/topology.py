@@ -251,7 +251,7 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
         doc="`cronstream tenant create`: a tenant and the hash of its API key.",
     ),
     ProcessorSpec(
-        "apply_jobs", "agent", "streams.scheduling.scheduler", consumes=(JOBS,), tables=(JOBS_TABLE,),
+        "apply_jobs", "agent", "streams.scheduling.agents", consumes=(JOBS,), tables=(JOBS_TABLE,),
         doc="Materialises job definitions into the jobs table and the in-memory due index.",
     ),
     ProcessorSpec(
@@ -262,11 +262,11 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
             "unapplied, so an API change never waits behind a million imported jobs.",
     ),
     ProcessorSpec(
-        "apply_job_commands", "agent", "streams.scheduling.scheduler", consumes=(JOB_COMMANDS,),
+        "apply_job_commands", "agent", "streams.scheduling.agents", consumes=(JOB_COMMANDS,),
         produces=(FIRED,), doc="trigger / backfill: the job's owner emits the slots.",
     ),
     ProcessorSpec(
-        "fire_due", "punctuator", "streams.scheduling.scheduler",
+        "fire_due", "punctuator", "streams.scheduling.agents",
         produces=(FIRED, LEDGER, SCHEDULER_PROGRESS, JOBS),
         tables=(JOBS_TABLE,), reads=(SCHEDULER_PROGRESS,),
         doc="Every 50 ms: decide due slots (fire / skip by misfire policy), mark progress; a job "
@@ -274,11 +274,11 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
             "slot's decision is recorded.",
     ),
     ProcessorSpec(
-        "reconcile", "punctuator", "streams.scheduling.scheduler", produces=(FIRED, LEDGER),
+        "reconcile", "punctuator", "streams.scheduling.agents", produces=(FIRED, LEDGER),
         doc="Every 5 s: re-drive slots emitted but never decided (the cleanup crew).",
     ),
     ProcessorSpec(
-        "warm_up_standbys", "punctuator", "streams.scheduling.scheduler", tables=(JOBS_TABLE,),
+        "warm_up_standbys", "punctuator", "streams.scheduling.agents", tables=(JOBS_TABLE,),
         doc="Every 100 ms: a step of reading a standby jobs partition into its warm due index "
             "(the changelog keeps it current after that), so a takeover need not rebuild it.",
     ),

@@ -7,9 +7,11 @@ wires them to each other, serves the worker's health and metrics, and hands cont
 Wiring, in the order the data flows::
 
     campaigns.fanout   <- execution.executor (a campaign's tick becomes its fan-out)
-    execution.executor <- scheduling.scheduler (what is done, what runs: the reconciler's view)
-    scheduling.scheduler <- execution.executor (a slot's outcome on the ledger, in-process)
-    scheduling.scheduler <-> scheduling.imports (the window of copies not applied yet)
+    execution.executor <- scheduling.agents (what is done, what runs: the reconciler's view)
+    scheduling.agents  <- execution.executor (a slot's outcome on the ledger, in-process)
+    scheduling.agents  <-> scheduling.imports (the window of copies not applied yet)
+
+each hand-off between scheduling and execution typed once, in ``streams.handoff``,
 
 so scheduling imports neither execution nor campaigns, and execution does not import campaigns
 (the layering contract in pyproject.toml checks it).
@@ -22,16 +24,16 @@ import logging
 
 from streams.campaigns import fanout
 from streams.execution import executor, suppressed, targets
+from streams.handoff import Gate
 from streams.runtime import admin, authority, commit_watch, metrics, settings
 from streams.runtime.app import Runtime, build, worker_id_from_env
-from streams.scheduling import imports, scheduler
-from streams.scheduling.priority import Gate
+from streams.scheduling import agents, imports
 
 log = logging.getLogger(__name__)
 
 # a worker's heap is mostly long-lived (faust, clients, tables' caches) and every full collection
 # walked all of it for nothing (100-300 ms, "0 collected", during spikes): fewer young collections,
-# and the heap as recovered is frozen out of them (streams.scheduling.scheduler)
+# and the heap as recovered is frozen out of them (streams.scheduling.agents)
 GC_THRESHOLDS = (20_000, 20, 20)
 
 
@@ -44,8 +46,8 @@ def wire(rt: Runtime) -> None:
     targets.consult_suppressions(suppressed.Suppressions(
         rt.settings.bootstrap, rt.settings.home / "workers" / f"{rt.worker_id}-suppressions.sqlite3"))
     window = imports.ImportWindow()  # the import copier's copies apply_jobs has not applied
-    schedule = scheduler.register(rt, runs, deciding, window)
-    runs.on_decided = schedule.slot_decided  # an outcome on the ledger resolves its slot
+    schedule = agents.register(rt, runs, deciding, window)
+    runs.decisions = schedule  # an outcome on the ledger resolves its slot
 
     imports.register(rt, window)
     commit_watch.register(rt.app)

@@ -18,7 +18,8 @@ A fired record's commit protocol, in order (``run`` and ``record``):
    for the kinds a person could receive twice (``targets.AT_MOST_ONCE``);
 4. ledger: the outcome is produced and acknowledged (with a dead letter if it failed), a turn's
    records in one batch (``Outbox``); the scheduler's pending slot is resolved in-process
-   (``on_decided``: jobs, fired and ledger are co-partitioned, nothing needs reading back);
+   (``Decisions.slot_decided``, ``streams.handoff``: jobs, fired and ledger are co-partitioned,
+   nothing needs reading back);
 5. done: the fire id is marked done (``DoneMarks``: visible at once, durable in batches);
 6. commit: once the mark is acknowledged the record is resolved, and the partition's commit may
    pass it (only the contiguous resolved prefix is committed, every ``COMMIT_EVERY_S``).
@@ -49,6 +50,9 @@ from streams.execution.fire_quota import FireQuota
 from streams.execution.offsets import Taken
 from streams.execution.reader import Assigned, FiredReader, Notice
 from streams.execution.replays import Arrival, Position, classify
+from streams.handoff import Decisions, ExecutorQueue, Gate
+from streams.ledger import job_entry
+from streams.records import DeadLetter, Fired
 from streams.runtime import admin, metrics, region, retry
 from streams.runtime.app import Runtime
 from streams.runtime.authority import Lease, NoRegion
@@ -57,9 +61,6 @@ from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter, Outbox
 from streams.runtime.fencing import EpochFence
 from streams.runtime.views import TopicView
-from streams.scheduling.ledger import job_entry
-from streams.scheduling.priority import Gate
-from streams.scheduling.reconciler import ExecutorQueue
 from streams.topology import APP_ID, DLQ, DONE_TABLE, INTENT, JOBS, LEDGER, TENANTS
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ class Slot:
 
     partition: int
     offset: int
-    fired: dict[str, Any]
+    fired: Fired
 
 
 class Reader(Protocol):
@@ -106,7 +107,7 @@ class Sender(Protocol):
 
 
 class Attempts(Protocol):
-    async def attempt(self, fired: dict[str, Any]) -> targets.CallResult: ...
+    async def attempt(self, fired: Fired) -> targets.CallResult: ...
 
 
 class Executor:
@@ -126,8 +127,8 @@ class Executor:
         # a run starts only under the region's lease; its horizon says which reminders a
         # region deposed without a hand-over may have sent (docs/regions.md)
         self.region = region or NoRegion()
-        # the scheduler's side: a slot's decision is on the ledger (streams.worker wires it)
-        self.on_decided: Callable[[str], None] = lambda fire_id: None
+        # the scheduler's side: told a slot's decision is on the ledger (streams.worker wires it)
+        self.decisions: Decisions | None = None
         self.partitions: set[int] = set()  # the partitions the worker gave the executor
         self.taken = Taken()
         self.running: dict[str, int] = {}  # job id -> runs in flight
@@ -461,7 +462,7 @@ class Executor:
                       fired["fire_id"], fired["job_id"], fired["tenant"], slot.partition,
                       slot.offset, decision)
 
-    async def attempts(self, fired: dict[str, Any]) -> tuple[targets.CallResult, int]:
+    async def attempts(self, fired: Fired) -> tuple[targets.CallResult, int]:
         """The target's attempts with their retries, each started under the region's lease: an
         attempt that found it gone sent nothing and does not count."""
         max_attempts = max(1, fired["retry_max_attempts"])
@@ -507,7 +508,8 @@ class Executor:
             records.append((DLQ, codec().encode("DeadLetter", self.dead_letter(
                 fired, attempts, result)), None))
         await self._acknowledged(slot, records)
-        self.on_decided(fid)
+        if self.decisions is not None:
+            self.decisions.slot_decided(fid)
         self.marks.mark(slot.partition, fid, outcome.encode(),
                         lambda: self.taken.resolve(slot.partition, slot.offset))
 
@@ -530,8 +532,8 @@ class Executor:
                             slot.partition, slot.offset, exc, attempt)
                 await asyncio.sleep(retry.backoff_s(attempt, *RECORD_RETRY_S, fid))
 
-    def dead_letter(self, fired: dict[str, Any], attempts: int,
-                    result: targets.CallResult) -> dict[str, Any]:
+    def dead_letter(self, fired: Fired, attempts: int,
+                    result: targets.CallResult) -> DeadLetter:
         return {
             "fire_id": fired["fire_id"], "job_id": fired["job_id"], "tenant": fired["tenant"],
             "nominal_ms": fired["nominal_ms"], "attempts": attempts,
@@ -546,7 +548,7 @@ class Executor:
             await asyncio.sleep(COMMIT_EVERY_S)
             self.reader.commit(self.taken.committable(), self.taken.uncommitted)
 
-    # -- the scheduler's view of the runs (streams.scheduling.scheduler.Runs) -------------------
+    # -- the scheduler's view of the runs (streams.handoff.Runs) -------------------
     def done_mark(self, partition: int, fid: str) -> bytes | None:
         return self.marks.get(partition, fid)
 
@@ -565,7 +567,7 @@ INHERITED_REASON = ("region failover: asked before the deposed region's lease en
                     "(at-most-once)")
 
 
-def inherited_send(fired: dict[str, Any], horizon_ms: int) -> targets.CallResult | None:
+def inherited_send(fired: Fired, horizon_ms: int) -> targets.CallResult | None:
     """An at-most-once slot a region deposed without a hand-over may have sent (it was asked
     before that region's lease ended: ``region.reminder_inherited``), as its unknown outcome;
     None when this region may send it. Called for a slot the done marks do not have."""
@@ -583,7 +585,7 @@ def register(rt: Runtime, fan_out: targets.FanOut, deciding: Gate) -> Executor:
     """The executor's sub-topology on ``rt``'s app: the done table, the fired topic's reader
     (started with the worker, given the worker's partitions after each recovery), ``fan_out``
     runs a campaign's tick (``streams.campaigns.fanout``), ``deciding`` is the scheduler's gate,
-    which a burst's runs wait behind (``streams.scheduling.priority``)."""
+    which a burst's runs wait behind (``streams.handoff.Gate``)."""
     app, conf = rt.app, rt.settings
     done_table = rt.table(DONE_TABLE)
     emitter = Emitter(conf.bootstrap, f"executor-{rt.worker_id}")

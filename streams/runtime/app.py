@@ -1,7 +1,7 @@
 """The faust application a cronstream worker runs, built on demand (importing this does nothing).
 
 ``streams.worker`` (the composition root) calls :func:`build` once and hands the resulting
-:class:`Runtime` to each sub-topology's ``register`` (``streams.scheduling.scheduler``,
+:class:`Runtime` to each sub-topology's ``register`` (``streams.scheduling.agents``,
 ``streams.execution.executor``, ``streams.campaigns.fanout``, ``streams.runtime.commit_watch``).
 State lives in RocksDB (``rocksdb://``, the rocksdict driver) under the worker's own data dir,
 backed by changelog topics, so a worker that takes over a partition restores it from Kafka.

@@ -36,7 +36,7 @@ for _prepared in ("ahead", "at_due"):
     SLOTS_REACHED.labels(_prepared)  # both series from the start, at 0
 SLOTS_PREPARED = Gauge("cronstream_slots_prepared",
                        "Slots prepared ahead of their second and not yet due (at most "
-                       "streams.scheduling.scheduler.PREPARED_MAX)")
+                       "streams.scheduling.deciding.PREPARED_MAX)")
 FIRE_LATENESS = Histogram("cronstream_fire_lateness_seconds",
                           "From a slot's nominal time to the executor starting it",
                           buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300))

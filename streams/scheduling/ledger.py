@@ -1,5 +1,5 @@
-"""Builds the records decisions are recorded in: LedgerEntry for a job's slot (schemas/ledger.avsc),
-RecipientOutcomes for a campaign's recipient chunk (schemas/recipient_outcomes.avsc)."""
+"""Builds the records a campaign's decisions are recorded in: RecipientOutcomes for a recipient
+chunk (schemas/recipient_outcomes.avsc); a job slot's LedgerEntry is ``streams.ledger``'s."""
 
 from __future__ import annotations
 
@@ -9,34 +9,6 @@ from typing import Any
 
 # every outcome a campaign recipient can end with, in the order the API reports their counts
 CAMPAIGN_OUTCOMES = ("sent", "suppressed", "expired_stale", "failed", "unknown", "cancelled")
-
-
-def job_entry(*, fire_id: str, job: dict[str, Any], nominal_ms: int, decision: str,
-              reason: str | None, lateness_ms: int, epoch: int, outcome: str,
-              attempts: int = 0, status_code: int | None = None, error: str | None = None,
-              fired_ms: int | None = None, completed_ms: int | None = None,
-              message_id: str | None = None) -> dict[str, Any]:
-    return {
-        "record_id": fire_id,
-        "kind": "job",
-        "tenant": job["tenant"],
-        "job_id": job["job_id"],
-        "fire_id": fire_id,
-        "nominal_time": nominal_ms,
-        "decision": decision,
-        "reason": reason,
-        "lateness_ms": lateness_ms,
-        "epoch": epoch,
-        "attempts": attempts,
-        "outcome": outcome,
-        "status_code": status_code,
-        "error": error,
-        "fired_at": fired_ms,
-        "completed_at": completed_ms,
-        "message_id": message_id,
-        "campaign_id": None,
-        "email": None,
-    }
 
 
 @dataclass

@@ -4,7 +4,7 @@ For each owned partition: its due index (``streams.scheduling.due_index``), its 
 mark (how far every slot is decided) and, just after a takeover, what its previous owner fired
 past its mark (``streams.scheduling.takeover``). For each standby partition: a warm index kept
 current from the jobs changelog (``streams.scheduling.warm_index``), adopted at a takeover so a
-million jobs are not read again. Deciding the due slots is ``streams.scheduling.scheduler``'s.
+million jobs are not read again. Deciding the due slots is ``streams.scheduling.deciding``'s.
 """
 
 from __future__ import annotations

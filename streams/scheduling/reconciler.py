@@ -21,18 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+
+from streams.handoff import ExecutorQueue
 
 DEFAULT_LAG_MS = 120_000
 MAX_REDRIVES = 2
-
-
-class ExecutorQueue(NamedTuple):
-    """Where this worker's executor stands on a partition of the fired topic."""
-
-    fired_ms: int  # when the record it last took up was fired (a partition's are in order)
-    next_offset: int  # the offset after that record
-    end_offset: int | None  # the partition's end, from the broker (None: not known)
 
 
 def behind(emitted_ms: int, queue: ExecutorQueue | None) -> bool:

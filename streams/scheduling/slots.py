@@ -2,7 +2,7 @@
 
 Where a job's next slot goes in a due index (``index_job``, ``schedule_next``, ``due_ms`` with
 the job's jitter), and a slot's preparation (``prepare``): everything firing it needs that does
-not depend on the moment it is reached, computed ahead of a spike (``streams.scheduling.scheduler``).
+not depend on the moment it is reached, computed ahead of a spike (``streams.scheduling.deciding``).
 """
 
 from __future__ import annotations

@@ -350,7 +350,7 @@ def test_a_job_due_now_or_just_past_fires(stack, api):
 def test_a_job_changed_or_deleted_just_before_its_slot_fires_as_it_is_then(stack, api):
     # the scheduler prepares slots up to PREPARE_AHEAD_MS before they are due (job read,
     # decoded, done table checked); a pause or delete after that must still win
-    from streams.scheduling.scheduler import PREPARE_AHEAD_MS
+    from streams.scheduling.deciding import PREPARE_AHEAD_MS
 
     port = free_port()
     at = datetime.now(UTC) + timedelta(milliseconds=PREPARE_AHEAD_MS - 1_000)

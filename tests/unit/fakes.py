@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streams.scheduling import scheduler
+from streams.scheduling import deciding
 
 
 class Recorder:
@@ -48,7 +48,7 @@ class Jobs:
 
 
 class Runs:
-    """The executor's side as the scheduler reads it (``scheduler.Runs``): done marks by fire
+    """The executor's side as the scheduler reads it (``streams.handoff.Runs``): done marks by fire
     id, nothing in flight, no queue positions."""
 
     def __init__(self, marks: dict[str, bytes] | None = None) -> None:
@@ -65,9 +65,9 @@ class Runs:
 
 
 def schedule_state(jobs: Any = None, runs: Runs | None = None, **options: Any
-                   ) -> scheduler.ScheduleState:
+                   ) -> deciding.ScheduleState:
     """A ``ScheduleState`` on fakes, its records kept by a ``Recorder`` (``state._emitter``)."""
-    state = scheduler.ScheduleState(jobs if jobs is not None else Jobs(), runs or Runs(), **options)
+    state = deciding.ScheduleState(jobs if jobs is not None else Jobs(), runs or Runs(), **options)
     state._emitter = Recorder()
     return state
 

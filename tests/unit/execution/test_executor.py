@@ -14,8 +14,8 @@ from streams.execution.done_marks import DoneMarks
 from streams.execution.executor import BACKLOG_EVERY_S, TURN, Executor
 from streams.execution.reader import Assigned
 from streams.execution.targets import CallResult
+from streams.handoff import Gate
 from streams.runtime.codec import codec
-from streams.scheduling.priority import Gate
 from streams.scheduling.schedule import fire_id
 from streams.topology import DLQ, INTENT, JOBS, LEDGER, TopicSpec
 from tests.unit.fakes import schedule_state
@@ -125,13 +125,23 @@ class World:
                 future.set_result(landed)
 
 
+class Decided:
+    """The scheduler's side (``streams.handoff.Decisions``): each slot decided, in the log."""
+
+    def __init__(self, log: list[Any]) -> None:
+        self.log = log
+
+    def slot_decided(self, fid: str) -> None:
+        self.log.append(("decided", fid))
+
+
 def executor_in(world: World, lease: Any = None, clock: Callable[[], int] = lambda: SLOT + 10,
                 **options: Any) -> Executor:
     """An executor on ``world``'s fakes, its runs under a region's ``lease`` if given
     (``tests.unit.fakes.Lease``; none: one region)."""
     executor = Executor(DoneMarks(world, world, CHANGELOG), world, world, world, Gate(),
                         clock=clock, region=lease, **options)
-    executor.on_decided = lambda fid: world.log.append(("decided", fid))
+    executor.decisions = Decided(world.log)
     executor.start()
     executor.assign({0})
     assert world.deliver is not None

@@ -41,7 +41,7 @@ def test_a_promoted_regions_records_are_newer_than_the_deposed_regions_copies():
 
 def test_a_scheduler_writes_its_regions_epoch_above_its_generation():
     from streams.runtime.region import fence_epoch
-    from streams.scheduling.scheduler import ScheduleState
+    from streams.scheduling.deciding import ScheduleState
 
     state = ScheduleState({}, None, bootstrap="127.0.0.1:1", worker_id="w")
     state.generation = 4

@@ -4,7 +4,7 @@ waiting (``streams.scheduling.catch_up``)."""
 
 from bench.spike import job
 from streams.runtime.codec import codec
-from streams.scheduling import misfire, scheduler
+from streams.scheduling import deciding, misfire
 from streams.scheduling.catch_up import CatchUpLane
 from streams.scheduling.due_index import DueIndex
 from streams.topology import FIRED
@@ -44,7 +44,7 @@ TAKEOVER = SLOT + 11_000  # 11 s late: over the 5 s misfire threshold
 
 
 def late_backlog(monkeypatch, once: int, every_second: int
-                 ) -> tuple[scheduler.ScheduleState, list[int], list[dict]]:
+                 ) -> tuple[deciding.ScheduleState, list[int], list[dict]]:
     """A worker that took a partition over 11 s after ``once`` fire_all jobs due once fell due
     on it, beside ``every_second`` fire_all jobs due every second: its state, its clock and the
     decisions it makes."""
@@ -65,7 +65,7 @@ def late_backlog(monkeypatch, once: int, every_second: int
     return state, clock, decisions
 
 
-def fired(state: scheduler.ScheduleState) -> list[dict]:
+def fired(state: deciding.ScheduleState) -> list[dict]:
     recorder = state._emitter
     return [codec().decode(v) for v, t in zip(recorder.values, recorder.topics, strict=True)
             if t == FIRED.name]
@@ -81,7 +81,7 @@ def test_a_jobs_missed_slots_do_not_wait_behind_other_jobs_and_each_is_decided_t
     state.fire_due()
     assert len(fired(state)) == 1_001, "every job's first missed slot"
     assert state.partitions.fired_through[0] == SLOT + 1_000 - 1, "held below the job's next missed slot"
-    spacing = 1000 // scheduler.CATCH_UP_PER_JOB_S
+    spacing = 1000 // deciding.CATCH_UP_PER_JOB_S
     while clock[0] < TAKEOVER + 11 * spacing:
         clock[0] += 10
         state.fire_due()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from streams.scheduling.due_index import DueIndex
-from streams.scheduling.scheduler import MARK_FLUSH_S
+from streams.scheduling.emission import MARK_FLUSH_S
 from streams.topology import SCHEDULER_PROGRESS
 from tests.unit.fakes import schedule_state
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from bench.spike import job
 from streams.runtime.codec import codec
-from streams.scheduling import scheduler, slots
+from streams.scheduling import deciding, slots
 from streams.scheduling.due_index import DueIndex
 from streams.scheduling.warm_index import WarmIndex
 from tests.unit.fakes import Runs
@@ -59,11 +59,11 @@ class Marks:
         return dict(self.marks)
 
 
-def state_on(table: Partitions) -> tuple[scheduler.ScheduleState, Marks]:
+def state_on(table: Partitions) -> tuple[deciding.ScheduleState, Marks]:
     marks = Marks()
     # no broker: the fired tail since the mark is empty (reading it asked whatever broker was on
     # the default port, or waited out its timeout, 10 s, when there was none)
-    return scheduler.ScheduleState(table, Runs(), load_marks=marks,
+    return deciding.ScheduleState(table, Runs(), load_marks=marks,
                                    read_fired=lambda _bootstrap, _marks: {}), marks
 
 
@@ -75,7 +75,7 @@ def rebuilt(table: Partitions, part: int, mark: int) -> dict[str, int | None]:
     return entries(index)
 
 
-def adopt(state: scheduler.ScheduleState, marks: Marks, part: int, mark: int) -> None:
+def adopt(state: deciding.ScheduleState, marks: Marks, part: int, mark: int) -> None:
     marks.marks = {part: mark}
     state.rebuild({part}, set())
 

@@ -1,9 +1,10 @@
+"""``streams.handoff``: the burst gate the scheduler holds and the executor waits at."""
+
 import asyncio
-import gc
 
 import pytest
 
-from streams.scheduling.priority import Gate, collections_deferred
+from streams.handoff import Gate
 from tests.fake_clock import FakeClock
 from tests.waiting import loop_turns
 
@@ -51,18 +52,3 @@ def test_runs_wait_held_s_from_the_burst_start_not_only_its_end():
     assert short == pytest.approx(0.3) and slept == [pytest.approx(0.28)]  # held_s from its start
     long, slept = asyncio.run(waited(held_s=0.05, burst_s=0.3))
     assert long == pytest.approx(0.3) and slept == []  # the burst's end, not held_s after it
-
-
-@pytest.mark.parametrize("enabled", [True, False])
-def test_collections_are_deferred_for_the_burst_and_left_as_they_were(enabled):
-    was = gc.isenabled()
-    (gc.enable if enabled else gc.disable)()
-    try:
-        with collections_deferred():
-            assert not gc.isenabled()
-        assert gc.isenabled() is enabled
-        with pytest.raises(RuntimeError), collections_deferred():
-            raise RuntimeError("the burst failed")
-        assert gc.isenabled() is enabled
-    finally:
-        (gc.enable if was else gc.disable)()
