@@ -82,9 +82,9 @@ def active_controller(stack: Stack) -> int:
     it would often kill a follower."""
     node = next(n for n in range(1, stack.brokers + 1)
                 if processes.alive(stack.pidfile(stack.node_name(n))))
-    argv = stack._java("kafka-metadata-quorum", "org.apache.kafka.tools.MetadataQuorumCommand",
-                       "128m", "--bootstrap-controller", f"127.0.0.1:{stack.node_ports(node)[1]}",
-                       "describe", "--status")
+    argv = stack.home.java("kafka-metadata-quorum", "org.apache.kafka.tools.MetadataQuorumCommand",
+                           "128m", "--bootstrap-controller", f"127.0.0.1:{stack.node_ports(node)[1]}",
+                           "describe", "--status")
     out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     found = re.search(r"^LeaderId:\s+(\d+)", out.stdout, re.M)
     if out.returncode != 0 or found is None:

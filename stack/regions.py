@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from stack import mirror, processes
-from stack.local import REGIONS_FILE, Stack, StackError, _wait, region_record, say
+from stack.local import REGIONS_FILE, Stack, StackError, region_record, say, wait_healthy
 from streams.runtime import kafka_config
 from streams.runtime.authority import Store
 from streams.runtime.settings import Settings
@@ -105,12 +105,12 @@ class Regions:
                                            security.java_properties(), security.java_properties()))
         os.chmod(props, 0o600)  # a secure stack's holds the SASL password
         say(f"starting MirrorMaker 2 {src} -> {dst} (log: {target.log('mirror')})")
-        processes.spawn(target.pidfile("mirror"), target._java(  # noqa: SLF001 - one JVM launcher
+        processes.spawn(target.pidfile("mirror"), target.home.java(
             "mirror", "org.apache.kafka.connect.mirror.MirrorMaker", "512m", str(props),
             "--clusters", dst), target.log("mirror"))
-        _wait("mirror", lambda: processes.alive(target.pidfile("mirror")) is not None
-              and _log_says(target.log("mirror"), "MirrorSourceConnector"), 120,
-              target.log("mirror"), target.pidfile("mirror"))
+        wait_healthy("mirror", lambda: processes.alive(target.pidfile("mirror")) is not None
+                     and _log_says(target.log("mirror"), "MirrorSourceConnector"), 120,
+                     target.log("mirror"), target.pidfile("mirror"))
 
     def stop_mirror(self) -> bool:
         """Stop whichever MirrorMaker runs (before a promotion: nothing of the old region lands

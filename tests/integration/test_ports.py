@@ -7,7 +7,7 @@ the error must carry the log's last lines. Loopback only.
 
 import socket
 
-from stack.local import StackError, _wait, port_taken
+from stack.local import StackError, port_taken, wait_healthy
 
 
 def _listener() -> socket.socket:
@@ -43,7 +43,7 @@ def test_a_process_that_exits_during_start_up_names_its_log_and_quotes_its_end(t
     log.write_text("".join(f"line {n}\n" for n in range(40)) + "OSError: [Errno 98] in use\n")
     pidfile = tmp_path / "api.pid"  # no pidfile: the process is gone
     try:
-        _wait("api", lambda: False, timeout_s=5, log=log, pidfile=pidfile)
+        wait_healthy("api", lambda: False, timeout_s=5, log=log, pidfile=pidfile)
     except StackError as err:
         text = str(err)
     else:

@@ -146,7 +146,7 @@ def deploy(network: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     Stack(settings.Settings(home=homes["services"], kafka_port=kafka_port, controller_port=0,
                             connect_port=0, pg_port=pg_port, api_port=0, worker_web_port=0,
                             worker_metrics_port=0, ses_port=0, host=SERVICES_IP)
-          ).ensure_certificates()
+          ).certificates.ensure()
     services["CRONSTREAM_PG_SSLROOTCERT"] = str(ca)
     api_port, metrics_port = free_port(), free_port()
     apps = {**clean_env(), "CRONSTREAM_HOME": str(homes["apps"]),

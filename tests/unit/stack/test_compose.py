@@ -107,12 +107,12 @@ SPEC = {"name": "cronstream-ledger-sink",
 def _register(monkeypatch, connect):
     from types import SimpleNamespace
 
-    from stack import local
+    from stack.local import kafka_connect
 
-    monkeypatch.setattr(local, "httpx", connect)
-    monkeypatch.setattr(local, "time", SimpleNamespace(monotonic=iter(range(10**6)).__next__,
-                                                       sleep=lambda s: None))
-    local._register_one("http://connect", SPEC, None, timeout_s=50)
+    monkeypatch.setattr(kafka_connect, "httpx", connect)
+    monkeypatch.setattr(kafka_connect, "time", SimpleNamespace(monotonic=iter(range(10**6)).__next__,
+                                                               sleep=lambda s: None))
+    kafka_connect._register_one("http://connect", SPEC, None, timeout_s=50)
 
 
 def test_a_task_failed_before_the_restart_is_waited_for_until_it_runs(monkeypatch):

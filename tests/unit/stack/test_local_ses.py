@@ -7,8 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from stack import local
-from stack.local import Stack
+from stack.local import Stack, ses_launcher
 from streams.runtime import settings
 
 
@@ -23,7 +22,7 @@ def stack(monkeypatch, tmp_path) -> Stack:
 def test_pointed_elsewhere_the_local_server_is_neither_started_nor_checked(stack, monkeypatch,
                                                                             capsys):
     monkeypatch.setenv("CRONSTREAM_SES_ENDPOINT", "https://email.eu-west-1.amazonaws.com")
-    monkeypatch.setattr(stack, "start_ses", lambda: pytest.fail("the local SES server started"))
+    monkeypatch.setattr(stack.ses, "start_ses", lambda: pytest.fail("the local SES server started"))
     stack.start_ses_if_local()
     out = capsys.readouterr().out
     assert "CRONSTREAM_SES_ENDPOINT=https://email.eu-west-1.amazonaws.com" in out
@@ -37,7 +36,7 @@ def test_when_it_is_the_endpoint_the_local_server_is_started(stack, monkeypatch,
     else:
         monkeypatch.setenv("CRONSTREAM_SES_ENDPOINT", endpoint)
     started = []
-    monkeypatch.setattr(stack, "start_ses", lambda: started.append(True))
+    monkeypatch.setattr(stack.ses, "start_ses", lambda: started.append(True))
     stack.start_ses_if_local()
     assert started == [True]
 
@@ -45,10 +44,10 @@ def test_when_it_is_the_endpoint_the_local_server_is_started(stack, monkeypatch,
 def test_the_local_server_is_probed_at_its_own_port_whatever_the_endpoint(stack, monkeypatch):
     monkeypatch.setenv("CRONSTREAM_SES_ENDPOINT", "https://email.eu-west-1.amazonaws.com")
     probed = []
-    monkeypatch.setattr(local, "_running_or_free", lambda *a, **k: False)
-    monkeypatch.setattr(local.processes, "spawn", lambda *a, **k: 1)
-    monkeypatch.setattr(local.processes, "alive", lambda pidfile: 1)
-    monkeypatch.setattr(local.httpx, "get", lambda url, timeout: probed.append(url)
+    monkeypatch.setattr(ses_launcher, "running_or_free", lambda *a, **k: False)
+    monkeypatch.setattr(ses_launcher.processes, "spawn", lambda *a, **k: 1)
+    monkeypatch.setattr(ses_launcher.processes, "alive", lambda pidfile: 1)
+    monkeypatch.setattr(ses_launcher.httpx, "get", lambda url, timeout: probed.append(url)
                         or SimpleNamespace(status_code=200))
     stack.start_ses()
     assert probed == ["http://127.0.0.1:18025/_local/stats"]

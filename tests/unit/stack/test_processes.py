@@ -45,12 +45,12 @@ def test_kafka_cluster_ids_never_look_like_an_option(monkeypatch):
     """kafka-storage format -t <id> fails on an id starting with "-" (1 in 64 of random ids)."""
     import uuid
 
-    from stack import local
+    from stack.local import kafka_nodes
 
     dash_first = uuid.UUID(bytes=b"\xfb" + bytes(15))  # base64url of 0xfb... starts with "-"
     ids = iter([dash_first, uuid.UUID(int=1)])
-    monkeypatch.setattr(local.uuid, "uuid4", lambda: next(ids))
-    cluster_id = local.kafka_cluster_id()
+    monkeypatch.setattr(kafka_nodes.uuid, "uuid4", lambda: next(ids))
+    cluster_id = kafka_nodes.kafka_cluster_id()
     assert not cluster_id.startswith("-") and len(cluster_id) == 22
 
 
@@ -108,7 +108,7 @@ def test_the_stack_waits_for_the_api_as_long_as_its_first_catch_up_may_take(monk
 
     seen = {}
     stack = Stack(settings.load())
-    monkeypatch.setattr(stack, "start_app", lambda name, args, health=None, env=None,
+    monkeypatch.setattr(stack.apps, "start_app", lambda name, args, health=None, env=None,
                         ready_timeout_s=60, wrap=None: seen.update(name=name, timeout=ready_timeout_s) or 1)
     stack.start_api()
     assert seen["name"] == "api" and seen["timeout"] >= API_START_S, seen
