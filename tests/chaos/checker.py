@@ -48,8 +48,9 @@ SLACK_MS = 3000
 READ_LATE_MS = 1000
 INTENT_BEFORE_STOP_MS = 30_000
 # the chunks a stop may leave at ``intent`` with no request accepted: each worker holds at most
-# SES_SLOTS chunks between their intent and SES's answer (``streams.campaigns.walker``), and a kill's
-# rebalance stops the survivors' walkers too: the most workers a scenario runs (join and leave)
+# SES_SLOTS chunks between their intent and SES's answer (``streams.campaigns.ses_slots``), and a
+# kill's rebalance stops the survivors' walkers too: the most workers a scenario runs (join and
+# leave)
 WORKERS = 3
 # how long before a fault a run may have been resolved and still be run again by the next owner:
 # the workers commit their fired offsets every second (``broker_commit_interval``), and a done
@@ -234,7 +235,7 @@ def unknown_of_campaign(stack, campaign_id: str, chunks: dict[str, dict[str, Any
         calls = httpx.get(f"{stack.s.ses_endpoint}/_local/calls",
                           params={"campaign": campaign_id}, timeout=60).json()
     states = history(stack.s.bootstrap, SEND_CHUNKS_TABLE.changelog(APP_ID), f"{campaign_id}:")
-    from streams.campaigns.walker import SES_SLOTS
+    from streams.campaigns.ses_slots import SES_SLOTS
 
     return unknown_verdict(chunks, states, calls, stops, per_stop=SES_SLOTS * workers)
 
