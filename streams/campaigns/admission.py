@@ -17,12 +17,12 @@ from typing import Any
 
 from streams.adapters import tenants
 from streams.campaigns.barrier import OptOutBarrier
+from streams.campaigns.chunk_outcomes import ChunkOutcomes
 from streams.campaigns.chunk_verdict import stop_reason
 from streams.campaigns.pacing import Pacer
 from streams.campaigns.pool_quota import PoolQuota
 from streams.runtime.clock import now_ms as wall_ms
 from streams.runtime.token_bucket import TokenBucket
-from streams.scheduling.ledger import ChunkOutcomes
 
 # a chunk's story is told under the walker's logger, as it was before admission had a module
 log = logging.getLogger("streams.campaigns.walker")

@@ -23,7 +23,7 @@ consumer and sends each chunk (up to 50 addresses, one SES bulk call) through
    deadline; so only a request that may have been accepted leaves the chunk at ``intent``;
 6. outcomes acknowledged on ``cronstream.recipient-outcomes``, then ``done``.
 
-At most one live walker per (campaign, partition) in a process (``streams.campaigns.walkers``).
+At most one live walker per (campaign, partition) in a process (``streams.campaigns.walk_registry``).
 """
 
 from __future__ import annotations
@@ -38,19 +38,20 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from streams.adapters import ses
-from streams.campaigns import feedback, unknown, unsubscribe
+from streams.campaigns import ses_events, unknown, unsubscribe
 from streams.campaigns.admission import Admission, Allowed
 from streams.campaigns.barrier import OptOutBarrier
+from streams.campaigns.campaign_views import CampaignViews
+from streams.campaigns.chunk_outcomes import ChunkOutcomes
 from streams.campaigns.chunk_verdict import DONE, INTENT, REFUSED, Resume, resume
 from streams.campaigns.fair_share import FairGate
 from streams.campaigns.ownership import GroupFence, Ownership, describe
 from streams.campaigns.pacing import Pacer, walker_bucket
 from streams.campaigns.pool_quota import PoolQuota
 from streams.campaigns.recipients import CHUNK, template_data
-from streams.campaigns.records import CampaignRecords
 from streams.campaigns.reservations import Reservations
 from streams.campaigns.ses_slots import SesSlots
-from streams.campaigns.walkers import (
+from streams.campaigns.walk_registry import (
     Fenced,
     Start,
     Walkers,
@@ -67,7 +68,6 @@ from streams.runtime.emit import Emitter
 from streams.runtime.kafka_config import client_config
 from streams.runtime.region import EPOCH_TAG, chunk_inherited
 from streams.runtime.token_bucket import TokenBucket
-from streams.scheduling.ledger import ChunkOutcomes
 from streams.topology import APP_ID, FANOUT, RECIPIENT_OUTCOMES, RECIPIENTS, partitions
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ class Walker:
     suppressed and pool tables, the records' views, the opt-out barrier, the account's rate)."""
 
     def __init__(self, rt: Runtime, send_chunks: Any, unknown_chunks: Any, suppressed: Any,
-                 pool_sends: Any, records: CampaignRecords) -> None:
+                 pool_sends: Any, records: CampaignViews) -> None:
         self.settings, self.worker_id = rt.settings, rt.worker_id
         self.member_id = rt.member_id
         # the co-partitioned tables (faust tables in a worker): each chunk's intent/done, the
@@ -126,7 +126,8 @@ class Walker:
 
     def start_walk(self, stream: Any, event: Any, order: dict[str, Any]) -> None:
         """Walk an order, after any revoked walker of its (campaign, partition) has wound down
-        (``streams.campaigns.walkers``); an order a live walker already holds is acknowledged and dropped."""
+        (``streams.campaigns.walk_registry``); an order a live walker already holds is
+        acknowledged and dropped."""
         key = (order["campaign_id"], order["partition"])
         started = self.walkers.start(key, lambda: self.walk(stream, event, order),
                                      event.message.offset)
@@ -301,9 +302,9 @@ class Walker:
         entries = [ses.BulkEntry(email, unsubscribe.headers(base, campaign["tenant"], email,
                                                             campaign["campaign_id"]),
                                  template_data(variables)) for email, variables in allowed]
-        tags = {feedback.TENANT_TAG: campaign["tenant"],  # so its SES events find their chunk
-                feedback.CAMPAIGN_TAG: campaign["campaign_id"],
-                feedback.CHUNK_TAG: feedback.chunk_tag(chunk["upload_id"], chunk["seq"])}
+        tags = {ses_events.TENANT_TAG: campaign["tenant"],  # so its SES events find their chunk
+                ses_events.CAMPAIGN_TAG: campaign["campaign_id"],
+                ses_events.CHUNK_TAG: ses_events.chunk_tag(chunk["upload_id"], chunk["seq"])}
         attempt = 0
         while True:
             await self._under_lease(campaign["campaign_id"], part, chunk["seq"])

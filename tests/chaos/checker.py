@@ -466,7 +466,7 @@ def unknown_verdict(chunks: dict[str, dict[str, Any]], states: dict[str, list[tu
                 f"chunk {chunk_id}: waiting to retry a refusal at the kill ({kill} ms) and "
                 "recorded unknown without an intent since: its next owner had to send it")
             continue
-        tag = "-".join(chunk_id.split(":")[1:3])  # streams.campaigns.feedback.chunk_tag
+        tag = "-".join(chunk_id.split(":")[1:3])  # streams.campaigns.ses_events.chunk_tag
         # the changelog's timestamps are the worker's, the calls' the SES server's: one clock
         after = [c for c in by_chunk.get(tag, []) if c["arrived_ms"] >= intents[-1]]
         if not any(c["outcome"] == "accepted" for c in after):

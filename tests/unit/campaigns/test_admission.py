@@ -7,10 +7,10 @@ import asyncio
 from typing import Any
 
 from streams.campaigns.admission import Admission
+from streams.campaigns.chunk_outcomes import ChunkOutcomes
 from streams.campaigns.pacing import Pacer
 from streams.campaigns.pool_quota import PoolQuota
 from streams.runtime.token_bucket import TokenBucket
-from streams.scheduling.ledger import ChunkOutcomes
 
 NOW = 1_000_000
 TENANT = {"tenant": "t1", "senders": ["x.org"],
