@@ -271,7 +271,7 @@ class Publisher:
 
 
 def _recipients(event: dict[str, Any]) -> list[str]:
-    """Who an event concerns, as the intake reads it (streams.campaigns.feedback)."""
+    """Who an event concerns, as the intake reads it (streams.campaigns.ses_events)."""
     kind = event["eventType"]
     if kind == "Bounce":
         return [r["emailAddress"] for r in event["bounce"]["bouncedRecipients"]]

@@ -1,13 +1,23 @@
-"""A job slot's entry on ``cronstream.ledger`` (schemas/ledger.avsc), built in one place for
-every side that records a decision: the scheduler's slots decided without a run
-(``streams.scheduling.emission``) and the executor's outcomes (``streams.execution.executor``).
-Beside ``streams.topology`` because both guarantees write it and neither owns it; the Debezium
-JDBC sink upserts it into PostgreSQL (connectors/ledger.sql). Importing it does nothing.
+"""The ledger's records, built in one place for every side that records a decision.
+
+A job slot's entry on ``cronstream.ledger`` (schemas/ledger.avsc) is written by the scheduler
+for slots decided without a run (``streams.scheduling.emission``) and by the executor for
+outcomes (``streams.execution.executor``); a campaign chunk's outcomes go to
+``cronstream.recipient-outcomes`` as one record (``streams.campaigns.chunk_outcomes``), which
+PostgreSQL explodes into one ledger row per recipient (``recipient_rows`` is that, in Python).
+Beside ``streams.topology`` because several guarantees write the ledger and none owns it; the
+Debezium JDBC sink upserts both into PostgreSQL (connectors/ledger.sql). Importing it does
+nothing.
 """
 
 from __future__ import annotations
 
-from streams.records import Fired, Job, LedgerEntry
+from typing import Any
+
+from streams.records import Fired, Job, LedgerEntry, RecipientOutcomes
+
+# every outcome a campaign recipient can end with, in the order the API reports their counts
+CAMPAIGN_OUTCOMES = ("sent", "suppressed", "expired_stale", "failed", "unknown", "cancelled")
 
 
 def job_entry(*, fire_id: str, job: Job | Fired, nominal_ms: int, decision: str,
@@ -38,3 +48,18 @@ def job_entry(*, fire_id: str, job: Job | Fired, nominal_ms: int, decision: str,
         "campaign_id": None,
         "email": None,
     }
+
+
+def recipient_rows(record: RecipientOutcomes) -> dict[str, dict[str, Any]]:
+    """A RecipientOutcomes record as the ledger rows Postgres makes of it, keyed
+    ``campaign_id:email`` (the Python side of connectors/ledger.sql: checks and tools that read
+    the topic itself compare with the table through this)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for email, outcome, reason, message_id, attempts in zip(
+            record["emails"], record["outcomes"], record["reasons"], record["message_ids"],
+            record["attempts"], strict=True):
+        rows[f"{record['campaign_id']}:{email}"] = {
+            "email": email, "outcome": outcome, "reason": reason or None,
+            "message_id": message_id or None, "attempts": attempts,
+            "fire_id": record["fire_id"], "epoch": record["epoch"]}
+    return rows

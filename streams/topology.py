@@ -308,7 +308,7 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
         doc="Walks one recipient partition per order: suppress, pace, send via SES, record.",
     ),
     ProcessorSpec(
-        "apply_ses_feedback", "agent", "streams.campaigns.feedback_agent",
+        "apply_ses_feedback", "agent", "streams.campaigns.apply_feedback",
         consumes=(SES_FEEDBACK,), produces=(SUPPRESSIONS, CAMPAIGNS, RECIPIENT_OUTCOMES),
         tables=(ADDRESS_FEEDBACK_TABLE, REPUTATION_TABLE, SEND_CHUNKS_TABLE,
                 UNKNOWN_CHUNKS_TABLE), reads=(CAMPAIGNS,),

@@ -33,10 +33,10 @@ from api.routes.jobs import IDEMPOTENCY_NAMESPACE
 from api.state import ApiState, api_state
 from streams.adapters import tenants
 from streams.campaigns import lifecycle, recipients, retention
+from streams.ledger import CAMPAIGN_OUTCOMES
 from streams.runtime import clock
 from streams.runtime.codec import codec
 from streams.scheduling import schedule
-from streams.scheduling.ledger import CAMPAIGN_OUTCOMES
 from streams.topology import JOBS, RECIPIENTS, partitions
 
 router = APIRouter(prefix="/v1/campaigns", tags=["campaigns"])

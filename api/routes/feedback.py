@@ -16,7 +16,7 @@ on the SES event's message id, type and recipient for processes elsewhere. Signa
 (SHA1) is refused unless ``CRONSTREAM_SNS_ALLOW_SIGNATURE_V1`` is set.
 
 An accepted Notification becomes one ``SesFeedback`` record per affected recipient
-(``streams.campaigns.feedback``), on that recipient's partition, acknowledged by the broker
+(``streams.campaigns.ses_events``), on that recipient's partition, acknowledged by the broker
 before the 200: a 5xx (the broker down) makes SNS retry.
 """
 
@@ -36,7 +36,7 @@ from fastapi import APIRouter, HTTPException, Request
 from api.errors import problem
 from api.state import ApiState
 from streams.adapters import sns
-from streams.campaigns import feedback
+from streams.campaigns import ses_events
 from streams.runtime import clock
 from streams.runtime.codec import codec
 from streams.runtime.settings import Settings
@@ -199,20 +199,20 @@ async def _notification(api: ApiState, intake: Intake, message: dict[str, str],
 async def _write(api: ApiState, message: dict[str, str], pinned: str | None) -> dict[str, Any]:
     raw = message["Message"]
     try:
-        event = feedback.parse_event(raw)
-        tenant = feedback.tenant_of(event, pinned, lambda name: api.tenants.get(name) is not None)
+        event = ses_events.parse_event(raw)
+        tenant = ses_events.tenant_of(event, pinned, lambda name: api.tenants.get(name) is not None)
         if tenant is None:
-            raise feedback.BadEvent("no tenant: the topic is not pinned to one and the event's "
+            raise ses_events.BadEvent("no tenant: the topic is not pinned to one and the event's "
                                     "configuration set names no single known tenant")
-        records = feedback.records(event, raw, tenant=tenant, sns_message_id=message["MessageId"],
+        records = ses_events.records(event, raw, tenant=tenant, sns_message_id=message["MessageId"],
                                    topic_arn=message["TopicArn"], received_ms=clock.now_ms())
-    except feedback.BadEvent as exc:
+    except ses_events.BadEvent as exc:
         # authentic, but nothing cronstream can attribute or read: answered 200, or SNS would
         # retry for an hour what will never be readable
         log.warning("SNS message %s on %s ignored: %s", message["MessageId"], message["TopicArn"], exc)
         return {"written": 0, "ignored": str(exc)}
     encode = codec().encode
     await asyncio.gather(*(
-        api.emitter.send(SES_FEEDBACK, feedback.key(r), encode("SesFeedback", r),
+        api.emitter.send(SES_FEEDBACK, ses_events.key(r), encode("SesFeedback", r),
                          partition_for(r["email"])) for r in records))
-    return {"written": len(records), "event_type": feedback.event_type(event)}
+    return {"written": len(records), "event_type": ses_events.event_type(event)}

@@ -114,7 +114,7 @@ def _headers(headers: dict[str, str]) -> list[dict[str, str]]:
     return [{"Name": k, "Value": v} for k, v in headers.items()]
 
 
-# the tags every cronstream send carries, read back from its events (streams.campaigns.feedback)
+# the tags every cronstream send carries, read back from its events (streams.campaigns.ses_events)
 TENANT_TAG = "cronstream-tenant"
 CAMPAIGN_TAG = "cronstream-campaign"
 CHUNK_TAG = "cronstream-chunk"
@@ -209,7 +209,7 @@ def send_bulk(ses: Any, *, sender: str, subject: str, text: str | None, html: st
     return SendResult(Outcome.SENT), results
 
 
-# what cronstream's feedback uses (streams.campaigns.feedback): outcomes, suppressions, the guard
+# what cronstream's feedback uses (streams.campaigns.ses_events): outcomes, suppressions, the guard
 EVENT_TYPES = ("SEND", "DELIVERY", "BOUNCE", "COMPLAINT", "REJECT", "DELIVERY_DELAY")
 
 

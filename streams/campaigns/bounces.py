@@ -6,7 +6,7 @@ is counted, and the ``limit``-th one within ``window_ms`` of each other suppress
 Undetermined bounces, deliveries, delays, rejects and engagement events change nothing here.
 The suppression itself goes through the API's own linearizable path
 (``streams.campaigns.suppressions``), written by the ``apply_ses_feedback`` agent
-(``streams.campaigns.feedback_agent``).
+(``streams.campaigns.apply_feedback``).
 
 Idempotency, and why a table of seen keys rather than effects that are idempotent by nature.
 SNS delivers at least once and out of order, so one event can arrive twice, days apart. Writing

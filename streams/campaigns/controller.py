@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from streams.campaigns.records import CampaignRecords
+from streams.campaigns.campaign_views import CampaignViews
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
@@ -21,7 +21,7 @@ from streams.topology import FANOUT
 
 
 class Controller:
-    def __init__(self, records: CampaignRecords, emitter: Callable[[], Emitter]) -> None:
+    def __init__(self, records: CampaignViews, emitter: Callable[[], Emitter]) -> None:
         self.records = records
         self.emitter = emitter  # the fan-out's producer, created in the worker's event loop
 

@@ -5,7 +5,7 @@
         └─▶ SES SendBulkEmail ──▶ cronstream.recipient-outcomes (one record per chunk, key
                                    campaign:upload:seq; Postgres makes one ledger row per recipient)
     cronstream.suppressions ─▶ [apply_suppressions] ──▶ table suppressed (co-partitioned)
-    cronstream.ses-feedback ─▶ [apply_ses_feedback] ──▶ cronstream.suppressions (feedback_agent)
+    cronstream.ses-feedback ─▶ [apply_ses_feedback] ──▶ cronstream.suppressions (apply_feedback)
     table send-chunks: chunk → intent | done
 
 At-most-once per (campaign, recipient): a chunk's ``intent`` is on the changelog (flushed)
@@ -20,18 +20,18 @@ to the partition's end, so an opt-out acknowledged by the API stops every later 
 Campaign sends use their own thread pool: a 50M campaign cannot starve reminder emails.
 
 The parts: ``controller`` (a tick becomes orders), ``walker`` (an order becomes sends, with the
-chunk's commit protocol), ``barrier`` (opt-outs first), ``records`` (the campaigns and tenants
-views); this module registers them on the worker's app.
+chunk's commit protocol), ``barrier`` (opt-outs first), ``campaign_views`` (the campaigns and
+tenants views); this module registers them on the worker's app.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from streams.campaigns import feedback_agent
+from streams.campaigns import apply_feedback
+from streams.campaigns.campaign_views import CampaignViews
 from streams.campaigns.chunk_verdict import RANK
 from streams.campaigns.controller import Controller
-from streams.campaigns.records import CampaignRecords
 from streams.campaigns.walker import Walker
 from streams.runtime.app import Runtime
 from streams.runtime.codec import codec
@@ -52,13 +52,13 @@ def register(rt: Runtime) -> Controller:
     fanout_topic = rt.topic(FANOUT)
     suppressions_topic = rt.topic(SUPPRESSIONS)
     suppressed = rt.table(SUPPRESSED_TABLE)
-    records = CampaignRecords(rt.settings.bootstrap)
+    records = CampaignViews(rt.settings.bootstrap)
     walker = Walker(rt, rt.table(SEND_CHUNKS_TABLE, rank=RANK),
                     rt.table(UNKNOWN_CHUNKS_TABLE), suppressed,
                     rt.table(POOL_SENDS_TABLE), records)
 
     # SES events: bounces and complaints into suppressions, unknown recipients resolved
-    feedback_agent.register(rt, walker.emitter, records, walker.send_chunks,
+    apply_feedback.register(rt, walker.emitter, records, walker.send_chunks,
                             walker.unknown_chunks)
 
     @app.agent(suppressions_topic, name=f"{__name__}.apply_suppressions")

@@ -2,7 +2,7 @@
 event's partition and, when a rate crosses its threshold, pauses the tenant's running campaigns
 in that pool (``streams.campaigns.reputation`` has the arithmetic and why the windows are per
 partition). Called by the ``apply_ses_feedback`` agent for every record, after the record's own
-decision (``streams.campaigns.feedback_agent``), so a redelivered bounce is not counted twice.
+decision (``streams.campaigns.apply_feedback``), so a redelivered bounce is not counted twice.
 
 The pause is the API's own: the next revision of the campaign record, status ``paused``, written
 through ``streams.campaigns.lifecycle``; the walkers stop starting sends as they read it, and the
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 
 class Campaigns(Protocol):
-    """The campaign records as this worker sees them (``streams.campaigns.records``)."""
+    """The campaign records as this worker sees them (``streams.campaigns.campaign_views``)."""
 
     async def campaigns(self) -> list[dict[str, Any]]: ...
 

@@ -24,7 +24,7 @@ needs one:
 An event that arrives in the few milliseconds between the walker reading the table and marking
 the chunk done can be lost. Its recipient then stays ``unknown``, and is never sent twice.
 
-Pure: the walker and the feedback agent (``streams.campaigns.feedback_agent``) do the I/O.
+Pure: the walker and the feedback agent (``streams.campaigns.apply_feedback``) do the I/O.
 """
 
 from __future__ import annotations

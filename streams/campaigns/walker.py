@@ -9,11 +9,12 @@ consumer and sends each chunk (up to 50 addresses, one SES bulk call) through
 1. resume: a chunk the table has as ``done`` is skipped; one at ``intent`` began sending before
    a crash and is resolved ``unknown``, never re-sent (Borgcron: prefer a skip to a double); one
    at ``refused`` was refused by SES and is sent (``streams.campaigns.chunk_verdict``);
-2. admit: pause, cancel, the stale cutoff and the rate decide what may still go, the opt-out
-   barrier (``streams.campaigns.barrier``) and the pool's warm-up cap what must not;
-3. intent acknowledged: one of the worker's SES slots taken (``SES_SLOTS``: a thread waits for
-   the call), then ``intent`` is on the table's changelog before anything can leave; in
-   two regions only under the region's lease and inside the authority's reservation of the
+2. admit: pause, cancel, the stale cutoff and the rate (``streams.campaigns.pacing``) decide
+   what may still go, the opt-out barrier (``streams.campaigns.barrier``) and the pool's warm-up
+   cap (``streams.campaigns.pool_quota``) what must not;
+3. intent acknowledged: one of the worker's SES slots taken (``streams.campaigns.ses_slots``:
+   a thread waits for the call), then ``intent`` is on the table's changelog before anything can
+   leave; in two regions only under the region's lease and inside the authority's reservation of the
    chunk, and a chunk a deposed region reserved is ``unknown`` at step 1 (docs/regions.md);
 4. fence: the group coordinator still gives this member the partition (a zombie's walker stops);
 5. send: SES, the lease checked again right before the call, its epoch on the call's tags. A
@@ -22,33 +23,35 @@ consumer and sends each chunk (up to 50 addresses, one SES bulk call) through
    deadline; so only a request that may have been accepted leaves the chunk at ``intent``;
 6. outcomes acknowledged on ``cronstream.recipient-outcomes``, then ``done``.
 
-At most one live walker per (campaign, partition) in a process (``streams.campaigns.walkers``).
+At most one live walker per (campaign, partition) in a process (``streams.campaigns.walk_registry``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from streams.adapters import ses, tenants
-from streams.campaigns import feedback, unknown, unsubscribe, warmup
+from streams.adapters import ses
+from streams.campaigns import ses_events, unknown, unsubscribe
+from streams.campaigns.admission import Admission, Allowed
 from streams.campaigns.barrier import OptOutBarrier
-from streams.campaigns.chunk_verdict import DONE, INTENT, REFUSED, Resume, resume, stop_reason
+from streams.campaigns.campaign_views import CampaignViews
+from streams.campaigns.chunk_outcomes import ChunkOutcomes
+from streams.campaigns.chunk_verdict import DONE, INTENT, REFUSED, Resume, resume
 from streams.campaigns.fair_share import FairGate
 from streams.campaigns.ownership import GroupFence, Ownership, describe
-from streams.campaigns.pacing import walker_bucket
+from streams.campaigns.pacing import Pacer, walker_bucket
+from streams.campaigns.pool_quota import PoolQuota
 from streams.campaigns.recipients import CHUNK, template_data
-from streams.campaigns.records import CampaignRecords
 from streams.campaigns.reservations import Reservations
-from streams.campaigns.walkers import (
+from streams.campaigns.ses_slots import SesSlots
+from streams.campaigns.walk_registry import (
     Fenced,
     Start,
     Walkers,
@@ -65,7 +68,6 @@ from streams.runtime.emit import Emitter
 from streams.runtime.kafka_config import client_config
 from streams.runtime.region import EPOCH_TAG, chunk_inherited
 from streams.runtime.token_bucket import TokenBucket
-from streams.scheduling.ledger import ChunkOutcomes
 from streams.topology import APP_ID, FANOUT, RECIPIENT_OUTCOMES, RECIPIENTS, partitions
 
 log = logging.getLogger(__name__)
@@ -74,13 +76,6 @@ log = logging.getLogger(__name__)
 # (the barrier, the intent's flush, the fence, the ledger's acknowledgement) and on SES; with 4
 # the two workers left a fifth of the box idle during a campaign (bench.fanout's CPU figures)
 CHUNKS_IN_FLIGHT = 8
-# SES calls a worker has out at once, each on a thread of its own. A chunk takes a slot before its
-# intent is written and keeps it until SES answered: so what a crash leaves at ``intent`` is what
-# was on the wire or about to be, at most this many chunks a worker (docs/testing.md, the fault
-# judge's bound). Before, the intents were written and the calls then queued for a thread of a
-# pool the walkers' consume() calls shared: issue 42's campaign (200k, 30 % throttled, SES at
-# 80 ms, SIGKILL at a fifth) left 1,500-2,000 addresses ``unknown``, 650-1,100 with the slots
-SES_SLOTS = 16
 WALK_THREADS = 16  # the walkers' consume() calls and the opt-out barrier's offset lookups
 PRE_FENCE_AGE_S = 0.1  # how old the fence's answer before a chunk's intent may be
 MAX_THROTTLE_RETRIES = 1000
@@ -91,29 +86,6 @@ UNKNOWN_REASONS = {
     Resume.INHERITED: "region failover: reserved by the deposed region and not replicated as "
                       "done, so it may have been sent there; not sent again (at-most-once)",
 }
-T = TypeVar("T")
-Allowed = list[tuple[str, dict[str, str]]]  # the addresses a chunk sends, with their variables
-
-
-class SesSlot:
-    """A held SES slot: ``release`` runs once both the holder left and its call's thread, if it
-    started one, finished (both on the event loop's thread)."""
-
-    def __init__(self, pool: ThreadPoolExecutor, release: Callable[[], None]) -> None:
-        self._pool, self._release = pool, release
-        self._holders = 1  # the chunk; its call's thread adds one
-
-    async def call(self, send: Callable[[], T]) -> T:
-        loop = asyncio.get_running_loop()
-        work = self._pool.submit(send)
-        self._holders += 1
-        work.add_done_callback(lambda _: loop.call_soon_threadsafe(self.leave))
-        return await asyncio.wrap_future(work)
-
-    def leave(self) -> None:
-        self._holders -= 1
-        if self._holders == 0:
-            self._release()
 
 
 class Walker:
@@ -121,7 +93,7 @@ class Walker:
     suppressed and pool tables, the records' views, the opt-out barrier, the account's rate)."""
 
     def __init__(self, rt: Runtime, send_chunks: Any, unknown_chunks: Any, suppressed: Any,
-                 pool_sends: Any, records: CampaignRecords) -> None:
+                 pool_sends: Any, records: CampaignViews) -> None:
         self.settings, self.worker_id = rt.settings, rt.worker_id
         self.member_id = rt.member_id
         # the co-partitioned tables (faust tables in a worker): each chunk's intent/done, the
@@ -132,8 +104,7 @@ class Walker:
         self.unknown_chunks = unknown_chunks
         self.records = records
         self._pool = ThreadPoolExecutor(WALK_THREADS, thread_name_prefix="campaign-walk")
-        self._ses_pool = ThreadPoolExecutor(SES_SLOTS, thread_name_prefix="campaign-ses")
-        self._ses_slots = asyncio.Semaphore(SES_SLOTS)
+        self.ses_slots = SesSlots()
         self.barrier = OptOutBarrier(rt.settings.bootstrap, self._pool)
         self._emitter: Emitter | None = None
         self._ses: Any = None
@@ -149,10 +120,14 @@ class Walker:
         health = rt.health
         self.gate = FairGate(self.account_rate_per_s,
                              lambda: max(1, len(health.partitions)) / partitions())
+        self.admission = Admission(records.campaign, records.tenant, suppressed, self.barrier,
+                                   Pacer(self.gate), PoolQuota(records.tenant, pool_sends,
+                                                               partitions))
 
     def start_walk(self, stream: Any, event: Any, order: dict[str, Any]) -> None:
         """Walk an order, after any revoked walker of its (campaign, partition) has wound down
-        (``streams.campaigns.walkers``); an order a live walker already holds is acknowledged and dropped."""
+        (``streams.campaigns.walk_registry``); an order a live walker already holds is
+        acknowledged and dropped."""
         key = (order["campaign_id"], order["partition"])
         started = self.walkers.start(key, lambda: self.walk(stream, event, order),
                                      event.message.offset)
@@ -280,8 +255,8 @@ class Walker:
             return
         # 2. admit
         deadline = campaign["send_at_ms"] + campaign["send_deadline_s"] * 1000
-        campaign, allowed = await self._admit(order, chunk, part, bucket, campaign, outcomes,
-                                              deadline)
+        campaign, allowed = await self.admission.admit(order, chunk, part, bucket, campaign,
+                                                       outcomes, deadline)
         if allowed:
             # 3.-5. intent, fence, send; again after each refusal
             await self._send(outcomes, campaign, order, chunk, part, allowed, deadline,
@@ -320,63 +295,6 @@ class Walker:
                          f"{part}: the coordinator gave the partition to another worker "
                          f"({when}); not sent (its new owner resolves the chunk)")
 
-    async def _admit(self, order: dict[str, Any], chunk: dict[str, Any], part: int,
-                     bucket: TokenBucket, campaign: dict[str, Any], outcomes: ChunkOutcomes,
-                     deadline: int) -> tuple[dict[str, Any], Allowed]:
-        """What of the chunk may be sent now, and the campaign as last read; every other
-        address gets its outcome in ``outcomes`` (stopped, expired, suppressed, over the cap)."""
-        emails: list[str] = chunk["emails"]
-        while campaign["status"] == "paused" and now_ms() < deadline:
-            await asyncio.sleep(0.5)
-            campaign = await self.records.campaign(order["campaign_id"]) or campaign
-        stop = stop_reason(campaign, deadline, now_ms()) or await self._not_granted(campaign)
-        tenant = campaign["tenant"]
-        # pace for the addresses the chunk will send as the table has them now, so opt-outs
-        # cost no tokens; the check that counts comes after the wait (below)
-        seen = self.barrier.applied.get(part)
-        paid = 0  # tokens taken for this chunk; what is not sent goes back
-        allowed: Allowed = []
-        opted_out: list[str] = []
-        if stop is None:  # a stopped chunk (cancelled, past its deadline) reads no table
-            allowed, opted_out = self._split(part, tenant, emails, chunk["vars"])
-            if allowed:
-                # pace first, decide after: with chunks in flight a chunk may wait here for many
-                # seconds, and the deadline, a cancel and the suppressions must hold when it sends
-                paced = await self._pace(bucket, tenant, len(allowed), deadline)
-                paid = len(allowed) if paced else 0
-                campaign = await self.records.campaign(order["campaign_id"]) or campaign
-                stop = stop_reason(campaign, deadline, now_ms()) or (None if paced else (
-                    "expired_stale", f"its rate leaves no room to send it by the deadline "
-                                     f"send_at + {campaign['send_deadline_s']}s"))
-        if stop is not None:
-            self._give_back(bucket, paid)
-            outcomes.add_all(emails, *stop)
-            return campaign, []
-        await self.barrier.caught_up(part)
-        if self.barrier.applied.get(part) != seen:  # opt-outs applied (or lifted) while it waited
-            allowed, opted_out = self._split(part, tenant, emails, chunk["vars"])
-        outcomes.add_all(opted_out, "suppressed", "address is suppressed")
-        if allowed and (reason := await self.pool_quota(campaign, part, len(allowed), deadline)):
-            outcomes.add_all([email for email, _ in allowed], "expired_stale", reason)
-            allowed = []
-        # opted out while it waited, or over the pool's cap; an opt-out lifted meanwhile sends
-        # unpaid, a few addresses over the rate at most
-        self._give_back(bucket, paid - len(allowed))
-        return campaign, allowed
-
-    async def _not_granted(self, campaign: dict[str, Any]) -> tuple[str, str] | None:
-        """("failed", why) when the campaign's sender or IP pool is not (or no longer) the
-        tenant's grant (``streams.adapters.tenants.mail_refused``): checked at each chunk, so a
-        grant revoked mid-campaign stops its mail, and a record not written by the API (which
-        checks at creation) sends nothing in another tenant's name."""
-        refused = tenants.mail_refused(await self.records.tenant(campaign["tenant"]),
-                                       campaign["sender"], campaign["ip_pool"])
-        if refused is None:
-            return None
-        log.warning("campaign %s of tenant %s: not sent, %s", campaign["campaign_id"],
-                    campaign["tenant"], refused[1])
-        return "failed", f"not sent: {refused[1]}"
-
     async def _send(self, outcomes: ChunkOutcomes, campaign: dict[str, Any],
                     order: dict[str, Any], chunk: dict[str, Any], part: int,
                     allowed: Allowed, deadline: int, key: bytes, member: str) -> None:
@@ -384,9 +302,9 @@ class Walker:
         entries = [ses.BulkEntry(email, unsubscribe.headers(base, campaign["tenant"], email,
                                                             campaign["campaign_id"]),
                                  template_data(variables)) for email, variables in allowed]
-        tags = {feedback.TENANT_TAG: campaign["tenant"],  # so its SES events find their chunk
-                feedback.CAMPAIGN_TAG: campaign["campaign_id"],
-                feedback.CHUNK_TAG: feedback.chunk_tag(chunk["upload_id"], chunk["seq"])}
+        tags = {ses_events.TENANT_TAG: campaign["tenant"],  # so its SES events find their chunk
+                ses_events.CAMPAIGN_TAG: campaign["campaign_id"],
+                ses_events.CHUNK_TAG: ses_events.chunk_tag(chunk["upload_id"], chunk["seq"])}
         attempt = 0
         while True:
             await self._under_lease(campaign["campaign_id"], part, chunk["seq"])
@@ -395,7 +313,7 @@ class Walker:
             # ``refused`` acknowledged): a crash finds at most SES_SLOTS chunks of a worker at
             # ``intent``, each with its request out or about to leave
             await self._settled(key, part, member, campaign)  # a rebalance waited out slotless
-            async with self._ses_slot() as slot:
+            async with self.ses_slots.slot() as slot:
                 await self._intent_and_fence(key, part, member, campaign)
                 sent = await slot.call(lambda: self._send_bulk(campaign, entries, tags))
                 refused = sent is None or sent[0].outcome in (ses.Outcome.THROTTLED,
@@ -429,18 +347,6 @@ class Walker:
                         campaign["campaign_id"], part, outcome, attempt, call.error)
             outcomes.add_all([email for email, _ in allowed], outcome, call.error, attempt)
             return
-
-    @contextlib.asynccontextmanager
-    async def _ses_slot(self) -> AsyncIterator[SesSlot]:
-        """One of the worker's SES slots, given back once the chunk has left it and its call's
-        thread has finished: a walker cancelled mid-call (a revocation) leaves the thread
-        running, and its slot must not go to a chunk whose call would then queue behind it."""
-        await self._ses_slots.acquire()
-        slot = SesSlot(self._ses_pool, self._ses_slots.release)
-        try:
-            yield slot
-        finally:
-            slot.leave()
 
     async def _under_lease(self, campaign_id: str, part: int, seq: int) -> int:
         """The epoch, once the region's lease holds and the authority's reservation covers the
@@ -486,60 +392,6 @@ class Walker:
             metrics.CAMPAIGN_SENDS.labels(outcome).inc(n)
         unknown.apply(self.unknown_chunks, key, step)
         self.send_chunks[key] = DONE
-
-    async def _pace(self, bucket: TokenBucket, tenant: str, n: int, deadline: int) -> bool:
-        """Wait for ``n`` sends of the walker's rate, then of the account's (tenants in turn).
-        False at once when the walker's rate cannot make room for them before the deadline."""
-        loop = asyncio.get_running_loop()
-        while not bucket.take(loop.time(), n):
-            wait = bucket.wait_s(loop.time(), n)
-            if wait > (deadline - now_ms()) / 1000:
-                return False
-            await asyncio.sleep(wait)
-        await self.gate.acquire(tenant, n)
-        return True
-
-    def _split(self, part: int, tenant: str, emails: list[str], variables: list[dict[str, str]]
-               ) -> tuple[list[tuple[str, dict[str, str]]], list[str]]:
-        """The chunk's addresses to send (with their variables) and its opted-out ones."""
-        allowed, opted_out = [], []
-        for email, values in zip(emails, variables, strict=True):
-            if self.suppressed.get_in(part, f"{tenant}:{email}".encode()) is None:
-                allowed.append((email, values))
-            else:
-                opted_out.append(email)
-        return allowed, opted_out
-
-    def _give_back(self, bucket: TokenBucket, n: int) -> None:
-        """Tokens paced for addresses that are not sent go back to the campaign's walker and to
-        the account's gate: a list with many opted-out addresses is sent at its rate, not
-        slower by their share."""
-        if n > 0:
-            bucket.give_back(n)
-            self.gate.give_back(n)
-
-    async def pool_quota(self, campaign: dict[str, Any], part: int, n: int,
-                         deadline: int) -> str | None:
-        """Reserve ``n`` sends of this partition's share of the campaign's IP pool's warm-up cap
-        for today (UTC), waiting for the next day while it is used up. None once reserved (or
-        when the pool has no warm-up plan); the reason to expire when the deadline comes first."""
-        tenant = await self.records.tenant(campaign["tenant"])
-        plan = tenant.get("ip_pools", {}).get(campaign["ip_pool"])
-        if plan is None:
-            return None
-        while True:
-            now = now_ms()
-            cap = warmup.daily_cap(plan, now)
-            slot = f"{campaign['tenant']}:{campaign['ip_pool']}:{warmup.utc_day(now)}:{part}"
-            used = int(self.pool_sends.get(slot.encode()) or 0)
-            if used + n <= warmup.partition_quota(cap, partitions(), part):
-                self.pool_sends[slot.encode()] = str(used + n).encode()
-                return None
-            if now >= deadline:
-                return (f"ip pool {campaign['ip_pool']} reached its warm-up cap of {cap} emails "
-                        "today before the deadline")
-            await asyncio.sleep(min(5.0, warmup.ms_until_next_day(now) / 1000,
-                                    max(0.05, (deadline - now) / 1000)))
 
     @property
     def emitter(self) -> Emitter:

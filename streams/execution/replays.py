@@ -9,7 +9,7 @@ reaches the executor more than once in two ways, and they must be told apart:
   after a rebalance, so a record fetched just before can arrive twice). It must not be
   acknowledged: that would commit the offset while the slot still runs, and a crash before the
   slot's outcome is on the ledger would then lose the slot (the fan-out walkers had the same
-  bug, ``streams.campaigns.walkers.Start.REDELIVERED``).
+  bug, ``streams.campaigns.walk_registry.Start.REDELIVERED``).
 """
 
 from __future__ import annotations

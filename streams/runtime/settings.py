@@ -343,7 +343,7 @@ class Settings:
     def sns_topics(self) -> dict[str, str | None]:
         """SNS topics whose messages the feedback endpoint accepts (``CRONSTREAM_SNS_TOPICS``,
         separated by commas or spaces): ``ARN=TENANT`` pins a topic to a tenant, a bare ``ARN``
-        leaves the tenant to each event's configuration set (``streams.campaigns.feedback``)."""
+        leaves the tenant to each event's configuration set (``streams.campaigns.ses_events``)."""
         topics: dict[str, str | None] = {}
         for entry in (os.environ.get("CRONSTREAM_SNS_TOPICS") or "").replace(",", " ").split():
             arn, _, tenant = entry.partition("=")

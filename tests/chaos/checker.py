@@ -30,10 +30,10 @@ from typing import Any
 import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
+from streams.ledger import recipient_rows
 from streams.runtime.codec import codec
 from streams.runtime.kafka_config import client_config
 from streams.scheduling import schedule
-from streams.scheduling.ledger import recipient_rows
 from streams.scheduling.misfire import MISFIRE_THRESHOLD_MS
 from streams.topology import LEDGER, RECIPIENT_OUTCOMES, TopicSpec
 
@@ -48,8 +48,9 @@ SLACK_MS = 3000
 READ_LATE_MS = 1000
 INTENT_BEFORE_STOP_MS = 30_000
 # the chunks a stop may leave at ``intent`` with no request accepted: each worker holds at most
-# SES_SLOTS chunks between their intent and SES's answer (``streams.campaigns.walker``), and a kill's
-# rebalance stops the survivors' walkers too: the most workers a scenario runs (join and leave)
+# SES_SLOTS chunks between their intent and SES's answer (``streams.campaigns.ses_slots``), and a
+# kill's rebalance stops the survivors' walkers too: the most workers a scenario runs (join and
+# leave)
 WORKERS = 3
 # how long before a fault a run may have been resolved and still be run again by the next owner:
 # the workers commit their fired offsets every second (``broker_commit_interval``), and a done
@@ -234,7 +235,7 @@ def unknown_of_campaign(stack, campaign_id: str, chunks: dict[str, dict[str, Any
         calls = httpx.get(f"{stack.s.ses_endpoint}/_local/calls",
                           params={"campaign": campaign_id}, timeout=60).json()
     states = history(stack.s.bootstrap, SEND_CHUNKS_TABLE.changelog(APP_ID), f"{campaign_id}:")
-    from streams.campaigns.walker import SES_SLOTS
+    from streams.campaigns.ses_slots import SES_SLOTS
 
     return unknown_verdict(chunks, states, calls, stops, per_stop=SES_SLOTS * workers)
 
@@ -465,7 +466,7 @@ def unknown_verdict(chunks: dict[str, dict[str, Any]], states: dict[str, list[tu
                 f"chunk {chunk_id}: waiting to retry a refusal at the kill ({kill} ms) and "
                 "recorded unknown without an intent since: its next owner had to send it")
             continue
-        tag = "-".join(chunk_id.split(":")[1:3])  # streams.campaigns.feedback.chunk_tag
+        tag = "-".join(chunk_id.split(":")[1:3])  # streams.campaigns.ses_events.chunk_tag
         # the changelog's timestamps are the worker's, the calls' the SES server's: one clock
         after = [c for c in by_chunk.get(tag, []) if c["arrived_ms"] >= intents[-1]]
         if not any(c["outcome"] == "accepted" for c in after):

@@ -12,7 +12,8 @@ import pytest
 
 from stack import isolated
 from stack.local import LEDGER_SQL
-from streams.scheduling.ledger import ChunkOutcomes, recipient_rows
+from streams.campaigns.chunk_outcomes import ChunkOutcomes
+from streams.ledger import recipient_rows
 from streams.topology import RECIPIENT_OUTCOMES
 from tests.integration.helpers import sink_caught_up, sink_paused
 from tests.waiting import wait_for

@@ -93,10 +93,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         "accepted once and never sent again"),
     mutation(
         "no-barrier", "opt-out linearizable",
-        "streams/campaigns/walker.py",
+        "streams/campaigns/admission.py",
         "        await self.barrier.caught_up(part)\n"
         "        if self.barrier.applied.get(part) != seen:  # opt-outs applied (or lifted) while it waited\n"
-        "            allowed, opted_out = self._split(part, tenant, emails, chunk[\"vars\"])\n",
+        "            allowed, opted_out = self.split(part, tenant, emails, chunk[\"vars\"])\n",
         "        pass  # MUTATION: no barrier, no second look at the opt-outs after the wait\n",
         ("tests/integration/test_campaigns.py::"
          "test_suppression_acknowledged_mid_campaign_stops_sends",),

@@ -16,7 +16,7 @@ from streams.runtime.codec import codec
 from streams.topology import SES_FEEDBACK
 from tests.unit.adapters.test_sns import CERT_URL, TOPIC, identity, stamp
 from tests.unit.api.conftest import Api
-from tests.unit.campaigns.test_feedback import EVENTS
+from tests.unit.campaigns.test_ses_events import EVENTS
 
 PATH = "/v1/feedback/sns"
 

@@ -1,5 +1,5 @@
 """What an SES event does to its address (``streams.campaigns.bounces``) and the feedback agent's
-writes (``streams.campaigns.feedback_agent.apply``), without a broker: which events suppress,
+writes (``streams.campaigns.apply_feedback.apply``), without a broker: which events suppress,
 soft bounces counted in their window in any order, and a redelivered event changing nothing."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import fastavro
 import pytest
 
-from streams.campaigns import bounces, feedback_agent
+from streams.campaigns import apply_feedback, bounces
 from streams.runtime.codec import SCHEMAS_DIR, Codec, codec
 from streams.topology import SUPPRESSIONS, partition_for
 
@@ -125,7 +125,7 @@ def test_the_policy_is_the_settings(monkeypatch):
 
     rt = Rt()
     rt.settings = settings.load()  # type: ignore[attr-defined]
-    assert feedback_agent.policy_of(rt) == bounces.Policy(5, 2 * DAY)  # type: ignore[arg-type]
+    assert apply_feedback.policy_of(rt) == bounces.Policy(5, 2 * DAY)  # type: ignore[arg-type]
 
 
 class Emitter:
@@ -145,7 +145,7 @@ def test_the_agent_writes_the_suppression_the_api_writes_then_the_row():
     hard = event("Bounce", bounce_type="Permanent")
     key = b"acme:a@example.org"
     for _ in range(2):
-        asyncio.run(feedback_agent.apply(hard, key, table, emitter, POLICY))
+        asyncio.run(apply_feedback.apply(hard, key, table, emitter, POLICY))
     assert len(emitter.sent) == 1, "a redelivery writes nothing"
     topic, sent_key, value, partition = emitter.sent[0]
     assert (topic, sent_key, partition) == (SUPPRESSIONS.name, "acme:a@example.org",
@@ -159,7 +159,7 @@ def test_the_agent_writes_the_suppression_the_api_writes_then_the_row():
 def test_a_suppression_not_written_leaves_the_event_unseen():
     table: dict[bytes, bytes] = {}
     with pytest.raises(RuntimeError):
-        asyncio.run(feedback_agent.apply(event("Complaint"), b"k", table, Emitter(fail=True),
+        asyncio.run(apply_feedback.apply(event("Complaint"), b"k", table, Emitter(fail=True),
                                          POLICY))
     assert table == {}, "applied again when the record is delivered again"
 

@@ -1,8 +1,11 @@
-"""The token bucket and each walker's share of a campaign's rate (``streams.campaigns.pacing``)."""
+"""The token bucket, each walker's share of a campaign's rate and the Pacer a chunk waits on
+(``streams.campaigns.pacing``)."""
+
+import asyncio
 
 import pytest
 
-from streams.campaigns.pacing import walker_bucket
+from streams.campaigns.pacing import Pacer, walker_bucket
 from streams.runtime.token_bucket import TokenBucket
 
 
@@ -56,3 +59,53 @@ def test_tokens_given_back_are_there_for_the_next_send_up_to_the_burst():
     assert bucket.take(0.0, 20) and not bucket.take(0.0, 1)
     bucket.give_back(500)
     assert bucket.tokens == 50, "giving back never holds more than a full bucket"
+
+
+class FakeGate:
+    """The account's gate, granting at once: what a Pacer asked of it and got back."""
+
+    def __init__(self) -> None:
+        self.acquired: list[tuple[str, int]] = []
+        self.returned = 0
+
+    async def acquire(self, tenant: str, n: int) -> None:
+        self.acquired.append((tenant, n))
+
+    def give_back(self, n: int) -> None:
+        self.returned += n
+
+
+def fake_pacer(start_s: float = 0.0) -> tuple[Pacer, FakeGate, list[float]]:
+    """A Pacer on a fake clock that advances only by its sleeps (loop seconds == wall ms / 1000)."""
+    gate, slept = FakeGate(), []
+
+    async def sleep(s: float) -> None:
+        slept.append(s)
+
+    pacer = Pacer(gate, clock=lambda: start_s + sum(slept),  # type: ignore[arg-type]
+                  now_ms=lambda: int((start_s + sum(slept)) * 1000), sleep=sleep)
+    return pacer, gate, slept
+
+
+def test_a_chunk_waits_for_its_walkers_tokens_then_takes_the_accounts():
+    pacer, gate, slept = fake_pacer()
+    bucket = TokenBucket(rate_per_s=10, burst=50, tokens=20)
+    assert asyncio.run(pacer.pace(bucket, "t1", 50, deadline=60_000))
+    assert slept == [pytest.approx(3.0)] and gate.acquired == [("t1", 50)]
+
+
+def test_a_chunk_the_rate_cannot_pace_before_its_deadline_is_refused_at_once():
+    pacer, gate, slept = fake_pacer()
+    bucket = TokenBucket(rate_per_s=10, burst=50, tokens=0)
+    assert not asyncio.run(pacer.pace(bucket, "t1", 50, deadline=4_000))  # needs 5 s
+    assert slept == [] and gate.acquired == [], "it neither waits nor takes the account's rate"
+
+
+def test_tokens_given_back_go_to_the_walker_and_the_account_and_none_is_nothing():
+    pacer, gate, _ = fake_pacer()
+    bucket = TokenBucket(rate_per_s=10, burst=50, tokens=0)
+    pacer.give_back(bucket, 0)
+    pacer.give_back(bucket, -3)  # every address sent, an opt-out lifted meanwhile
+    assert bucket.tokens == 0 and gate.returned == 0
+    pacer.give_back(bucket, 20)
+    assert bucket.tokens == 20 and gate.returned == 20

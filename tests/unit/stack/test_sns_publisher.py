@@ -12,7 +12,7 @@ import pytest
 
 from stack.sns_publisher import CERT_PATH, LOCAL_TOPIC_ARN, Publisher
 from streams.adapters import sns
-from streams.campaigns import feedback
+from streams.campaigns import ses_events
 
 
 def queued(config: dict, mails: list[list[str]], tmp_path) -> list[tuple[dict[str, str], bool]]:
@@ -60,8 +60,8 @@ def test_every_message_is_signed_as_the_intake_checks_it(tmp_path):
         assert parsed["TopicArn"] == LOCAL_TOPIC_ARN and parsed["SignatureVersion"] == "2"
         assert parsed["SigningCertURL"] == "http://127.0.0.1:9" + CERT_PATH
         sns.verify(parsed, sns.public_key(Publisher.identity()[1], sns.timestamp_s(parsed)))
-        event = feedback.parse_event(parsed["Message"])
-        assert feedback.tenant_of(event, None, {"acme"}.__contains__) == "acme"
+        event = ses_events.parse_event(parsed["Message"])
+        assert ses_events.tenant_of(event, None, {"acme"}.__contains__) == "acme"
         assert event["mail"]["tags"]["cronstream-campaign"] == ["c-1"]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from streams.campaigns.walkers import Fenced, Start, Walkers, first_failure, stop_if_cancelled
+from streams.campaigns.walk_registry import Fenced, Start, Walkers, first_failure, stop_if_cancelled
 from tests.waiting import loop_turns
 
 

@@ -1,4 +1,6 @@
-"""The fan-out walkers of one process: at most one live walker per (campaign, recipient partition).
+"""The registry of a process's live walks: at most one live walker per (campaign, recipient
+partition), through rebalances. (The walker itself, an order's sends and a chunk's commit
+protocol, is ``streams.campaigns.walker``; this module only decides whether a walk may start.)
 
 Why a registry at all: faust redelivers a fan-out order every time its partition is assigned, and
 with eager rebalancing *every* partition is revoked and re-assigned on each rebalance, usually back

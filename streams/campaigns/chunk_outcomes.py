@@ -1,5 +1,11 @@
-"""Builds the records a campaign's decisions are recorded in: RecipientOutcomes for a recipient
-chunk (schemas/recipient_outcomes.avsc); a job slot's LedgerEntry is ``streams.ledger``'s."""
+"""The outcomes of a campaign's recipient chunk, recorded as one RecipientOutcomes record on
+``cronstream.recipient-outcomes`` (schemas/recipient_outcomes.avsc) by the walker
+(``streams.campaigns.walker``) and resolved from ``unknown`` by SES events
+(``streams.campaigns.unknown``).
+
+The outcomes a recipient may end with, and the rows Postgres makes of the record, are the
+ledger's (``streams.ledger``): one ledger, a job slot's entries and a campaign's rows.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-# every outcome a campaign recipient can end with, in the order the API reports their counts
-CAMPAIGN_OUTCOMES = ("sent", "suppressed", "expired_stale", "failed", "unknown", "cancelled")
+from streams.ledger import CAMPAIGN_OUTCOMES
 
 
 @dataclass
@@ -68,18 +73,3 @@ class ChunkOutcomes:
             "message_ids": self.message_ids,
             "attempts": self.attempts,
         }
-
-
-def recipient_rows(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """A RecipientOutcomes record as the ledger rows Postgres makes of it, keyed
-    ``campaign_id:email`` (the Python side of connectors/ledger.sql: checks and tools that read
-    the topic itself compare with the table through this)."""
-    rows: dict[str, dict[str, Any]] = {}
-    for email, outcome, reason, message_id, attempts in zip(
-            record["emails"], record["outcomes"], record["reasons"], record["message_ids"],
-            record["attempts"], strict=True):
-        rows[f"{record['campaign_id']}:{email}"] = {
-            "email": email, "outcome": outcome, "reason": reason or None,
-            "message_id": message_id or None, "attempts": attempts,
-            "fire_id": record["fire_id"], "epoch": record["epoch"]}
-    return rows

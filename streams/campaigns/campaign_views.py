@@ -1,4 +1,5 @@
-"""The campaigns and tenants as the fan-out reads them: views of their compacted topics.
+"""The campaigns and tenants as the fan-out reads them: views of their compacted topics (not
+the records' builders: a campaign record's next revision is ``streams.campaigns.lifecycle``).
 
 Shared by the controller and every walker of a worker, started once each, off the event loop.
 """
@@ -17,7 +18,9 @@ class ViewBehind(Exception):
     """A view could not catch up: a missing key is not yet a missing record (retried)."""
 
 
-class CampaignRecords:
+class CampaignViews:
+    """The campaigns and tenants views of a worker, each started once, on first use."""
+
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
         self._views = {topic.name: StartedOnce(lambda topic=topic: TopicView(bootstrap, topic))

@@ -1,4 +1,4 @@
-"""SES events into SesFeedback records (``streams.campaigns.feedback``): one per affected
+"""SES events into SesFeedback records (``streams.campaigns.ses_events``): one per affected
 recipient, on the recipient's partition, in the shapes SES documents ("Examples of event data
 that Amazon SES publishes to Amazon SNS")."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from streams.campaigns import feedback
+from streams.campaigns import ses_events
 from streams.runtime.codec import codec
 
 MAIL = {"timestamp": "2026-01-02T03:04:05.678Z", "source": "news@example.org",
@@ -40,7 +40,7 @@ EVENTS = {
 
 def parsed(kind: str, event: dict | None = None) -> list[dict]:
     raw = json.dumps(event or EVENTS[kind])
-    return feedback.records(feedback.parse_event(raw), raw, tenant="acme", sns_message_id="sns-1",
+    return ses_events.records(ses_events.parse_event(raw), raw, tenant="acme", sns_message_id="sns-1",
                             topic_arn="arn:aws:sns:us-east-1:1:t", received_ms=42)
 
 
@@ -57,7 +57,7 @@ def test_each_event_type_is_one_record_per_affected_recipient(kind, emails):
         assert (record["campaign_id"], record["chunk"]) == ("c-1", "u-1:7")
         assert record["configuration_set"] == "cronstream-acme-shared"
         assert json.loads(record["raw"]) == EVENTS[kind], "the raw event is kept for audit"
-        assert feedback.key(record) == f"acme:{record['email']}"
+        assert ses_events.key(record) == f"acme:{record['email']}"
         assert codec().decode(codec().encode("SesFeedback", record)) == record
 
 
@@ -91,26 +91,26 @@ def test_the_old_notification_format_and_odd_addresses():
     ('{"notificationType": "AmazonSnsSubscriptionSucceeded", "message": "hi"}', "no mail"),
 ])
 def test_what_is_not_an_ses_event_is_named(message, says):
-    with pytest.raises(feedback.BadEvent, match=says):
-        feedback.parse_event(message)
+    with pytest.raises(ses_events.BadEvent, match=says):
+        ses_events.parse_event(message)
 
 
 def test_an_event_without_its_recipients_is_named():
-    with pytest.raises(feedback.BadEvent, match="Bounce without bounce.bouncedRecipients"):
+    with pytest.raises(ses_events.BadEvent, match="Bounce without bounce.bouncedRecipients"):
         parsed("Bounce", {"eventType": "Bounce", "mail": MAIL, "bounce": {}})
 
 
 def test_the_tenant_is_pinned_tagged_or_read_from_a_single_matching_configuration_set():
     event = EVENTS["Delivery"]
     known = {"acme", "a", "a-b"}.__contains__
-    assert feedback.tenant_of(event, "pinned", known) == "pinned"
-    assert feedback.tenant_of(event, None, known) == "acme"
+    assert ses_events.tenant_of(event, "pinned", known) == "pinned"
+    assert ses_events.tenant_of(event, None, known) == "acme"
     tagged = {**event, "mail": {**MAIL, "tags": {**MAIL["tags"], "cronstream-tenant": ["t2"]}}}
-    assert feedback.tenant_of(tagged, None, known) == "t2"
+    assert ses_events.tenant_of(tagged, None, known) == "t2"
 
     def through(config_set: str) -> str | None:
         mail = {**MAIL, "tags": {"ses:configuration-set": [config_set]}}
-        return feedback.tenant_of({**event, "mail": mail}, None, known)
+        return ses_events.tenant_of({**event, "mail": mail}, None, known)
 
     # the form since issue 40: the first '_' ends the tenant, whatever '-' the names hold
     assert through("cronstream-a_b-c") == "a" and through("cronstream-a-b_c") == "a-b"
@@ -130,7 +130,7 @@ def test_every_send_is_tagged_so_its_events_name_tenant_campaign_chunk_and_fire(
     written so SES takes them, and the chunk comes back as ``upload_id:seq``."""
     from streams.adapters import ses
 
-    tag = feedback.chunk_tag("0f3a9c2b11de", 42)
+    tag = ses_events.chunk_tag("0f3a9c2b11de", 42)
     assert ses.tag_value(tag) == tag
     assert ses.tag_value("job-1@2026-11-26T00:00:00+00:00") == "job-1_2026-11-26T00_00_00_00_00"
     assert ses.tag_value("x" * 300) == "x" * 256 and ses.tag_value("") == "_"
@@ -139,7 +139,7 @@ def test_every_send_is_tagged_so_its_events_name_tenant_campaign_chunk_and_fire(
         "tags": {"cronstream-tenant": ["acme"], "cronstream-campaign": ["c-1"],
                  "cronstream-chunk": [tag]}},
         "delivery": {"recipients": ["a@example.org"]}}
-    [record] = feedback.records(event, "{}", tenant=feedback.tenant_of(event, None, bool) or "",
+    [record] = ses_events.records(event, "{}", tenant=ses_events.tenant_of(event, None, bool) or "",
                                 sns_message_id="s", topic_arn="arn", received_ms=1)
     assert (record["tenant"], record["campaign_id"], record["chunk"]) == (
         "acme", "c-1", "0f3a9c2b11de:42")

@@ -1,5 +1,7 @@
 """The campaign side's consumer of SES feedback: bounces and complaints become suppressions,
-and an event of a recipient recorded ``unknown`` resolves it to sent.
+and an event of a recipient recorded ``unknown`` resolves it to sent. The module is the agent
+``apply_ses_feedback`` and what it applies; reading SES's events into the records it consumes is
+``streams.campaigns.ses_events``.
 
     cronstream.ses-feedback ─▶ [apply_ses_feedback] ─▶ cronstream.suppressions (acknowledged)
                                  │                    ─▶ cronstream.campaigns (guard's pauses)
@@ -32,8 +34,8 @@ import logging
 from typing import Any
 
 from streams.campaigns import bounces, guard, suppressions, unknown
+from streams.campaigns.campaign_views import CampaignViews
 from streams.campaigns.chunk_verdict import DONE
-from streams.campaigns.records import CampaignRecords
 from streams.runtime import clock, metrics
 from streams.runtime.app import Runtime
 from streams.runtime.codec import SchemaError, codec
@@ -53,7 +55,7 @@ def policy_of(rt: Runtime) -> bounces.Policy:
                           rt.settings.soft_bounce_window_days * bounces.DAY_MS)
 
 
-def register(rt: Runtime, emitter: Emitter, records: CampaignRecords, send_chunks: Any,
+def register(rt: Runtime, emitter: Emitter, records: CampaignViews, send_chunks: Any,
              unknown_chunks: Any) -> None:
     """The feedback agent on ``rt``'s app; ``emitter`` writes the suppressions, the guard's
     pauses and resolved outcomes, ``records`` lists the campaigns it may pause,

@@ -1,11 +1,13 @@
-"""The chunk outcome record: what a walker records for up to 50 recipients in one Kafka record."""
+"""The chunk outcome record (``streams.campaigns.chunk_outcomes``): what a walker records for up
+to 50 recipients in one Kafka record, and the ledger rows Postgres makes of it."""
 
 from __future__ import annotations
 
 import pytest
 
+from streams.campaigns.chunk_outcomes import ChunkOutcomes
+from streams.ledger import recipient_rows
 from streams.runtime.codec import codec
-from streams.scheduling.ledger import ChunkOutcomes, recipient_rows
 
 CAMPAIGN = {"campaign_id": "c1", "tenant": "t1", "send_at_ms": 1_700_000_000_000}
 

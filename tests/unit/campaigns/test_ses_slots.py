@@ -1,4 +1,4 @@
-"""An SES slot (``streams.campaigns.walker.SesSlot``) is given back only once its chunk left it
+"""An SES slot (``streams.campaigns.ses_slots.SesSlot``) is given back only once its chunk left it
 and its call's thread finished: a walker cancelled mid-call (a revocation) must not hand its slot
 to a chunk whose call would queue behind the abandoned one, its intent written meanwhile."""
 
@@ -6,7 +6,7 @@ import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from streams.campaigns.walker import SesSlot
+from streams.campaigns.ses_slots import SesSlot, SesSlots
 
 
 def test_a_slot_left_mid_call_comes_back_only_when_the_thread_finishes():
@@ -45,3 +45,26 @@ def test_a_slot_without_a_call_or_after_an_answered_one_comes_back_once():
             answered.leave()
     asyncio.run(scenario())
     assert released == [1, 2]
+
+
+def test_a_worker_has_as_many_calls_out_as_slots_and_the_next_chunk_waits_for_one():
+    async def scenario() -> list[str]:
+        slots = SesSlots(2)
+        order: list[str] = []
+        gate = asyncio.Event()
+
+        async def chunk(name: str) -> None:
+            async with slots.slot() as slot:
+                order.append(f"{name} holds")
+                await gate.wait()
+                await slot.call(lambda: None)
+            order.append(f"{name} left")
+
+        chunks = [asyncio.ensure_future(chunk(name)) for name in "abc"]
+        await asyncio.sleep(0.05)
+        assert order == ["a holds", "b holds"], "a third slot was handed out"
+        gate.set()
+        await asyncio.gather(*chunks)
+        return order
+    order = asyncio.run(scenario())
+    assert order.index("c holds") > min(order.index("a left"), order.index("b left"))
