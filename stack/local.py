@@ -33,7 +33,7 @@ import httpx
 from stack import isolated, processes
 from stack.sns_publisher import LOCAL_TOPIC_ARN
 from streams.runtime import kafka_config
-from streams.runtime.settings import API_START_S, REPO_ROOT, Settings
+from streams.runtime.settings import API_START_S, REPO_ROOT, Settings, environment
 
 JAVA_POMS = (REPO_ROOT / "stack" / "pom.xml", REPO_ROOT / "connectors" / "avro-converter" / "pom.xml")
 # the ledger's sinks (connectors/*.json) and the Postgres tables and trigger they write into
@@ -367,8 +367,8 @@ class Stack:
         if not self.secure:
             return {}
         return {"CRONSTREAM_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
-                "CRONSTREAM_KAFKA_SASL_MECHANISM": os.environ.get(
-                    "CRONSTREAM_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512"),
+                "CRONSTREAM_KAFKA_SASL_MECHANISM": self.s.given(
+                    "CRONSTREAM_KAFKA_SASL_MECHANISM") or "SCRAM-SHA-512",
                 "CRONSTREAM_KAFKA_SASL_USERNAME": "cronstream",
                 "CRONSTREAM_KAFKA_SASL_PASSWORD": self.secret("", "kafka-cronstream.password"),
                 "CRONSTREAM_KAFKA_CA_FILE": str(self.secure_dir / "ca.pem")}
@@ -674,7 +674,7 @@ class Stack:
             # makes: one mapping (streams.runtime.kafka_config), nothing on PLAINTEXT
             *[line for prefix in ("", "producer.", "consumer.", "admin.")
               for line in kafka_config.KafkaSecurity.from_env(
-                  {**os.environ, **clients}).java_properties(prefix)],
+                  {**environment(), **clients}).java_properties(prefix)],
             "",
         ]))
         os.chmod(props, 0o600)  # it holds the SASL password on a secure stack
@@ -915,15 +915,15 @@ class Stack:
                 "CRONSTREAM_UNSUBSCRIBE_SECRET": self.secret("CRONSTREAM_UNSUBSCRIBE_SECRET",
                                                              "unsubscribe.key"),
                 "CRONSTREAM_OPERATOR_KEY": self.secret("CRONSTREAM_OPERATOR_KEY", "operator.key"),
-                "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "local"),
-                "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "local"),
-                "AWS_REGION": os.environ.get("AWS_REGION", "us-east-1"),
+                "AWS_ACCESS_KEY_ID": self.s.given("AWS_ACCESS_KEY_ID") or "local",
+                "AWS_SECRET_ACCESS_KEY": self.s.given("AWS_SECRET_ACCESS_KEY") or "local",
+                "AWS_REGION": self.s.aws_region,
                 # the feedback endpoint trusts the local SES server's SNS topic and certificate,
                 # served over plain http on loopback (stack.sns_publisher)
-                "CRONSTREAM_SNS_TOPICS": os.environ.get("CRONSTREAM_SNS_TOPICS", LOCAL_TOPIC_ARN),
-                "CRONSTREAM_SNS_CERT_HOSTS": os.environ.get(
-                    "CRONSTREAM_SNS_CERT_HOSTS", re.escape(f"{self.s.host}:{self.s.ses_port}")),
-                "CRONSTREAM_SNS_ALLOW_HTTP": os.environ.get("CRONSTREAM_SNS_ALLOW_HTTP", "1")}
+                "CRONSTREAM_SNS_TOPICS": self.s.given("CRONSTREAM_SNS_TOPICS") or LOCAL_TOPIC_ARN,
+                "CRONSTREAM_SNS_CERT_HOSTS": self.s.given("CRONSTREAM_SNS_CERT_HOSTS")
+                or re.escape(f"{self.s.host}:{self.s.ses_port}"),
+                "CRONSTREAM_SNS_ALLOW_HTTP": self.s.given("CRONSTREAM_SNS_ALLOW_HTTP") or "1"}
 
     def region_env(self) -> dict[str, str]:
         """A region's processes: their region (their sends need its lease) and the other
@@ -949,8 +949,8 @@ class Stack:
 
     def secret(self, env: str, name: str) -> str:
         """``$env`` if set, else a random secret kept in ``.local/secrets/name`` (mode 0600)."""
-        if env and os.environ.get(env):
-            return os.environ[env]
+        if env and self.s.given(env):
+            return str(self.s.given(env))
         path = self.s.home / "secrets" / name
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -1008,7 +1008,7 @@ class Stack:
         # through every broker restart it sees, where librdkafka aborted one (stack.isolated)
         try:
             prepared = isolated.call("streams.runtime.admin:prepare_cluster", self.s.bootstrap,
-                                     env=self.kafka_env(),
+                                     self.s.partitions, env=self.kafka_env(),
                                      timeout_s=300)
         except isolated.ChildCallFailed as exc:
             raise StackError("kafka", f"could not create the topics or seed the workers' group: "
