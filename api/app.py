@@ -108,10 +108,11 @@ def create_app(state: ApiState | None = None) -> FastAPI:
             yield
             return
         admin.check_reachable(conf.bootstrap)  # a wrong password or CA: one clear line, no hang
-        admin.ensure_topics(conf.bootstrap)
+        admin.ensure_topics(conf.bootstrap, partitions=conf.partitions)
         app.state.api = ApiState.connect(conf)
         # what no campaign can read any more leaves cronstream.recipients (kept until then)
-        pruner = retention.Pruner(conf.bootstrap, conf.recipients_prune_interval_s).start()
+        pruner = retention.Pruner(conf.bootstrap, conf.partitions,
+                                  conf.recipients_prune_interval_s).start()
         yield
         pruner.stop()
         app.state.api.close()

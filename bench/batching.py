@@ -99,12 +99,12 @@ def burst(bootstrap: str, topic: str, broker: int, linger_ms: int, count: int, r
             "producers' CPU s": round(sum(cpu for _, cpu in producers), 3)}
 
 
-def scratch_topics(bootstrap: str, count: int) -> list[str]:
+def scratch_topics(bootstrap: str, count: int, partitions: int) -> list[str]:
     """One new topic per burst, all created before the first: a topic's creation (its log
     directories and index files) or deletion inside a burst's window would be counted in it."""
     names = [f"bench.batching-{uuid.uuid4().hex[:8]}" for _ in range(count)]
     created = admin_client(bootstrap).create_topics(
-        [NewTopic(name, FIRED.partitions, 1) for name in names])
+        [NewTopic(name, FIRED.count(partitions), 1) for name in names])
     for future in created.values():
         future.result()
     time.sleep(SETTLE_S)
@@ -141,7 +141,7 @@ def main() -> None:
         raise SystemExit(f"the broker is not running after the stack started: see "
                          f"{stack.log('kafka')}")
     runs: dict[int, list[dict[str, float]]] = {linger: [] for linger in args.lingers}
-    topics = scratch_topics(conf.bootstrap, args.rounds * len(args.lingers))
+    topics = scratch_topics(conf.bootstrap, args.rounds * len(args.lingers), conf.partitions)
     try:
         for round_ in range(args.rounds):
             for i, linger in enumerate(args.lingers):

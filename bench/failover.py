@@ -56,7 +56,7 @@ from streams.runtime import clock
 from streams.runtime.emit import Emitter
 from streams.runtime.kafka_config import client_config
 from streams.scheduling import schedule
-from streams.topology import FIRED, JOBS, LEDGER, partition_for, partitions
+from streams.topology import FIRED, JOBS, LEDGER, partition_for
 
 WARM_UP_S = 20
 SETTLE_S = 20  # the reconciler's turn once the executors have consumed every fired record
@@ -225,7 +225,7 @@ def main() -> None:
     # applied while the spike's runs drained they took the survivor's event loop from its executor
     stop(emitter, idle, spike)
 
-    count = partitions()
+    count = conf.partitions
     gaps = {}
     for part in sorted(victim_parts):
         after = [ts for key, p, ts in fired if p == part and ts > killed_ms]

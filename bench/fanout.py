@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 import uuid
 from collections import Counter
@@ -47,9 +46,9 @@ from streams.runtime import settings
 QUIET_S = 60.0  # no mail accepted for this long after the first: the campaign is over
 
 
-def ses_ceiling(seconds: float = 5.0, threads: int = 8) -> float:
+def ses_ceiling(conf: settings.Settings, seconds: float = 5.0, threads: int = 8) -> float:
     """Recipients/s the local SES server accepts from boto3 bulk calls of 50, all cores busy."""
-    client = ses.client()
+    client = ses.client(conf.ses_endpoint_url, conf.aws_region)
     entries = [ses.BulkEntry(f"ceiling{i}@example.net", {}, "{}") for i in range(50)]
     stop = time.monotonic() + seconds
 
@@ -132,8 +131,8 @@ def main() -> None:
     conf = settings.load()
     stack = Stack(conf)
     stack.up(with_app=True, workers=args.workers)
-    os.environ.update(stack.app_env())
-    ceiling = ses_ceiling()
+    settings.export(stack.app_env(), override=True)  # this process talks to the stack's SES
+    ceiling = ses_ceiling(conf)
     print(f"local SES server ceiling: {ceiling:,.0f} recipients/s", flush=True)
 
     key = tenants.create(conf.bootstrap, f"bench{uuid.uuid4().hex[:6]}", senders=["example.com"])

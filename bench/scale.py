@@ -36,7 +36,7 @@ from stack.local import Stack
 from streams.runtime import settings
 from streams.runtime.emit import Emitter
 from streams.runtime.settings import Settings
-from streams.topology import JOBS, partitions
+from streams.topology import JOBS
 
 WORKER = "worker-1"
 
@@ -147,7 +147,7 @@ def main() -> None:
         "10M extrapolated: restart-to-ready s": round(ready_s * ten_m / len(ids)),
         "10M extrapolated: load at this rate s": round(ten_m / rate),
         "10M plan: workers for ready <= 60 s": max(1, -(-round(ready_s * ten_m / len(ids)) // 60)),
-        "partitions now": partitions(),
+        "partitions now": conf.partitions,
         "API ready s: empty store / from its checkpoint": [round(api_first_s, 1),
                                                             round(api_restart_s, 1)],
         "API peak RSS MiB": api_peak,

@@ -5,7 +5,6 @@ API that cannot be reached is unreachable (3)."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,11 +65,12 @@ class Client:
 def client(api_url: str | None, api_key: str | None) -> Client:
     from streams.runtime import settings
 
-    key = api_key or os.environ.get("CRONSTREAM_API_KEY")
+    conf = settings.load()
+    key = api_key or conf.api_key
     if not key:
         raise CliError("no API key: pass --api-key or set CRONSTREAM_API_KEY "
                        "(cronstream tenant create NAME prints one)", USAGE)
-    return Client(api_url or settings.load().api_url, key)
+    return Client(api_url or conf.api_url, key)
 
 
 def load_documents(path: str) -> list[dict[str, Any]]:

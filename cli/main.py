@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import os
 import sys
 import traceback
 from collections.abc import Iterator
@@ -56,7 +55,8 @@ def _stack(args: argparse.Namespace) -> int:
                     print(f"{name}: {part:<12} {state}")
         elif args.action == "up":
             part = "services" if args.services_only else "apps" if args.apps_only else "all"
-            stack.up(with_app=not args.infra_only, workers=args.workers, brokers=args.brokers,
+            brokers = args.brokers if args.brokers is not None else conf.brokers
+            stack.up(with_app=not args.infra_only, workers=args.workers, brokers=brokers,
                      secure=True if args.secure else None, part=part, kafka_auth=args.kafka_auth)
             if stack.secure:
                 print(f"[stack] Kafka listens on SASL_SSL, mTLS and OAUTHBEARER; its clients use "
@@ -86,10 +86,10 @@ def _worker(args: argparse.Namespace) -> int:
 def _api(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from streams.runtime import admin, kafka_config, settings
+    from streams.runtime import admin, settings
 
     conf = settings.check_or_exit("api")  # every setting's problem, one line each, now
-    kafka_config.security()  # a setting that cannot work stops here, in one line (not a traceback)
+    conf.kafka_security  # noqa: B018 - a setting that cannot work stops here, in one line
     # here too, not only in the app's start: uvicorn logs a failed start with its traceback
     admin.check_reachable(conf.bootstrap)
     uvicorn.run("api.app:create_app", factory=True, host=args.host or conf.api_host,
@@ -127,7 +127,8 @@ def _recipients(args: argparse.Namespace) -> int:
     from streams.campaigns import retention
     from streams.runtime import settings
 
-    for part, before, after in retention.prune_report(settings.load().bootstrap,
+    conf = settings.load()
+    for part, before, after in retention.prune_report(conf.bootstrap, conf.partitions,
                                                       dry_run=args.dry_run):
         print(f"partition {part}: log start {before} -> {after} "
               f"({after - before} records {'would go' if args.dry_run else 'deleted'})")
@@ -257,10 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="how Connect, the workers and the API of a secure stack authenticate "
                        "(default: as last time, first scram); those running another way restart "
                        "(stack.local.KAFKA_AUTHS)")
-    stack.add_argument("--brokers", type=int,
-                       default=int(os.environ["CRONSTREAM_BROKERS"]) if os.environ.get(
-                           "CRONSTREAM_BROKERS") else None,
-                       help="KRaft nodes (broker + controller each) to start: 1 (the default) or "
+    stack.add_argument("--brokers", type=int, default=None,
+                       help="default: $CRONSTREAM_BROKERS; "
+                       "KRaft nodes (broker + controller each) to start: 1 (the default) or "
                        "3 for a three-voter quorum with replicated topics; fixed per CRONSTREAM_HOME")
     stack.add_argument("--regions", type=int, choices=[1, 2], default=1,
                        help="2: a second region (docs/regions.md): its own Kafka cluster and "
@@ -378,13 +378,13 @@ def adopt_home_settings(args: argparse.Namespace) -> list[str]:
     from stack.local import Stack
     from streams.runtime import settings
 
-    explicit = operate.explicit_bootstrap(args) or os.environ.get("CRONSTREAM_BOOTSTRAP")
-    found = Stack(settings.load()).home_client_env(
-        explicit, os.environ.get("CRONSTREAM_KAFKA_SECURITY_PROTOCOL"),
-        os.environ.get("CRONSTREAM_KAFKA_SASL_MECHANISM"))
-    adopted = {name: value for name, value in found.items() if name not in os.environ}
-    os.environ.update(adopted)
-    return sorted(adopted)
+    conf = settings.load()
+    explicit = operate.explicit_bootstrap(args) or conf.given("CRONSTREAM_BOOTSTRAP")
+    found = Stack(conf).home_client_env(
+        explicit, conf.given("CRONSTREAM_KAFKA_SECURITY_PROTOCOL"),
+        conf.given("CRONSTREAM_KAFKA_SASL_MECHANISM"))
+    # into this process's environment: its later settings and the processes it starts see them
+    return settings.export(found)
 
 
 def reach(need: str, args: argparse.Namespace) -> None:

@@ -268,8 +268,6 @@ def _local_site(workers: int) -> Any:
 
 
 def ses_events(args: argparse.Namespace) -> int:
-    import os
-
     from botocore.exceptions import BotoCoreError, ClientError
 
     from streams.adapters import ses
@@ -277,8 +275,9 @@ def ses_events(args: argparse.Namespace) -> int:
     names = [ses.configuration_set(args.tenant, pool) for pool in args.pool or ["default"]]
     if args.reminders:
         names.append(ses.configuration_set(args.tenant))
-    client = ses.client()
-    where = os.environ.get("CRONSTREAM_SES_ENDPOINT") or f"AWS ({client.meta.region_name})"
+    conf = settings_()
+    client = ses.client(conf.ses_endpoint_url, conf.aws_region)
+    where = conf.ses_endpoint_url or f"AWS ({client.meta.region_name})"
     for name in names:
         try:
             done = ses.ensure_event_destination(client, name, args.topic_arn)

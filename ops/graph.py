@@ -11,15 +11,30 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from streams.topology import APP_ID, PROCESSORS, TABLES, TOPICS, ProcessorSpec, TableSpec, TopicSpec
+from streams.topology import (
+    APP_ID,
+    DEFAULT_PARTITIONS,
+    PROCESSORS,
+    TABLES,
+    TOPICS,
+    ProcessorSpec,
+    TableSpec,
+    TopicSpec,
+)
 
 SHAPES = {"agent": "processor", "punctuator": "punctuator", "client": "client", "api": "source",
           "sink": "sink"}
 
 
+def _parts(t: TopicSpec) -> int:
+    """The partitions drawn: the topic's own count, else the default of the cluster's
+    (``CRONSTREAM_PARTITIONS``): the declared graph, the same whatever a deployment sets."""
+    return t.count(DEFAULT_PARTITIONS)
+
+
 def _topic_label(t: TopicSpec) -> str:
     policy = "compacted" if t.compacted else "delete"
-    return f"{t.name} [{t.partitions}p, key {t.key}, {t.schema}, {policy}]"
+    return f"{t.name} [{_parts(t)}p, key {t.key}, {t.schema}, {policy}]"
 
 
 def _table_label(t: TableSpec) -> str:
@@ -63,7 +78,7 @@ def _edges(p: ProcessorSpec) -> list[tuple[str, str, str]]:
 def mermaid() -> str:
     lines = ["flowchart LR"]
     for t in TOPICS:
-        lines.append(f'  {_id(t.name)}[["{t.name}<br/>{t.partitions}p key {t.key}"]]')
+        lines.append(f'  {_id(t.name)}[["{t.name}<br/>{_parts(t)}p key {t.key}"]]')
     for t in TABLES:
         lines.append(f'  {_id("table " + t.name)}[("table {t.name}")]')  # keys: docs/architecture.md
     for p in PROCESSORS:
@@ -80,7 +95,7 @@ def dot() -> str:
     lines = ["digraph cronstream {", "  rankdir=LR;", '  node [fontname="Helvetica"];']
     for t in TOPICS:
         lines.append(f'  {_id(t.name)} [shape=box, style=filled, fillcolor="#e8f0fe", '
-                     f'label="{t.name}\\n{t.partitions}p key {t.key}"];')
+                     f'label="{t.name}\\n{_parts(t)}p key {t.key}"];')
     for t in TABLES:
         lines.append(f'  {_id("table " + t.name)} [shape=cylinder, label="table {t.name}\\n'
                      f'{t.changelog(APP_ID)}"];')
@@ -136,7 +151,7 @@ def svg() -> str:
         y = topic_y[t.name]
         out.append(f'<rect x="{left_x}" y="{y}" width="{box_w}" height="24" rx="3" '
                    f'fill="#e8f0fe" stroke="#4a6fa5"/><text x="{left_x + 6}" y="{y + 16}" '
-                   f'font-size="12">{t.name} ({t.partitions}p{", compacted" if t.compacted else ""})'
+                   f'font-size="12">{t.name} ({_parts(t)}p{", compacted" if t.compacted else ""})'
                    '</text>')
     for p in PROCESSORS:
         y = proc_y[p.name]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from stack import mirror, processes
 from stack.local import REGIONS_FILE, Stack, StackError, region_record, say, wait_healthy
-from streams.runtime import kafka_config
+from streams.runtime import kafka_config, settings
 from streams.runtime.authority import Store
 from streams.runtime.settings import Settings
 
@@ -28,8 +28,7 @@ NAMES = ("a", "b")
 def standby_settings(s: Settings, offset: int | None = None) -> Settings:
     """Region b's settings from region a's: its own home and Kafka, Connect, API and worker
     ports ``offset`` above; PostgreSQL and SES are region a's (shared)."""
-    off = offset if offset is not None else int(
-        os.environ.get("CRONSTREAM_STANDBY_PORT_OFFSET") or 1000)
+    off = offset if offset is not None else s.standby_port_offset
     return replace(s, home=s.home / "region-b", kafka_port=s.kafka_port + off,
                    controller_port=s.controller_port + off, connect_port=s.connect_port + off,
                    api_port=s.api_port + off, worker_web_port=s.worker_web_port + off,
@@ -100,7 +99,8 @@ class Regions:
         src, dst = names[id(source)], names[id(target)]
         props = target.s.home / "mirror" / "mm2.properties"
         props.parent.mkdir(parents=True, exist_ok=True)
-        security = kafka_config.KafkaSecurity.from_env({**os.environ, **target.clients_kafka_env()})
+        security = kafka_config.KafkaSecurity.from_env(
+            {**settings.environment(), **target.clients_kafka_env()})
         props.write_text(mirror.properties(src, dst, source.s.bootstrap, target.s.bootstrap,
                                            security.java_properties(), security.java_properties()))
         os.chmod(props, 0o600)  # a secure stack's holds the SASL password

@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import os
 import random
 import re
 import threading
@@ -53,6 +52,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from stack.sns_publisher import CERT_PATH, CONFIRM_PATH, Publisher
+from streams.runtime import settings
 
 MAX_BULK = 50
 CONFIGURATION_SET_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # as SES allows
@@ -383,7 +383,7 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 
 
 def create_app(log_path: Path | None = None) -> Starlette:
-    path = log_path or Path(os.environ.get("CRONSTREAM_SES_LOG", "ses-sent.jsonl"))
+    path = log_path or settings.load().ses_log  # CRONSTREAM_SES_LOG, set by stack up
     server = SesServer(path)
     return Starlette(routes=[
         Route("/v2/email/outbound-emails", server.send_email, methods=["POST"]),

@@ -14,13 +14,12 @@ executions and its decisions.
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-
-def partitions() -> int:
-    """Partition count of the job-keyed topics; fixed for the life of a cluster (keys hash to it)."""
-    return int(os.environ.get("CRONSTREAM_PARTITIONS", "8"))
+# The partition count of the job-keyed topics is the cluster's (``CRONSTREAM_PARTITIONS``, fixed
+# for its life: keys hash to it), a setting this module never reads: whoever has the settings
+# passes ``Settings.partitions`` to ``TopicSpec.count`` and ``partition_for``. Its default:
+DEFAULT_PARTITIONS = 8
 
 
 DAY_MS = 24 * 3600 * 1000
@@ -33,10 +32,17 @@ class TopicSpec:
     schema: str
     compacted: bool
     doc: str
-    partitions: int = field(default_factory=partitions)
+    # a count of its own (the tenants topic's 1, Connect's internal topics), or None: the
+    # cluster's partition count, given to ``count`` by whoever has the settings
+    partitions: int | None = None
     # a delete-policy topic's retention; -1 keeps its records until something deletes them
     # (``cronstream.recipients``: ``streams.campaigns.retention`` prunes what no campaign needs)
     retention_ms: int = 7 * DAY_MS
+
+    def count(self, cluster: int) -> int:
+        """This topic's partitions on a cluster whose partitioned topics have ``cluster``
+        (``Settings.partitions``)."""
+        return self.partitions if self.partitions is not None else cluster
 
     def configs(self) -> dict[str, str]:
         if self.compacted:
@@ -343,12 +349,13 @@ def consumer_group(topic: TopicSpec) -> str:
     return EXECUTOR_GROUP if topic == FIRED else APP_ID
 
 
-def partition_for(key: str, count: int | None = None) -> int:
-    """Kafka's default partition of a key (murmur2, as the Java client and faust compute it).
+def partition_for(key: str, count: int) -> int:
+    """Kafka's default partition of a key (murmur2, as the Java client and faust compute it)
+    among ``count`` partitions (``Settings.partitions`` for the partitioned topics).
 
     Used to place records keyed by something else (a ledger entry keyed by fire id) on the
     partition of their job, so every topic about a job is co-partitioned.
     """
     from aiokafka.partitioner import murmur2
 
-    return (murmur2(key.encode()) & 0x7FFFFFFF) % (count or partitions())
+    return (murmur2(key.encode()) & 0x7FFFFFFF) % count

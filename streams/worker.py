@@ -23,10 +23,10 @@ import gc
 import logging
 
 from streams.campaigns import fanout
-from streams.execution import executor, suppressed, targets
+from streams.execution import executor, suppressed
 from streams.handoff import Gate
 from streams.runtime import admin, authority, commit_watch, metrics, settings
-from streams.runtime.app import Runtime, build, worker_id_from_env
+from streams.runtime.app import Runtime, build
 from streams.scheduling import agents, imports
 
 log = logging.getLogger(__name__)
@@ -41,10 +41,10 @@ def wire(rt: Runtime) -> None:
     """Register every sub-topology on ``rt``'s app and hand each what it needs of the others."""
     deciding = Gate()  # the scheduler decides a burst before the executor runs it
     campaigns = fanout.register(rt)
-    runs = executor.register(rt, fan_out=campaigns.fan_out, deciding=deciding)
     # reminder emails honour the tenant's suppressions, read from a view of the whole topic
-    targets.consult_suppressions(suppressed.Suppressions(
-        rt.settings.bootstrap, rt.settings.home / "workers" / f"{rt.worker_id}-suppressions.sqlite3"))
+    lookup = suppressed.Suppressions(
+        rt.settings.bootstrap, rt.settings.home / "workers" / f"{rt.worker_id}-suppressions.sqlite3")
+    runs = executor.register(rt, fan_out=campaigns.fan_out, deciding=deciding, suppressions=lookup)
     window = imports.ImportWindow()  # the import copier's copies apply_jobs has not applied
     schedule = agents.register(rt, runs, deciding, window)
     runs.decisions = schedule  # an outcome on the ledger resolves its slot
@@ -64,7 +64,7 @@ def main() -> None:
     problem = admin.group_session_problem(conf.bootstrap, conf.group_session[0])
     if problem is not None:
         raise settings.SettingsError(problem)
-    rt = build(conf, worker_id_from_env(),
+    rt = build(conf, conf.worker_id,
                replication_factor=admin.replication(conf.bootstrap).factor)
     if conf.region is not None:  # two regions: sends only under the region's lease
         lease, margin, renew = conf.region_lease
@@ -73,7 +73,7 @@ def main() -> None:
         held.start()
         rt.region = held
     wire(rt)
-    admin.ensure_topics(conf.bootstrap)
+    admin.ensure_topics(conf.bootstrap, partitions=conf.partitions)
     # topics made before the replication setting (or by someone else) are reported, in the log
     # and in /readyz, never silently taken (streams.runtime.admin.replication_shortfall)
     rt.health.replication = admin.replication_shortfall(conf.bootstrap)

@@ -47,6 +47,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 FREE_PORTS = range(10000, 15000)
 
 
+def cluster_partitions() -> int:
+    """The partition count of the stack's partitioned topics (``Settings.partitions``, from the
+    environment the stack under test was started with): what ``partition_for`` and
+    ``TopicSpec.count`` are given."""
+    return settings.load().partitions
+
+
 def free_port() -> int:
     """A port nothing listens on, outside the ephemeral range (``FREE_PORTS``)."""
     for _ in range(500):

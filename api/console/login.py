@@ -79,7 +79,7 @@ async def login(request: Request) -> Response:
                            "from this console: sign in again")
     key = (fields.get("key") or [""])[0].strip()
     digest = key_hash(key) if key else ""
-    operator = operator_digest()
+    operator = operator_digest(request)
     is_operator = bool(key) and operator is not None and hmac.compare_digest(digest, operator)
     if not is_operator and (not key or api_state(request).tenant_for_key(digest) is None):
         throttle.failed(client)

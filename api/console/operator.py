@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import html
-import os
 import time
 from collections import deque
 from typing import Annotated, Any
@@ -88,19 +87,20 @@ def _health(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def worker_metrics_urls(base_port: int) -> list[str]:
-    """Where the workers' ``/metrics`` are: ``CRONSTREAM_CONSOLE_WORKER_METRICS`` (comma-separated
-    URLs) where they run elsewhere, else the local stack's (worker N on the base port + N)."""
-    listed = os.environ.get("CRONSTREAM_CONSOLE_WORKER_METRICS", "")
-    if listed.strip():
-        return [u.strip() for u in listed.split(",") if u.strip()]
+def worker_metrics_urls(base_port: int, listed: tuple[str, ...] = ()) -> list[str]:
+    """Where the workers' ``/metrics`` are: ``listed`` (``CRONSTREAM_CONSOLE_WORKER_METRICS``,
+    ``Settings.console_worker_metrics``) where they run elsewhere, else the local stack's (worker
+    N on the base port + N)."""
+    if listed:
+        return list(listed)
     return [f"http://127.0.0.1:{base_port + n}/metrics" for n in range(LOCAL_WORKERS + 1)]
 
 
-def _dlq_records(bootstrap: str) -> int | None:
-    """Records ever written to the DLQ (the sum of its end offsets)."""
+def _dlq_records(bootstrap: str, partitions: int) -> int | None:
+    """Records ever written to the DLQ (the sum of its end offsets over the cluster's
+    ``partitions``)."""
     try:
-        ends = end_offsets(bootstrap, [(DLQ.name, p) for p in range(DLQ.partitions)], 5)
+        ends = end_offsets(bootstrap, [(DLQ.name, p) for p in range(DLQ.count(partitions))], 5)
     except Exception:  # noqa: BLE001 - the page shows "unknown" rather than failing
         return None
     return sum(ends.values())
@@ -115,7 +115,7 @@ async def ops_page(request: Request, who: Who) -> Response:
     health: list[tuple[str, str, str]] = []
     async with httpx.AsyncClient(timeout=2) as client:
         answers = await asyncio.gather(*(client.get(url) for url in worker_metrics_urls(
-            conf.worker_metrics_port)), return_exceptions=True)
+            conf.worker_metrics_port, conf.console_worker_metrics)), return_exceptions=True)
     for answer in answers:
         if isinstance(answer, httpx.Response) and answer.status_code == 200:
             health += [(str(answer.url), series, value) for series, value in _health(answer.text)]
@@ -123,7 +123,8 @@ async def ops_page(request: Request, who: Who) -> Response:
     backlog: dict[str, Any] = lag.run_backlog(rows, consumer_group(FIRED), FIRED.name)
     return render(request, "ops.html", who, rows=[r.as_dict() for r in rows], backlog=backlog,
                   chart=HISTORY.chart(), health=health, health_error=health_error,
-                  dlq=await run_in_threadpool(_dlq_records, conf.bootstrap))
+                  dlq=await run_in_threadpool(_dlq_records, conf.bootstrap,
+                                                conf.partitions))
 
 
 @router.get("/topology")

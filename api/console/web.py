@@ -10,7 +10,6 @@ could go wrong.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,9 +60,10 @@ def sessions(request: Request) -> SessionStore:
     return store
 
 
-def operator_digest() -> str | None:
-    """The operator key's digest, as the environment says now (``CRONSTREAM_OPERATOR_KEY``)."""
-    key = os.environ.get("CRONSTREAM_OPERATOR_KEY")
+def operator_digest(request: Request) -> str | None:
+    """The operator key's digest, as the API's settings say now (``CRONSTREAM_OPERATOR_KEY``,
+    ``Settings.operator_key``: read at each check, so a rotated key signs everyone out)."""
+    key = api_state(request).conf.operator_key
     return key_hash(key) if key else None
 
 
@@ -73,7 +73,7 @@ def signed_in(request: Request) -> SignedIn:
     if session is None:
         raise LoginNeeded
     if session.operator:
-        if session.key_sha256 != operator_digest():  # the operator key changed: sign in again
+        if session.key_sha256 != operator_digest(request):  # the operator key changed: sign in again
             raise LoginNeeded
         return SignedIn(session, None)
     tenant = api_state(request).tenant_for_key(session.key_sha256)

@@ -37,7 +37,7 @@ from streams.ledger import CAMPAIGN_OUTCOMES
 from streams.runtime import clock
 from streams.runtime.codec import codec
 from streams.scheduling import schedule
-from streams.topology import JOBS, RECIPIENTS, partitions
+from streams.topology import JOBS, RECIPIENTS
 
 router = APIRouter(prefix="/v1/campaigns", tags=["campaigns"])
 Tenant = Annotated[dict[str, Any], Depends(current_tenant)]
@@ -250,7 +250,7 @@ async def upload_recipients(campaign_id: str, request: Request, tenant: Tenant
     seen_dir = api.conf.home / "uploads" / upload_id
     seen_dir.parent.mkdir(parents=True, exist_ok=True)
     seen = Rdict(str(seen_dir))
-    chunker = recipients.Chunker(partitions(), seen)
+    chunker = recipients.Chunker(api.conf.partitions, seen)
     offsets = _Offsets()
     bad: list[dict[str, Any]] = []
     seq = 0

@@ -214,5 +214,5 @@ async def _write(api: ApiState, message: dict[str, str], pinned: str | None) -> 
     encode = codec().encode
     await asyncio.gather(*(
         api.emitter.send(SES_FEEDBACK, ses_events.key(r), encode("SesFeedback", r),
-                         partition_for(r["email"])) for r in records))
+                         partition_for(r["email"], api.conf.partitions)) for r in records))
     return {"written": len(records), "event_type": ses_events.event_type(event)}

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hmac
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
+from api.state import api_state
 from ops import lag, replication
 from streams.campaigns import ownership
 from streams.runtime.admin import client as admin_client
@@ -43,7 +43,7 @@ MUST_BE_ASSIGNED = (JOBS, FANOUT)
 
 def is_operator(request: Request) -> bool:
     """Whether the request carries the operator key (and one is configured)."""
-    expected = os.environ.get("CRONSTREAM_OPERATOR_KEY")
+    expected = api_state(request).conf.operator_key
     scheme, _, key = request.headers.get("authorization", "").partition(" ")
     return bool(expected) and scheme.lower() == "bearer" and hmac.compare_digest(
         key.strip(), expected or "")
@@ -67,7 +67,7 @@ class Cached:
 
 
 def _operator(request: Request) -> None:
-    expected = os.environ.get("CRONSTREAM_OPERATOR_KEY")
+    expected = api_state(request).conf.operator_key
     if not expected:
         raise HTTPException(403, detail="operator endpoints are disabled: set "
                                         "CRONSTREAM_OPERATOR_KEY for the API")

@@ -32,7 +32,7 @@ class SuppressionIn(BaseModel):
 async def suppress(api: ApiState, tenant: str, email: str, reason: str, source: str) -> None:
     """The shared path (``streams.campaigns.suppressions``), as the SES feedback agent takes it."""
     record = suppressions.record(tenant, email, reason, source)
-    await suppressions.suppress(api.emitter, record)
+    await suppressions.suppress(api.emitter, record, api.conf.partitions)
     api.suppressions.put(suppressions.key(tenant, email), record)  # read back at once
 
 
@@ -92,7 +92,7 @@ async def get_suppression(email: str, request: Request, tenant: Tenant) -> dict[
 async def delete_suppression(email: str, request: Request, tenant: Tenant) -> Response:
     address = _address(email)
     api: ApiState = request.app.state.api
-    await suppressions.lift(api.emitter, tenant["tenant"], address)
+    await suppressions.lift(api.emitter, tenant["tenant"], address, api.conf.partitions)
     api.suppressions.put(suppressions.key(tenant["tenant"], address), None)
     return Response(status_code=204)
 
@@ -101,7 +101,8 @@ async def delete_suppression(email: str, request: Request, tenant: Tenant) -> Re
              "signed token is the credential)")
 async def one_click_unsubscribe(token: str, request: Request) -> dict[str, Any]:
     try:
-        tenant, email, campaign_id = unsubscribe.verify(token)
+        tenant, email, campaign_id = unsubscribe.verify(
+            request.app.state.api.conf.unsubscribe_secret, token)
     except unsubscribe.BadToken as exc:
         raise problem(400, "token", str(exc)) from exc
     await suppress(request.app.state.api, tenant, email, f"one-click unsubscribe from "

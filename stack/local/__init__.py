@@ -237,6 +237,7 @@ class Stack:
         # through every broker restart it sees, where librdkafka aborted one (stack.isolated)
         try:
             prepared = isolated.call("streams.runtime.admin:prepare_cluster", self.s.bootstrap,
+                                     self.s.partitions,
                                      env=self.kafka_env(),
                                      timeout_s=300)
         except isolated.ChildCallFailed as exc:

@@ -79,15 +79,15 @@ class Apps:
                 "CRONSTREAM_UNSUBSCRIBE_SECRET": self.home.secret("CRONSTREAM_UNSUBSCRIBE_SECRET",
                                                              "unsubscribe.key"),
                 "CRONSTREAM_OPERATOR_KEY": self.home.secret("CRONSTREAM_OPERATOR_KEY", "operator.key"),
-                "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "local"),
-                "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "local"),
-                "AWS_REGION": os.environ.get("AWS_REGION", "us-east-1"),
+                "AWS_ACCESS_KEY_ID": self.s.given("AWS_ACCESS_KEY_ID") or "local",
+                "AWS_SECRET_ACCESS_KEY": self.s.given("AWS_SECRET_ACCESS_KEY") or "local",
+                "AWS_REGION": self.s.aws_region,
                 # the feedback endpoint trusts the local SES server's SNS topic and certificate,
                 # served over plain http on loopback (stack.sns_publisher)
-                "CRONSTREAM_SNS_TOPICS": os.environ.get("CRONSTREAM_SNS_TOPICS", LOCAL_TOPIC_ARN),
-                "CRONSTREAM_SNS_CERT_HOSTS": os.environ.get(
-                    "CRONSTREAM_SNS_CERT_HOSTS", re.escape(f"{self.s.host}:{self.s.ses_port}")),
-                "CRONSTREAM_SNS_ALLOW_HTTP": os.environ.get("CRONSTREAM_SNS_ALLOW_HTTP", "1")}
+                "CRONSTREAM_SNS_TOPICS": self.s.given("CRONSTREAM_SNS_TOPICS") or LOCAL_TOPIC_ARN,
+                "CRONSTREAM_SNS_CERT_HOSTS": self.s.given("CRONSTREAM_SNS_CERT_HOSTS")
+                or re.escape(f"{self.s.host}:{self.s.ses_port}"),
+                "CRONSTREAM_SNS_ALLOW_HTTP": self.s.given("CRONSTREAM_SNS_ALLOW_HTTP") or "1"}
 
     def region_env(self) -> dict[str, str]:
         """A region's processes: their region (their sends need its lease) and the other

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import secrets
 import shutil
 import subprocess
@@ -59,8 +58,8 @@ class StackHome:
 
     def secret(self, env: str, name: str) -> str:
         """``$env`` if set, else a random secret kept in ``.local/secrets/name`` (mode 0600)."""
-        if env and os.environ.get(env):
-            return os.environ[env]
+        if env and self.s.given(env):
+            return str(self.s.given(env))
         path = self.s.home / "secrets" / name
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)

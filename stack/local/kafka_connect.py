@@ -24,7 +24,7 @@ from stack.local.kafka_nodes import KafkaNodes
 from stack.local.postgres import apply_ledger_sql
 from stack.local.startup import StackError, running_or_free, say, wait_healthy
 from streams.runtime import kafka_config
-from streams.runtime.settings import REPO_ROOT, Settings
+from streams.runtime.settings import REPO_ROOT, Settings, environment
 
 # the ledger's sinks (connectors/*.json); the tables and trigger they write into are
 # postgres.LEDGER_SQL's
@@ -86,7 +86,7 @@ class KafkaConnect:
             # makes: one mapping (streams.runtime.kafka_config), nothing on PLAINTEXT
             *[line for prefix in ("", "producer.", "consumer.", "admin.")
               for line in kafka_config.KafkaSecurity.from_env(
-                  {**os.environ, **clients}).java_properties(prefix)],
+                  {**environment(), **clients}).java_properties(prefix)],
             "",
         ]))
         os.chmod(props, 0o600)  # it holds the SASL password on a secure stack

@@ -209,8 +209,8 @@ class KafkaNodes:
         if not self.secure:
             return {}
         return {"CRONSTREAM_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
-                "CRONSTREAM_KAFKA_SASL_MECHANISM": os.environ.get(
-                    "CRONSTREAM_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512"),
+                "CRONSTREAM_KAFKA_SASL_MECHANISM": self.s.given(
+                    "CRONSTREAM_KAFKA_SASL_MECHANISM") or "SCRAM-SHA-512",
                 "CRONSTREAM_KAFKA_SASL_USERNAME": "cronstream",
                 "CRONSTREAM_KAFKA_SASL_PASSWORD": self.home.secret("", "kafka-cronstream.password"),
                 "CRONSTREAM_KAFKA_CA_FILE": str(self.certificates.dir / "ca.pem")}

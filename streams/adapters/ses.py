@@ -1,8 +1,9 @@
 """Sends email through Amazon SES (v2 API) with boto3, against a configurable endpoint.
 
-``CRONSTREAM_SES_ENDPOINT`` points boto3 at any SES-compatible server (the local stack runs
-``stack/ses_server.py``); credentials and region come from the usual AWS environment variables,
-never from code or logs. SES has no idempotency token, so this module never retries by itself:
+``CRONSTREAM_SES_ENDPOINT`` (``Settings.ses_endpoint_url``, handed to ``client`` with the region)
+points boto3 at any SES-compatible server (the local stack runs ``stack/ses_server.py``);
+credentials come from boto3's usual chain (AWS environment variables, instance role), never
+from code or logs. SES has no idempotency token, so this module never retries by itself:
 it classifies each answer and the caller decides (throttling is always safe to retry — nothing
 was sent; a timeout is *unknown* — the mail may have left — and at-most-once callers must not
 resend it).
@@ -11,7 +12,6 @@ resend it).
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from enum import Enum
@@ -89,16 +89,18 @@ def _put_body(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None
         params["headers"]["Content-Type"] = "application/json"
 
 
-def client(timeout_s: float = 10.0) -> Any:
+def client(endpoint_url: str | None, region: str, timeout_s: float = 10.0) -> Any:
     """A client that never retries on its own: botocore's ``max_attempts`` counts *retries*, so
     only ``total_max_attempts: 1`` stops it from re-sending a request that timed out. The
     body-only sends are encoded by ``_take_params`` (the same bytes botocore would write; a unit
     test compares them), through boto3's documented event hooks: signing, HTTP, the answer's
-    parsing and the error classes stay botocore's."""
+    parsing and the error classes stay botocore's. ``endpoint_url`` and ``region`` are the
+    caller's settings (``Settings.ses_endpoint_url``, None for AWS SES, and ``aws_region``);
+    the credentials are boto3's chain."""
     made = boto3.client(
         "sesv2",
-        endpoint_url=os.environ.get("CRONSTREAM_SES_ENDPOINT") or None,
-        region_name=os.environ.get("AWS_REGION", "us-east-1"),
+        endpoint_url=endpoint_url,
+        region_name=region,
         # parameter validation costs ~5 ms per 50-recipient bulk call; our requests are built here
         config=Config(retries={"total_max_attempts": 1, "mode": "standard"}, read_timeout=timeout_s,
                       connect_timeout=5, max_pool_connections=64, parameter_validation=False,

@@ -148,7 +148,9 @@ def write(bootstrap: str, record: dict[str, Any]) -> None:
     from streams.runtime.emit import Emitter
     from streams.topology import TENANTS
 
-    admin.ensure_topics(bootstrap)
+    # the tenants topic only (its one partition is its own); the rest are the stack's, the
+    # workers' and the API's to create, with the cluster's partition count they are given
+    admin.ensure_topics(bootstrap, (TENANTS,), partitions=TENANTS.count(1))
     emitter = Emitter(bootstrap, "cronstream-tenants")
     try:
         emitter.produce(TENANTS, record["tenant"], codec().encode("Tenant", record))

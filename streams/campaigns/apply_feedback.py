@@ -78,23 +78,25 @@ def register(rt: Runtime, emitter: Emitter, records: CampaignViews, send_chunks:
                 log.exception("ses-feedback partition %d offset %d: unreadable; skipped",
                               event.message.partition, event.message.offset)
                 continue
-            decision = await apply(record, event.key, table, emitter, policy)
+            decision = await apply(record, event.key, table, emitter, policy,
+                                       rt.settings.partitions)
             await resolve_unknown(record, event.message.partition, send_chunks, unknown_chunks,
                                   emitter, window_ms)
             await reputation_guard.observe(record, decision.kind, event.message.partition)
 
 
 async def apply(record: dict[str, Any], key: bytes, table: Any, emitter: suppressions.Sends,
-                policy: bounces.Policy) -> bounces.Decision:
-    """Decide one record against its address's row, write the suppression it calls for, then
-    the row (inside the record's stream event: the row goes to its partition)."""
+                policy: bounces.Policy, partitions: int) -> bounces.Decision:
+    """Decide one record against its address's row, write the suppression it calls for (to the
+    address's partition of ``partitions``, ``Settings.partitions``), then the row (inside the
+    record's stream event: the row goes to its partition)."""
     decision = bounces.decide(bounces.AddressState.decode(table.get(key)), record, policy)
     if decision.suppress is not None:
         effect = decision.suppress
         await suppressions.suppress(emitter, suppressions.record(
             record["tenant"], record["email"], effect.reason, "feedback",
             feedback_id=effect.feedback_id, ses_message_id=effect.ses_message_id,
-            created_ms=record["received_ms"]))
+            created_ms=record["received_ms"]), partitions)
         log.info("%s suppressed for tenant %s: %s (SES message %s, feedback %s)",
                  record["email"], record["tenant"], effect.reason, effect.ses_message_id,
                  effect.feedback_id)

@@ -14,14 +14,15 @@ from concurrent.futures import Executor
 
 from streams.runtime.admin import committed_offsets, end_offsets
 from streams.runtime.shared_round import SharedRound
-from streams.topology import APP_ID, SUPPRESSIONS, partitions
+from streams.topology import APP_ID, SUPPRESSIONS
 
 log = logging.getLogger(__name__)
 
 
 class OptOutBarrier:
-    def __init__(self, bootstrap: str, pool: Executor) -> None:
+    def __init__(self, bootstrap: str, partitions: int, pool: Executor) -> None:
         self.bootstrap = bootstrap
+        self.partitions = partitions  # the suppressions topic's (Settings.partitions)
         self._pool = pool  # the walkers' threads: a committed-offset lookup blocks
         self.applied: dict[int, int] = {}  # suppressions partition -> last applied offset
         self._ends = SharedRound(self._suppression_ends)
@@ -29,7 +30,7 @@ class OptOutBarrier:
     def _suppression_ends(self) -> dict[tuple[str, int], int]:
         """Where every suppressions partition ends: one ListOffsets for all of them."""
         return end_offsets(self.bootstrap,
-                           [(SUPPRESSIONS.name, p) for p in range(partitions())])
+                           [(SUPPRESSIONS.name, p) for p in range(self.partitions)])
 
     def _committed(self, partition: int) -> int | None:
         return committed_offsets(self.bootstrap, APP_ID).get((SUPPRESSIONS.name, partition))

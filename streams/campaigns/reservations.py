@@ -20,7 +20,6 @@ import logging
 from streams.runtime import region
 from streams.runtime.authority import Lease, LeaseLost, Store
 from streams.runtime.region import Refused
-from streams.topology import partitions
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +29,12 @@ class Reservations:
     the authority last answered, and the inherited bound of each campaign (read once: it only
     changes at a promotion, which deposes this worker's epoch)."""
 
-    def __init__(self, store: Store | None, lease: Lease,
+    def __init__(self, store: Store | None, lease: Lease, partitions: int,
                  chunks: int = region.RESERVE_CHUNKS) -> None:
         self.store, self.lease = store, lease
         # an upload's chunks are numbered across its partitions: ``chunks`` of one partition
-        # span about ``chunks`` times the partition count in seq
-        self.span = chunks * partitions()
+        # span about ``chunks`` times the partition count (``Settings.partitions``) in seq
+        self.span = chunks * partitions
         self.hwm: dict[tuple[str, int], int] = {}
         self._inherited: dict[str, dict[int, int]] = {}
         self._locks: dict[tuple[str, int], asyncio.Lock] = {}

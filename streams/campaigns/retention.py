@@ -133,11 +133,12 @@ class Pruned:
     keep_from: int  # the log's start after (unchanged when nothing could go)
 
 
-def pending_orders(bootstrap: str, timeout_s: float = 30.0) -> set[tuple[str, int]]:
+def pending_orders(bootstrap: str, partitions: int,
+                   timeout_s: float = 30.0) -> set[tuple[str, int]]:
     """(campaign id, partition) of every fan-out order the workers have not acknowledged: from
     the group's committed offset of each ``cronstream.fanout`` partition (its log start when it
-    has none) to the partition's end."""
-    parts = [(FANOUT.name, p) for p in range(FANOUT.partitions)]
+    has none) to the partition's end; ``partitions``: the cluster's (``Settings.partitions``)."""
+    parts = [(FANOUT.name, p) for p in range(FANOUT.count(partitions))]
     ends = admin.end_offsets(bootstrap, parts, timeout_s)
     starts = admin.start_offsets(bootstrap, parts, timeout_s)
     committed = admin.committed_offsets(bootstrap, APP_ID, timeout_s)
@@ -169,10 +170,10 @@ def pending_orders(bootstrap: str, timeout_s: float = 30.0) -> set[tuple[str, in
     return found
 
 
-def _offsets_at(bootstrap: str, at_ms: int, timeout_s: float) -> dict[int, int]:
+def _offsets_at(bootstrap: str, partitions: int, at_ms: int, timeout_s: float) -> dict[int, int]:
     """Per recipients partition, the first offset written at ``at_ms`` or later (-1: none)."""
     request = {TopicPartition(RECIPIENTS.name, p): OffsetSpec.for_timestamp(at_ms)
-               for p in range(RECIPIENTS.partitions)}
+               for p in range(RECIPIENTS.count(partitions))}
 
     def ask(client: AdminClient) -> dict[int, int]:
         futures = client.list_offsets(request, request_timeout=timeout_s)
@@ -181,23 +182,24 @@ def _offsets_at(bootstrap: str, at_ms: int, timeout_s: float) -> dict[int, int]:
     return admin.call(bootstrap, ask)
 
 
-def prune(bootstrap: str, campaigns: Callable[[], list[dict[str, Any]]], now: int | None = None,
+def prune(bootstrap: str, partitions: int, campaigns: Callable[[], list[dict[str, Any]]],
+          now: int | None = None,
           grace_ms: int = GRACE_MS, dry_run: bool = False,
           timeout_s: float = 30.0) -> list[Pruned]:
     """Delete what no campaign can read any more from every recipients partition; return what
     each partition held and holds. ``campaigns`` returns every campaign record, read up to the
     topic's end when it is called (after the partitions' ends are read)."""
     now = now_ms() if now is None else now
-    parts = [(RECIPIENTS.name, p) for p in range(RECIPIENTS.partitions)]
+    parts = [(RECIPIENTS.name, p) for p in range(RECIPIENTS.count(partitions))]
     ends = {p: at for (_, p), at in admin.end_offsets(bootstrap, parts, timeout_s).items()}
     starts = {p: at for (_, p), at in admin.start_offsets(bootstrap, parts, timeout_s).items()}
     records = campaigns()  # after the ends: a chunk below them has its campaign in the records
-    pending = pending_orders(bootstrap, timeout_s)
+    pending = pending_orders(bootstrap, partitions, timeout_s)
     began = upload_began_ms(records, now, grace_ms)
     floor: dict[int, int] = {}
     if began is not None:
         floor = {p: (at if at >= 0 else ends[p])
-                 for p, at in _offsets_at(bootstrap, began, timeout_s).items()}
+                 for p, at in _offsets_at(bootstrap, partitions, began, timeout_s).items()}
     keep = keep_from(records, pending, ends, floor, now, grace_ms)
     result = [Pruned(p, starts[p], max(starts[p], keep[p])) for p in sorted(keep)]
     deletions = [TopicPartition(RECIPIENTS.name, r.partition, r.keep_from) for r in result
@@ -235,25 +237,27 @@ def campaign_records(bootstrap: str) -> Callable[[], list[dict[str, Any]]]:
     return read
 
 
-def prune_report(bootstrap: str, now: int | None = None, dry_run: bool = False
+def prune_report(bootstrap: str, partitions: int, now: int | None = None, dry_run: bool = False
                  ) -> list[list[int]]:
     """``prune`` with a view of its own, as [partition, log start before, after] lists (JSON:
     ``cronstream recipients prune`` and a test's child process, ``stack.isolated``)."""
     return [[p.partition, p.log_start, p.keep_from]
-            for p in prune(bootstrap, campaign_records(bootstrap), now, dry_run=dry_run)]
+            for p in prune(bootstrap, partitions, campaign_records(bootstrap), now,
+                           dry_run=dry_run)]
 
 
-def orders_pending(bootstrap: str) -> int:
+def orders_pending(bootstrap: str, partitions: int) -> int:
     """How many (campaign, partition) fan-out orders the workers have not acknowledged."""
-    return len(pending_orders(bootstrap))
+    return len(pending_orders(bootstrap, partitions))
 
 
 class Pruner:
     """``prune`` every ``interval_s`` on a daemon thread (the API runs one): a failed round is
     logged and tried again at the next."""
 
-    def __init__(self, bootstrap: str, interval_s: float) -> None:
+    def __init__(self, bootstrap: str, partitions: int, interval_s: float) -> None:
         self.bootstrap, self.interval_s = bootstrap, interval_s
+        self.partitions = partitions  # the cluster's (Settings.partitions)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="recipients-pruner", daemon=True)
 
@@ -269,7 +273,7 @@ class Pruner:
         records = campaign_records(self.bootstrap)
         while not self._stop.wait(self.interval_s):
             try:
-                prune(self.bootstrap, records)
+                prune(self.bootstrap, self.partitions, records)
             except Exception:  # noqa: BLE001 - the next round tries again
                 log.exception("pruning %s failed; tried again in %.0f s", RECIPIENTS.name,
                               self.interval_s)

@@ -38,14 +38,16 @@ def record(tenant: str, email: str, reason: str, source: str, *, feedback_id: st
             "feedback_id": feedback_id, "ses_message_id": ses_message_id}
 
 
-async def suppress(emitter: Sends, suppression: dict[str, Any]) -> None:
-    """Write ``suppression`` (``record``) and return once the broker has it: from then on no
-    send to the address starts."""
+async def suppress(emitter: Sends, suppression: dict[str, Any], partitions: int) -> None:
+    """Write ``suppression`` (``record``) to its address's partition of ``partitions``
+    (``Settings.partitions``) and return once the broker has it: from then on no send to the
+    address starts."""
     email = suppression["email"]
     await emitter.send(SUPPRESSIONS, key(suppression["tenant"], email),
-                       codec().encode("Suppression", suppression), partition_for(email))
+                       codec().encode("Suppression", suppression),
+                       partition_for(email, partitions))
 
 
-async def lift(emitter: Sends, tenant: str, email: str) -> None:
+async def lift(emitter: Sends, tenant: str, email: str, partitions: int) -> None:
     """Lift a suppression (a tombstone on the same key and partition)."""
-    await emitter.send(SUPPRESSIONS, key(tenant, email), None, partition_for(email))
+    await emitter.send(SUPPRESSIONS, key(tenant, email), None, partition_for(email, partitions))

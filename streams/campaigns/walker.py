@@ -68,7 +68,7 @@ from streams.runtime.emit import Emitter
 from streams.runtime.kafka_config import client_config
 from streams.runtime.region import EPOCH_TAG, chunk_inherited
 from streams.runtime.token_bucket import TokenBucket
-from streams.topology import APP_ID, FANOUT, RECIPIENT_OUTCOMES, RECIPIENTS, partitions
+from streams.topology import APP_ID, FANOUT, RECIPIENT_OUTCOMES, RECIPIENTS
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class Walker:
         self.records = records
         self._pool = ThreadPoolExecutor(WALK_THREADS, thread_name_prefix="campaign-walk")
         self.ses_slots = SesSlots()
-        self.barrier = OptOutBarrier(rt.settings.bootstrap, self._pool)
+        self.barrier = OptOutBarrier(rt.settings.bootstrap, rt.settings.partitions, self._pool)
         self._emitter: Emitter | None = None
         self._ses: Any = None
         self.walkers = Walkers()
@@ -114,15 +114,16 @@ class Walker:
         # two regions: a chunk begins only under the region's lease and inside a reservation
         # of the authority; chunks a deposed region reserved are unknown here (docs/regions.md)
         self.region = rt.region
+        self.partitions = rt.settings.partitions  # the cluster's (keys hash to it)
         self.reservations = Reservations(
             Store(rt.settings.authority_dsn) if rt.settings.region else None, rt.region,
-            rt.settings.region_reserve_chunks)
-        health = rt.health
+            self.partitions, rt.settings.region_reserve_chunks)
+        health, count = rt.health, self.partitions
         self.gate = FairGate(self.account_rate_per_s,
-                             lambda: max(1, len(health.partitions)) / partitions())
+                             lambda: max(1, len(health.partitions)) / count)
         self.admission = Admission(records.campaign, records.tenant, suppressed, self.barrier,
                                    Pacer(self.gate), PoolQuota(records.tenant, pool_sends,
-                                                               partitions))
+                                                               lambda: count))
 
     def start_walk(self, stream: Any, event: Any, order: dict[str, Any]) -> None:
         """Walk an order, after any revoked walker of its (campaign, partition) has wound down
@@ -190,7 +191,7 @@ class Walker:
                              "group.id": f"fanout-{uuid.uuid4()}", "enable.auto.commit": False})
         consumer.assign([TopicPartition(RECIPIENTS.name, part, order["start"])])
         rate = min(campaign["max_rate_per_s"] or self.account_rate_per_s, self.account_rate_per_s)
-        bucket = walker_bucket(rate, part, partitions(), CHUNK)
+        bucket = walker_bucket(rate, part, self.partitions, CHUNK)
         inherited = (await self.reservations.inherited(order["campaign_id"])).get(part)
         position = order["start"]
         loop = asyncio.get_running_loop()
@@ -298,8 +299,8 @@ class Walker:
     async def _send(self, outcomes: ChunkOutcomes, campaign: dict[str, Any],
                     order: dict[str, Any], chunk: dict[str, Any], part: int,
                     allowed: Allowed, deadline: int, key: bytes, member: str) -> None:
-        base = self.settings.api_url
-        entries = [ses.BulkEntry(email, unsubscribe.headers(base, campaign["tenant"], email,
+        base, secret = self.settings.api_url, self.settings.unsubscribe_secret
+        entries = [ses.BulkEntry(email, unsubscribe.headers(secret, base, campaign["tenant"], email,
                                                             campaign["campaign_id"]),
                                  template_data(variables)) for email, variables in allowed]
         tags = {ses_events.TENANT_TAG: campaign["tenant"],  # so its SES events find their chunk
@@ -403,5 +404,5 @@ class Walker:
     @property
     def ses(self) -> Any:
         if self._ses is None:
-            self._ses = ses.client()
+            self._ses = ses.client(self.settings.ses_endpoint_url, self.settings.aws_region)
         return self._ses

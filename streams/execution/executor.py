@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import Message
 
-from streams.adapters import dns, tenants
+from streams.adapters import dns, ses, tenants
 from streams.execution import overlap, targets
 from streams.execution.dispatch import RunQueue, Waiting, expiry_reason
 from streams.execution.done_marks import DoneMarks
@@ -118,10 +118,10 @@ class Executor:
                  deciding: Gate, *, per_host: int = 256,
                  clock: Callable[[], int] = now_ms,
                  fires_per_s: Callable[[str], int] = lambda tenant: tenants.DEFAULT_FIRES_PER_S,
-                 region: Lease | None = None) -> None:
+                 region: Lease | None = None, partitions: int) -> None:
         """``fires_per_s``: a tenant's ``max_fires_per_s`` now, read without waiting
         (``targets.TenantRecords.fires_per_s``); this executor starts its share of it
-        (``fire_quota``)."""
+        (``fire_quota``) of the jobs topic's ``partitions`` (``Settings.partitions``)."""
         self.marks, self.targets, self.reader, self.outbox = marks, targets_, reader, outbox
         self.deciding, self.clock = deciding, clock
         # a run starts only under the region's lease; its horizon says which reminders a
@@ -132,7 +132,7 @@ class Executor:
         self.partitions: set[int] = set()  # the partitions the worker gave the executor
         self.taken = Taken()
         self.running: dict[str, int] = {}  # job id -> runs in flight
-        self.quota = FireQuota(fires_per_s, JOBS.partitions)
+        self.quota = FireQuota(fires_per_s, JOBS.count(partitions))
         self.waiting: RunQueue[Slot] = RunQueue(per_host, self.quota)  # read, not yet started
         self.active = 0  # slots being run or resolved now (at most MAX_IN_FLIGHT)
         self.buffered: dict[str, Waiting[Slot]] = {}  # job -> its slot held by buffer_one
@@ -581,11 +581,13 @@ def inherited_send(fired: Fired, horizon_ms: int) -> targets.CallResult | None:
                               note=INHERITED_REASON)
 
 
-def register(rt: Runtime, fan_out: targets.FanOut, deciding: Gate) -> Executor:
+def register(rt: Runtime, fan_out: targets.FanOut, deciding: Gate,
+             suppressions: targets.SuppressionLookup | None = None) -> Executor:
     """The executor's sub-topology on ``rt``'s app: the done table, the fired topic's reader
     (started with the worker, given the worker's partitions after each recovery), ``fan_out``
     runs a campaign's tick (``streams.campaigns.fanout``), ``deciding`` is the scheduler's gate,
-    which a burst's runs wait behind (``streams.handoff.Gate``)."""
+    which a burst's runs wait behind (``streams.handoff.Gate``), ``suppressions`` what
+    every reminder email's address is checked against first (``streams.execution.suppressed``)."""
     app, conf = rt.app, rt.settings
     done_table = rt.table(DONE_TABLE)
     emitter = Emitter(conf.bootstrap, f"executor-{rt.worker_id}")
@@ -594,9 +596,12 @@ def register(rt: Runtime, fan_out: targets.FanOut, deciding: Gate) -> Executor:
     executor = Executor(
         DoneMarks(done_table, emitter, changelog),
         targets.Targets(fan_out, lambda: emitter, records, MAX_IN_FLIGHT,
-                        dns.Resolver(conf.dns_timeout_s), region=rt.region),
+                        dns.Resolver(conf.dns_timeout_s), region=rt.region,
+                        ses_client=lambda: ses.client(conf.ses_endpoint_url, conf.aws_region),
+                        suppressions=suppressions),
         FiredReader(conf.bootstrap, f"executor-{rt.worker_id}"), Outbox(emitter), deciding,
-        per_host=conf.runs_per_host, fires_per_s=records.fires_per_s, region=rt.region)
+        per_host=conf.runs_per_host, fires_per_s=records.fires_per_s, region=rt.region,
+        partitions=conf.partitions)
     metrics.RUNS_PER_HOST.set(conf.runs_per_host)
 
     @done_table.on_recover

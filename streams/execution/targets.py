@@ -163,18 +163,9 @@ class SuppressionLookup(Protocol):
     def of(self, tenant: str, to: str) -> dict[str, Any] | None: ...
 
 
-_suppressions: SuppressionLookup | None = None
-
-
-def consult_suppressions(lookup: SuppressionLookup | None) -> None:
-    """Make every reminder email check its address first (``streams.execution.suppressed``;
-    the worker sets it, a test or benchmark without a broker leaves it unset)."""
-    global _suppressions
-    _suppressions = lookup
-
-
 def send_email(ses_client: Any, fired: dict[str, Any], tenant: dict[str, Any] | None,
-               region: Lease | None = None) -> CallResult:
+               region: Lease | None = None,
+               suppressions: SuppressionLookup | None = None) -> CallResult:
     """One SES attempt for a reminder (blocking: run it in a thread), unless its sender is not
     one the operator granted ``tenant`` (its record as the tenants view has it now: a revoked
     sender stops the next send; ``streams.adapters.tenants.mail_refused``) or its address is
@@ -182,7 +173,9 @@ def send_email(ses_client: Any, fired: dict[str, Any], tenant: dict[str, Any] | 
     checked after the executor's intent and before SES, so at-most-once is unchanged. Either
     is a final failure naming why (nothing was sent, and retrying cannot help until the grant
     or the suppression changes); a tenant not read yet is retried. With ``region``, the lease
-    is checked last, in this thread, right before the request, and its epoch tags the mail."""
+    is checked last, in this thread, right before the request, and its epoch tags the mail.
+    ``suppressions``: where the address is checked first (``streams.execution.suppressed``,
+    given by the worker through ``Targets``; a test or benchmark without a broker gives none)."""
     target = fired["target"]
     if tenant is None:
         return CallResult(False, None, f"tenant {fired['tenant']} not in the tenants view yet; "
@@ -190,9 +183,9 @@ def send_email(ses_client: Any, fired: dict[str, Any], tenant: dict[str, Any] | 
     if (refused := tenants.mail_refused(tenant, target["email_from"] or "")) is not None:
         return CallResult(False, None, f"not sent: {refused[1]}", final=True,
                           note="not sent: sender not granted")
-    if _suppressions is not None:
+    if suppressions is not None:
         try:
-            found = _suppressions.of(fired["tenant"], target["email_to"])
+            found = suppressions.of(fired["tenant"], target["email_to"])
         except suppressed.ViewBehind as exc:
             return CallResult(False, None, str(exc))
         if found is not None:
@@ -273,12 +266,16 @@ class Targets:
 
     def __init__(self, fan_out: FanOut, emitter: Callable[[], Emitter], tenants: TenantRecords,
                  max_connections: int, resolver: dns.Resolver,
-                 ses_client: Callable[[], Any] = ses.client, region: Lease | None = None) -> None:
+                 ses_client: Callable[[], Any], region: Lease | None = None,
+                 suppressions: SuppressionLookup | None = None) -> None:
         self.fan_out = fan_out  # a campaign's tick becomes its fan-out (streams.campaigns)
         self._emitter, self.tenants = emitter, tenants
         self.region = region or NoRegion()  # webhooks and emails leave only under its lease
         self._max_connections, self._resolver = max_connections, resolver
         self._ses_client = ses_client
+        # every reminder email checks its address here first (the worker's view of the
+        # suppressions topic), handed in rather than set on the module when the worker wires
+        self._suppressions = suppressions
         self._client: WebhookClient | None = None
         self._ses: Any = None
 
@@ -304,5 +301,5 @@ class Targets:
                 self._ses = self._ses_client()
             return await asyncio.to_thread(send_email, self._ses, fired,
                                            await self.tenants.record(fired["tenant"]),
-                                           self.region)
+                                           self.region, self._suppressions)
         return CallResult(False, None, f"unknown target type {kind!r}", final=True)

@@ -227,14 +227,15 @@ def committed_offsets(bootstrap: str, group: str, timeout_s: float = 10.0
 
 
 def ensure_topics(bootstrap: str, topics: tuple[TopicSpec, ...] | None = None,
-                  timeout_s: float = 30.0) -> list[str]:
-    """Create the missing topics; returns the names created. Raises if the broker refuses."""
+                  timeout_s: float = 30.0, *, partitions: int) -> list[str]:
+    """Create the missing topics, each of the cluster's ``partitions`` (``Settings.partitions``)
+    unless it declares its own count; returns the names created. Raises if the broker refuses."""
     topics = topics if topics is not None else TOPICS + changelog_topics()
     admin = client(bootstrap)
     existing = set(admin.list_topics(timeout=timeout_s).topics)
     wanted_replication = replication(bootstrap, timeout_s)
     wanted = [
-        NewTopic(t.name, num_partitions=t.partitions,
+        NewTopic(t.name, num_partitions=t.count(partitions),
                  replication_factor=wanted_replication.factor,
                  config={**t.configs(), **wanted_replication.topic_configs()})
         for t in topics
@@ -514,10 +515,12 @@ def replication_shortfall(bootstrap: str, timeout_s: float = 10.0) -> list[str]:
     return sorted(found)
 
 
-def prepare_cluster(bootstrap: str) -> dict[str, object]:
-    """What ``stack up`` asks of a running broker: the topology's topics (and Connect's) and the
-    workers' group seeded (``ensure_topics``, ``seed_group_offsets``); returns what each did."""
-    created = ensure_topics(bootstrap, TOPICS + changelog_topics() + CONNECT_TOPICS)
+def prepare_cluster(bootstrap: str, partitions: int) -> dict[str, object]:
+    """What ``stack up`` asks of a running broker: the topology's topics (and Connect's), of
+    ``partitions`` (``Settings.partitions``), and the workers' group seeded (``ensure_topics``,
+    ``seed_group_offsets``); returns what each did."""
+    created = ensure_topics(bootstrap, TOPICS + changelog_topics() + CONNECT_TOPICS,
+                            partitions=partitions)
     return {"created": created, "aligned": align_retention(bootstrap),
             "seeded": seed_group_offsets(bootstrap, new_client_on_retry=True)}
 

@@ -9,8 +9,6 @@ backed by changelog topics, so a worker that takes over a partition restores it 
 
 from __future__ import annotations
 
-import os
-import socket
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,18 +17,13 @@ from typing import Any
 
 import faust
 
-from streams.runtime import committed_seek, kafka_config
+from streams.runtime import committed_seek
 from streams.runtime.authority import Lease, NoRegion
 from streams.runtime.metrics import WorkerHealth
 from streams.runtime.settings import Settings
 from streams.runtime.standbys import StandbyAssignor
 from streams.runtime.state import GuardedTable
 from streams.topology import APP_ID, TableSpec, TopicSpec
-
-
-def worker_id_from_env() -> str:
-    """``CRONSTREAM_WORKER_ID`` (set by ``stack up``), else host and pid."""
-    return os.environ.get("CRONSTREAM_WORKER_ID") or f"{socket.gethostname()}-{os.getpid()}"
 
 
 @dataclass
@@ -50,7 +43,7 @@ class Runtime:
         """A faust topic of ``streams.topology``: bytes in, bytes out (``streams.runtime.codec``
         decodes)."""
         return self.app.topic(spec.name, key_serializer="raw", value_serializer="raw",
-                              partitions=spec.partitions)
+                              partitions=spec.count(self.settings.partitions))
 
     def table(self, spec: TableSpec, rank: Mapping[bytes, int] | None = None) -> Any:
         """A RocksDB table of ``streams.topology``, partitioned like its source topic, whose
@@ -59,7 +52,8 @@ class Runtime:
         app = self.app
         return app.tables.add(GuardedTable(app, name=spec.name, key_type=bytes, value_type=bytes,
                                            beacon=app.tables.beacon,
-                                           partitions=spec.source.partitions, help=spec.doc,
+                                           partitions=spec.source.count(self.settings.partitions),
+                                           help=spec.doc,
                                            rank=rank))
 
     def member_id(self) -> str:
@@ -112,9 +106,9 @@ def build(settings: Settings, worker_id: str, *, replication_factor: int) -> Run
         broker_client_id=client_id,
         store="rocksdb://",
         datadir=str(settings.home / "workers" / worker_id),
-        topic_partitions=int(os.environ.get("CRONSTREAM_PARTITIONS", "8")),
+        topic_partitions=settings.partitions,
         topic_replication_factor=replication_factor,
-        **kafka_config.security().faust(),  # TLS/SASL (CRONSTREAM_KAFKA_*), nothing on PLAINTEXT
+        **settings.kafka_security.faust(),  # TLS/SASL (CRONSTREAM_KAFKA_*), nothing on PLAINTEXT
         consumer_auto_offset_reset="earliest",
         broker_commit_every=1000,
         broker_commit_interval=1.0,
@@ -126,7 +120,7 @@ def build(settings: Settings, worker_id: str, *, replication_factor: int) -> Run
         # so a takeover of a million jobs fires within seconds instead of recovering and
         # re-reading them all (89 s). Only for the tables streams.topology marks standby
         # (docs/performance.md); 0 turns them off.
-        table_standby_replicas=int(os.environ.get("CRONSTREAM_STANDBY_REPLICAS", "1")),
+        table_standby_replicas=settings.standby_replicas,
         PartitionAssignor=StandbyAssignor,  # standbys only for the tables topology marks standby
         stream_wait_empty=False,
         producer_acks=-1,

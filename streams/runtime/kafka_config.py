@@ -6,7 +6,8 @@ and Java (Kafka Connect and its sink). Why one module: a managed cluster (MSK, C
 Aiven, Strimzi) wants TLS and SASL from every one of them, and a client left on PLAINTEXT is a
 process that hangs at start; one mapping from one set of settings keeps them from drifting apart.
 
-Settings (environment, read when a client is made):
+Settings (the environment as ``streams.runtime.settings.environment`` hands it, the one reader,
+when a client is made; or a mapping the caller gives):
 
 - ``CRONSTREAM_KAFKA_SECURITY_PROTOCOL``: PLAINTEXT (default), SSL, SASL_PLAINTEXT or SASL_SSL.
 - ``CRONSTREAM_KAFKA_SASL_MECHANISM``: SCRAM-SHA-512 (default), SCRAM-SHA-256, PLAIN or
@@ -37,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from streams.runtime.settings import resolve_secret_files
+from streams.runtime.settings import environment, resolve_secret_files
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN", "OAUTHBEARER")
@@ -104,7 +105,7 @@ class KafkaSecurity:
         """Read and check the settings: a SASL protocol without a user or password, or an
         unknown protocol or mechanism, stops here with the variable's name."""
         # a secret may come from a file (NAME_FILE: streams.runtime.settings), in any process
-        env = dict(os.environ if env is None else env)
+        env = dict(environment() if env is None else env)
         resolve_secret_files(env)
         protocol = (env.get("CRONSTREAM_KAFKA_SECURITY_PROTOCOL") or "PLAINTEXT").upper()
         if protocol not in PROTOCOLS:
@@ -400,7 +401,7 @@ def replication_for(brokers: int, env: Mapping[str, str] | None = None) -> Repli
     while every write still reaches two), else every broker and 1. A factor the cluster cannot
     meet, or a minimum above the factor, stops here: the broker would refuse every create, and
     every ``acks=all`` write with too few replicas in sync."""
-    env = os.environ if env is None else env
+    env = environment() if env is None else env
     default = Replication(3, 2) if brokers >= 3 else Replication(max(brokers, 1), 1)
     factor = _positive(env, "CRONSTREAM_REPLICATION_FACTOR", default.factor)
     min_insync = _positive(env, "CRONSTREAM_MIN_INSYNC_REPLICAS",

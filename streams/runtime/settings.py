@@ -7,6 +7,13 @@ everything on one machine; a deployment sets what it needs, e.g. ``CRONSTREAM_PG
 container platforms and systemd's credentials hand a process. ``validate`` checks every setting
 at a process's start and names the variable of each problem, one line each; ``cronstream config
 check`` prints the effective configuration with the secrets masked.
+
+This module is the only reader of the environment (``tests/unit/test_settings_once.py`` fails
+on any other): a process calls ``load`` (or ``check_or_exit``) once at its start and hands the
+``Settings``, or the values it needs of them, to what it builds; nothing reads a variable at
+import, and no module keeps a global a process sets when it wires itself. A setting that
+changes while the process runs (a secret rotated by a test) is seen by the next read of the
+property, as before: the properties read the environment, no one else does.
 """
 
 from __future__ import annotations
@@ -14,9 +21,11 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import socket
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +39,7 @@ API_START_S = 900
 SECRETS = ("CRONSTREAM_PG_PASSWORD", "CRONSTREAM_KAFKA_SASL_PASSWORD",
            "CRONSTREAM_KAFKA_SSL_KEY_PASSWORD", "CRONSTREAM_KAFKA_OAUTH_CLIENT_SECRET",
            "CRONSTREAM_UNSUBSCRIBE_SECRET", "CRONSTREAM_OPERATOR_KEY", "CRONSTREAM_SINK_PG_PASSWORD",
-           "AWS_SECRET_ACCESS_KEY")
+           "AWS_SECRET_ACCESS_KEY", "CRONSTREAM_API_KEY")
 REGION_NAME = re.compile(r"[a-z0-9-]{1,32}")
 PG_SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 
@@ -56,6 +65,24 @@ def resolve_secret_files(env: MutableMapping[str, str] | None = None) -> None:
         if env.get(name) and env[name] != value:
             raise SettingsError(f"{name} and {name}_FILE are both set: set one")
         env[name] = value
+
+
+def environment() -> Mapping[str, str]:
+    """The process's environment, for what interprets a whole mapping of it
+    (``kafka_config``'s security and replication settings, which also take another mapping: a
+    second stack's clients) and for the stack's forwarding of a variable as set. The one place
+    ``os.environ`` is read."""
+    return os.environ
+
+
+def export(values: Mapping[str, str], *, override: bool = False) -> list[str]:
+    """Put ``values`` in this process's environment, for its later reads of the settings and
+    for the processes it starts (the CLI adopts a secure home's Kafka settings; a benchmark
+    takes its stack's); without ``override`` a variable already set wins. Returns the names
+    set."""
+    chosen = {k: v for k, v in values.items() if override or k not in os.environ}
+    os.environ.update(chosen)
+    return sorted(chosen)
 
 
 def _int(name: str, default: int) -> int:
@@ -428,6 +455,107 @@ class Settings:
                                 "(a reservation is extended once half of it is left)")
         return chunks
 
+    # -- the worker, the API, the CLI and the stack: read here, handed down ----------------------
+    def given(self, name: str) -> str | None:
+        """The variable ``name`` as set (None: unset or empty), for the stack that forwards a
+        setting to its processes as given and fills in its own local default otherwise."""
+        return os.environ.get(name) or None
+
+    @property
+    def worker_id(self) -> str:
+        """A worker's stable id (``CRONSTREAM_WORKER_ID``, set by ``stack up``), else host and
+        pid: its state directory and its group client id."""
+        return os.environ.get("CRONSTREAM_WORKER_ID") or f"{socket.gethostname()}-{os.getpid()}"
+
+    @property
+    def partitions(self) -> int:
+        """Partitions of the job-keyed topics (``CRONSTREAM_PARTITIONS``, 8); fixed for the life
+        of a cluster (keys hash to it): ``streams.topology`` takes it as a parameter."""
+        from streams.topology import DEFAULT_PARTITIONS
+
+        count = _int("CRONSTREAM_PARTITIONS", DEFAULT_PARTITIONS)
+        if count < 1:
+            raise SettingsError(f"CRONSTREAM_PARTITIONS={count} is not >= 1")
+        return count
+
+    @property
+    def standby_replicas(self) -> int:
+        """Standby replicas of the standby tables every worker keeps
+        (``CRONSTREAM_STANDBY_REPLICAS``, 1; 0 turns them off: ``streams.runtime.app``)."""
+        count = _int("CRONSTREAM_STANDBY_REPLICAS", 1)
+        if count < 0:
+            raise SettingsError(f"CRONSTREAM_STANDBY_REPLICAS={count} is not >= 0")
+        return count
+
+    @property
+    def ses_endpoint_url(self) -> str | None:
+        """Where boto3 sends mail: ``CRONSTREAM_SES_ENDPOINT``, None for AWS SES itself (the
+        workers' and the CLI's SES client, ``streams.adapters.ses.client``)."""
+        return os.environ.get("CRONSTREAM_SES_ENDPOINT") or None
+
+    @property
+    def aws_region(self) -> str:
+        """SES's region (``AWS_REGION``, us-east-1). The credentials stay boto3's to read."""
+        return os.environ.get("AWS_REGION") or "us-east-1"
+
+    @property
+    def unsubscribe_secret(self) -> str:
+        """What signs the one-click unsubscribe tokens (``CRONSTREAM_UNSUBSCRIBE_SECRET``, at
+        least 16 characters: ``validate`` says so at start; ``streams.campaigns.unsubscribe``)."""
+        return os.environ.get("CRONSTREAM_UNSUBSCRIBE_SECRET") or ""
+
+    @property
+    def operator_key(self) -> str | None:
+        """The operator key of ``/v1/ops`` and the console (``CRONSTREAM_OPERATOR_KEY``; None:
+        the operator surface is off). Read at each check, so a rotated key takes at once."""
+        return os.environ.get("CRONSTREAM_OPERATOR_KEY") or None
+
+    @property
+    def console_worker_metrics(self) -> tuple[str, ...]:
+        """The workers' ``/metrics`` URLs the console reads (``CRONSTREAM_CONSOLE_WORKER_METRICS``,
+        separated by commas); none: the local stack's (``api.console.operator``)."""
+        listed = os.environ.get("CRONSTREAM_CONSOLE_WORKER_METRICS") or ""
+        return tuple(u.strip() for u in listed.split(",") if u.strip())
+
+    @property
+    def api_key(self) -> str | None:
+        """The CLI's tenant API key (``CRONSTREAM_API_KEY``) when ``--api-key`` is not given."""
+        return os.environ.get("CRONSTREAM_API_KEY") or None
+
+    @property
+    def brokers(self) -> int | None:
+        """``stack up``'s broker count (``CRONSTREAM_BROKERS``) when ``--brokers`` is not given."""
+        raw = os.environ.get("CRONSTREAM_BROKERS")
+        if not raw:
+            return None
+        count = _int("CRONSTREAM_BROKERS", 1)
+        if count < 1:
+            raise SettingsError(f"CRONSTREAM_BROKERS={count} is not >= 1")
+        return count
+
+    @property
+    def standby_port_offset(self) -> int:
+        """How far above region a's ports a local region b listens
+        (``CRONSTREAM_STANDBY_PORT_OFFSET``, 1000: ``stack.regions``)."""
+        offset = _int("CRONSTREAM_STANDBY_PORT_OFFSET", 1000)
+        if offset < 1:
+            raise SettingsError(f"CRONSTREAM_STANDBY_PORT_OFFSET={offset} is not >= 1")
+        return offset
+
+    @property
+    def ses_log(self) -> Path:
+        """Where the local SES server writes what it was sent (``CRONSTREAM_SES_LOG``; the stack
+        sets it to its home's ``ses/sent.jsonl``)."""
+        return Path(os.environ.get("CRONSTREAM_SES_LOG") or "ses-sent.jsonl")
+
+    @property
+    def kafka_security(self) -> Any:
+        """The Kafka clients' TLS/SASL/OAUTHBEARER settings (``CRONSTREAM_KAFKA_*``), checked:
+        a ``kafka_config.KafkaSecurity``."""
+        from streams.runtime import kafka_config
+
+        return kafka_config.KafkaSecurity.from_env(environment())
+
     @property
     def run_dir(self) -> Path:
         return self.home / "run"
@@ -469,7 +597,7 @@ class Setting:
 
 
 def _kafka_env(name: str) -> Callable[[Settings], object]:
-    return lambda _s: os.environ.get(name, "")
+    return lambda s: s.given(name) or ""
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -481,7 +609,7 @@ SETTINGS: tuple[Setting, ...] = (
             "worker, API, CLI", lambda s: s.home),
     Setting("CRONSTREAM_WORKER_ID", "host name and pid", "a worker's stable id: its state "
             "directory and its group client id; set one per worker and keep it across restarts",
-            "worker", lambda _s: os.environ.get("CRONSTREAM_WORKER_ID", "")),
+            "worker", lambda s: s.given("CRONSTREAM_WORKER_ID") or ""),
     Setting("CRONSTREAM_BOOTSTRAP", "the local stack's brokers", "Kafka bootstrap servers, "
             "`host:port,host:port`", "worker, API, CLI", lambda s: s.bootstrap),
     Setting("CRONSTREAM_KAFKA_SECURITY_PROTOCOL", "`PLAINTEXT`", "`PLAINTEXT`, `SSL`, "
@@ -526,7 +654,10 @@ SETTINGS: tuple[Setting, ...] = (
             "`min.insync.replicas` of those topics", "worker, API, CLI",
             _kafka_env("CRONSTREAM_MIN_INSYNC_REPLICAS")),
     Setting("CRONSTREAM_PARTITIONS", "8", "partitions of the partitioned topics (fixed for the "
-            "cluster's life)", "worker, API, CLI", _kafka_env("CRONSTREAM_PARTITIONS")),
+            "cluster's life)", "worker, API, CLI", lambda s: s.partitions),
+    Setting("CRONSTREAM_STANDBY_REPLICAS", "1", "standby replicas of the standby tables each "
+            "worker keeps of the others' partitions (0: none)", "worker",
+            lambda s: s.standby_replicas),
     Setting("CRONSTREAM_PG_DSN", "made from the `CRONSTREAM_PG_*` below", "PostgreSQL as the API "
             "reads the sinks' tables: libpq `key=value` or `postgresql://` URI",
             "API, CLI", lambda s: _masked_dsn(s)),
@@ -565,9 +696,9 @@ SETTINGS: tuple[Setting, ...] = (
             lambda s: s.worker_metrics_port),
     Setting("CRONSTREAM_SES_ENDPOINT", "AWS SES of `AWS_REGION`", "an SES-compatible endpoint "
             "(the local stack's server)", "worker",
-            lambda _s: os.environ.get("CRONSTREAM_SES_ENDPOINT") or "(AWS SES)"),
+            lambda s: s.ses_endpoint_url or "(AWS SES)"),
     Setting("AWS_REGION", "`us-east-1`", "SES's region", "worker",
-            lambda _s: os.environ.get("AWS_REGION", "us-east-1")),
+            lambda s: s.aws_region),
     Setting("AWS_SECRET_ACCESS_KEY", "boto3's chain (instance role, ~/.aws)", "with "
             "`AWS_ACCESS_KEY_ID`: SES credentials", "worker", secret=True),
     Setting("CRONSTREAM_EVENT_LOOP", "`uvloop`", "the workers' event loop: `uvloop` or `asyncio`",
@@ -585,6 +716,18 @@ SETTINGS: tuple[Setting, ...] = (
             "unsubscribe tokens: the same on every worker and API", "worker, API", secret=True),
     Setting("CRONSTREAM_OPERATOR_KEY", "— (the operator surface answers 503)", "the operator "
             "key of `/v1/ops` and the console's operator pages", "API", secret=True),
+    Setting("CRONSTREAM_CONSOLE_WORKER_METRICS", "the local stack's workers", "the workers' "
+            "`/metrics` URLs (comma-separated) the console's operator pages read", "API",
+            lambda s: ",".join(s.console_worker_metrics)),
+    Setting("CRONSTREAM_API_KEY", "—", "the CLI's tenant API key when `--api-key` is not given",
+            "CLI", secret=True),
+    Setting("CRONSTREAM_BROKERS", "1", "`stack up`'s broker count when `--brokers` is not given",
+            "`stack`", lambda s: s.brokers or ""),
+    Setting("CRONSTREAM_STANDBY_PORT_OFFSET", "1000", "a local region b's ports above region "
+            "a's ([regions.md](regions.md))", "`stack`", lambda s: s.standby_port_offset),
+    Setting("CRONSTREAM_SES_LOG", "`ses-sent.jsonl`", "where the local SES server writes what "
+            "it was sent (`stack up` sets its home's `ses/sent.jsonl`)", "`stack`",
+            lambda s: s.ses_log),
     Setting("CRONSTREAM_SNS_TOPICS", "none", "SNS topic ARNs whose SES events `POST "
             "/v1/feedback/sns` accepts (`ARN=TENANT` pins a tenant)", "API",
             lambda s: " ".join(f"{a}={t}" if t else a for a, t in s.sns_topics.items())),
@@ -674,8 +817,6 @@ def is_loopback(host: str) -> bool:
 def validate(s: Settings, role: str) -> list[str]:
     """Every problem of the settings a ``role`` (``worker``, ``api`` or ``cli``) runs with, one
     line each naming the variable; empty when it can start."""
-    from streams.runtime import kafka_config
-
     problems: list[str] = []
 
     def check(read: Callable[[], object]) -> None:
@@ -684,25 +825,26 @@ def validate(s: Settings, role: str) -> list[str]:
         except SystemExit as exc:
             problems.append(str(exc))
 
-    check(lambda: kafka_config.security())
-    for prop in ("pg_params", "ses_max_rate_per_s", "runs_per_host", "soft_bounce_limit",
+    check(lambda: s.kafka_security)
+    for prop in ("pg_params", "partitions", "standby_replicas", "standby_port_offset", "brokers",
+                 "ses_max_rate_per_s", "runs_per_host", "soft_bounce_limit",
                  "soft_bounce_window_days", "unknown_window_s", "guard_thresholds", "sns_topics",
                  "sns_max_age_s", "recipients_prune_interval_s", "region", "region_lease",
                  "region_reserve_chunks", "group_session", "reconciler_lag_s"):
         check(lambda prop=prop: getattr(s, prop))
     for name, url in (("CRONSTREAM_API_URL", s.api_url), ("CRONSTREAM_CONNECT_URL", s.connect_url),
-                      ("CRONSTREAM_SES_ENDPOINT", os.environ.get("CRONSTREAM_SES_ENDPOINT"))):
+                      ("CRONSTREAM_SES_ENDPOINT", s.ses_endpoint_url)):
         if url and (problem := _url_problem(name, url)):
             problems.append(problem)
     for name, host in (("CRONSTREAM_API_HOST", s.api_host),
                        ("CRONSTREAM_WORKER_METRICS_HOST", s.worker_metrics_host)):
         if not host.replace(".", "").replace("-", "").replace(":", "").isalnum():
             problems.append(f"{name}={host!r} is not an address or host name to bind")
-    secret = os.environ.get("CRONSTREAM_UNSUBSCRIBE_SECRET", "")
+    secret = s.unsubscribe_secret
     if role in ("worker", "api") and len(secret) < 16:
         problems.append("CRONSTREAM_UNSUBSCRIBE_SECRET is not set or shorter than 16 characters "
                         "(it signs the unsubscribe links; the same on every worker and API)")
-    ses = os.environ.get("CRONSTREAM_SES_ENDPOINT") or ""
+    ses = s.ses_endpoint_url or ""
     mail_leaves = not ses or not is_loopback(urlsplit(ses).hostname or "")
     link_host = urlsplit(s.api_url).hostname or ""
     if role == "worker" and mail_leaves and is_loopback(link_host):

@@ -37,7 +37,7 @@ MARK_FLUSH_S = 0.5  # the most a mark round waits for the records before it (may
 # the workers decide on, and at 50 ms 0.15 s (``bench.batching``: medians of 5 rounds on a fresh
 # broker). A record's CreateTime, its fire time, is still the moment it was decided; what waits
 # up to 50 ms more is its append, and in a burst its run waits a second anyway
-# (streams.scheduling.priority).
+# (streams.handoff.Gate).
 FIRED_LINGER_MS = 50
 
 

@@ -46,6 +46,7 @@ from streams.topology import partition_for
 from tests.chaos.checker import READ_LATE_MS, TALLY, out_at, slots_violations
 from tests.chaos.test_faults import SOAK, with_workers
 from tests.chaos.workloads import import_spike, settled_owners, sleep_until
+from tests.conftest import cluster_partitions
 from tests.integration.helpers import executor_caught_up, worker_metrics, worker_trouble
 from tests.waiting import wait_for
 
@@ -99,7 +100,8 @@ def test_a_webhook_spike_with_a_zombie_executor_runs_every_slot_once(stack, api)
                 "the import left the workers no time to index the jobs"
             _, owners = wait_for(lambda: settled_owners(stack.s.bootstrap, 2), timeout_s=120)
             zombie_parts = set(owners.get("worker-2", []))
-            zombie_jobs = {j for j in jobs if partition_for(j) in zombie_parts}
+            count = cluster_partitions()
+            zombie_jobs = {j for j in jobs if partition_for(j, count) in zombie_parts}
             assert zombie_jobs, f"worker-2 holds no partition with a slot of the spike: {owners}"
             spike_ms = int(spike.timestamp() * 1000)
             expected = {fire_id(j, spike_ms) for j in jobs}
@@ -156,7 +158,8 @@ def test_a_webhook_spike_with_a_zombie_executor_runs_every_slot_once(stack, api)
             """One of its runs was the zombie's (out at its stop; or, woken, before its
             revocation reached it), or was in flight when its partition moved."""
             calls = calls_of[fid]
-            if partition_for(fid.split("@")[0]) in zombie_parts and (out_at(calls, stopped_ms) or (
+            part = partition_for(fid.split("@")[0], count)
+            if part in zombie_parts and (out_at(calls, stopped_ms) or (
                     WOKEN_ZOMBIE_MAY_RUN
                     and any(woken_ms <= at <= revoked_ms + READ_LATE_MS for at in calls))):
                 return True

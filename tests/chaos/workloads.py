@@ -11,6 +11,7 @@ import httpx
 
 from streams.campaigns.ownership import Assignment, describe
 from streams.topology import APP_ID, JOBS
+from tests.conftest import cluster_partitions
 
 IMPORT_BATCH = 1_000  # jobs per POST /v1/job-imports (api.models.MAX_IMPORT)
 WORKER = re.compile(r"^cronstream-(worker-\d+)-")  # streams.runtime.app.build's client id
@@ -56,6 +57,7 @@ def settled_owners(bootstrap: str, workers: int) -> tuple[Assignment, dict[str, 
         return None
     owners = fired_owners(assignment)
     held = sorted(p for parts in owners.values() for p in parts)
-    if assignment.state != "STABLE" or len(owners) != workers or held != list(range(JOBS.partitions)):
+    every = list(range(JOBS.count(cluster_partitions())))
+    if assignment.state != "STABLE" or len(owners) != workers or held != every:
         return None
     return assignment, owners

@@ -17,6 +17,7 @@ import psycopg
 
 from streams.runtime.settings import REPO_ROOT
 from streams.topology import PROCESSORS, TopicSpec
+from tests.conftest import cluster_partitions
 from tests.waiting import wait_for
 
 COLUMNS = ("fire_id", "nominal_time", "decision", "reason", "outcome", "status_code",
@@ -99,8 +100,9 @@ def executor_caught_up(stack, job_ids: list[str]) -> Callable[[], bool]:
     a replayed or backfilled one's included, has called its target by then."""
     from streams.topology import FIRED, consumer_group, partition_for
 
+    count = cluster_partitions()
     return caught_up(stack, consumer_group(FIRED),
-                     sorted({(FIRED.name, partition_for(j)) for j in job_ids}))
+                     sorted({(FIRED.name, partition_for(j, count)) for j in job_ids}))
 
 
 def fired_slot(fire_id: str) -> datetime:
@@ -139,7 +141,7 @@ def group_positions(stack) -> str:
     from streams.runtime.admin import committed_offsets, end_offsets
     from streams.topology import FANOUT, FIRED, consumer_group
 
-    tps = [(t.name, p) for t in (FANOUT, FIRED) for p in range(t.partitions)]
+    tps = [(t.name, p) for t in (FANOUT, FIRED) for p in range(t.count(cluster_partitions()))]
     try:
         ends = end_offsets(stack.s.bootstrap, tps)
         committed = {tp: offset for t in (FANOUT, FIRED)

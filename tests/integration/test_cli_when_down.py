@@ -152,7 +152,7 @@ def secure(tmp_path_factory: pytest.TempPathFactory,
     try:
         stack.start_kafka(brokers=1, secure=True)
         isolated.call("streams.runtime.admin:prepare_cluster", stack.s.bootstrap,
-                      env=stack.kafka_env(), timeout_s=300)
+                      stack.s.partitions, env=stack.kafka_env(), timeout_s=300)
         password = stack.kafka_env()["CRONSTREAM_KAFKA_SASL_PASSWORD"]
         yield Home(environment(stack), stack, (password, WRONG_PASSWORD, SECRET))
     finally:

@@ -23,6 +23,7 @@ from stack.sns_publisher import CERT_PATH, LOCAL_TOPIC_ARN
 from streams.runtime.codec import codec
 from streams.runtime.kafka_config import client_config
 from streams.topology import SUPPRESSIONS, partition_for
+from tests.conftest import cluster_partitions
 from tests.integration.test_campaigns import campaign_body, outcomes, ses_log_end, ses_sent, upload
 from tests.waiting import wait_for
 
@@ -35,7 +36,8 @@ def read_suppressions(bootstrap: str, keys: list[str]) -> list[dict[str, Any]]:
     a child: ``stack.isolated``)."""
     consumer = Consumer({**client_config(bootstrap), "group.id": str(uuid.uuid4()),
                          "enable.partition.eof": True, "enable.auto.commit": False})
-    parts = sorted({partition_for(k.split(":", 1)[1]) for k in keys})
+    count = cluster_partitions()
+    parts = sorted({partition_for(k.split(":", 1)[1], count) for k in keys})
     consumer.assign([TopicPartition(SUPPRESSIONS.name, p, 0) for p in parts])
     found, at_end, deadline = [], set(), time.monotonic() + 30
     try:
@@ -106,8 +108,10 @@ def settle(stack, api, tenant: str, email: str) -> None:
     """Wait until the feedback agent has applied every event of ``email``'s partition posted so
     far: a hard bounce of another address of that partition, posted now, is applied after them."""
     label = uuid.uuid4().hex[:8]
+    count = cluster_partitions()
     marker = next(m for i in range(10_000)
-                  if partition_for(m := f"marker{i}-{label}@example.org") == partition_for(email))
+                  if partition_for(m := f"marker{i}-{label}@example.org", count)
+                  == partition_for(email, count))
     assert post_event(stack, bounce(tenant, marker, f"marker-{label}"))["written"] == 1
     wait_for(lambda: suppression(api, marker), timeout_s=60)
 

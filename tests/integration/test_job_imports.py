@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from cli.demo import Receiver
 from streams.runtime.kafka_config import client_config
-from tests.conftest import free_port
+from tests.conftest import cluster_partitions, free_port
 from tests.integration.test_cli import key_of
 from tests.integration.test_operator import cli
 from tests.waiting import wait_for
@@ -44,7 +44,7 @@ def test_imported_jobs_go_live_and_run_and_an_imported_delete_removes_one(stack,
 
     consumer = Consumer({**client_config(stack.s.bootstrap), "group.id": "test-imports",
                          "enable.auto.commit": False})
-    consumer.assign([TopicPartition(JOBS.name, partition_for(created[0]), 0)])
+    consumer.assign([TopicPartition(JOBS.name, partition_for(created[0], cluster_partitions()), 0)])
 
     def tombstone() -> bool:
         return any(m.error() is None and m.key() == created[0].encode() and m.value() is None

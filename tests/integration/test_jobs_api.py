@@ -14,7 +14,7 @@ from cli.demo import Receiver
 from streams.runtime.codec import codec
 from streams.scheduling.schedule import fire_id
 from streams.topology import LEDGER
-from tests.conftest import free_port, make_client
+from tests.conftest import cluster_partitions, free_port, make_client
 from tests.integration.helpers import (
     executor_caught_up,
     fired_slot,
@@ -136,7 +136,7 @@ def test_every_second_job_has_a_ledger_row_per_slot(stack, api, monkeypatch):
             "schedule": {"every_s": 1, "start": start.isoformat(), "end": end.isoformat()},
             "target": webhook(port),
             "misfire": {"policy": "fire_all", "max_lateness_s": 600}}).json()["id"]
-        part = partition_for(job)
+        part = partition_for(job, cluster_partitions())
         wait_for(lambda: len(receiver.fires) >= 3, timeout_s=60)
         for _ in range(5):  # a slot fired past the worker's last mark, held in flight
             frozen.clear()

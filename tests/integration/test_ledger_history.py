@@ -14,6 +14,7 @@ import psycopg
 
 from stack import isolated
 from streams.topology import LEDGER
+from tests.conftest import cluster_partitions
 from tests.integration.helpers import sink_caught_up, sink_paused
 from tests.unit.runtime.test_codec import LEDGER_1
 from tests.waiting import wait_for
@@ -28,7 +29,7 @@ def produce(bootstrap: str, old: dict[str, Any], current: dict[str, Any]) -> int
     from streams.topology import LEDGER, partition_for
     from tests.unit.runtime.test_codec import encode_with_history
 
-    part = partition_for(old["job_id"], LEDGER.partitions)
+    part = partition_for(old["job_id"], LEDGER.count(cluster_partitions()))
     emitter = Emitter(bootstrap, "test-ledger-history")
     emitter.produce(LEDGER, old["record_id"], encode_with_history("ledger.1.avsc", old), part)
     emitter.produce(LEDGER, current["record_id"], codec().encode("LedgerEntry", current), part)
@@ -74,7 +75,7 @@ def produce_runs(bootstrap: str, records: list[dict[str, Any]]) -> int:
     emitter = Emitter(bootstrap, "test-ledger-batch")
     for record in records:
         emitter.produce(LEDGER, record["record_id"], codec().encode("LedgerEntry", record),
-                        partition_for(record["job_id"], LEDGER.partitions))
+                        partition_for(record["job_id"], LEDGER.count(cluster_partitions())))
     return emitter.flush()
 
 

@@ -50,8 +50,7 @@ from streams.runtime import region as region_rules
 from streams.runtime import settings
 from streams.scheduling.schedule import fire_id
 from streams.topology import JOBS as JOBS_TOPIC
-from streams.topology import partitions
-from tests.conftest import make_client
+from tests.conftest import cluster_partitions, make_client
 from tests.integration.helpers import sigkill, worker_trouble
 from tests.integration.test_campaigns import campaign_body, outcomes, upload
 from tests.waiting import wait_for
@@ -289,7 +288,7 @@ def test_unplanned_promotion_mails_no_address_twice_and_loses_no_slot(regions, t
     unknown = {e for e, o in done.items() if o == "unknown"}
     mailed_by_a = {str(m["to"]) for m in mail if m["epoch"] == 1}
     unseen = {str(m["to"]) for m in mail if m["epoch"] == 1 and int(str(m["at_ms"])) >= copied_ms}
-    bound = partitions() * (RESERVE + CHUNKS_IN_FLIGHT) * CHUNK
+    bound = cluster_partitions() * (RESERVE + CHUNKS_IN_FLIGHT) * CHUNK
     assert len(unknown - mailed_by_a) <= bound, (len(unknown), len(mailed_by_a), bound)
     assert unknown.isdisjoint({str(m["to"]) for m in mail if m["epoch"] == 2}), \
         "an unknown address was mailed by the promoted region"

@@ -22,15 +22,17 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from cli.failures import FAILED
 from stack.sns_publisher import CERT_PATH, LOCAL_TOPIC_ARN
 from streams.adapters import ses, sns
+from streams.runtime import settings
 from streams.runtime.admin import end_offsets
 from streams.runtime.codec import codec
 from streams.runtime.kafka_config import client_config
 from streams.topology import SES_FEEDBACK, partition_for
+from tests.conftest import cluster_partitions
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 SIM = "simulator.amazonses.com"
-FEEDBACK_PARTITIONS = [(SES_FEEDBACK.name, p) for p in range(SES_FEEDBACK.partitions)]
+FEEDBACK_PARTITIONS = [(SES_FEEDBACK.name, p) for p in range(SES_FEEDBACK.count(cluster_partitions()))]
 
 
 def read_feedback(bootstrap: str, tenant: str) -> list[dict[str, Any]]:
@@ -39,10 +41,10 @@ def read_feedback(bootstrap: str, tenant: str) -> list[dict[str, Any]]:
     consumer = Consumer({**client_config(bootstrap), "group.id": str(uuid.uuid4()),
                          "enable.partition.eof": True, "enable.auto.commit": False})
     consumer.assign([TopicPartition(SES_FEEDBACK.name, p, 0)
-                     for p in range(SES_FEEDBACK.partitions)])
+                     for p in range(len(FEEDBACK_PARTITIONS))])
     found, at_end, deadline = [], set(), time.monotonic() + 30
     try:
-        while len(at_end) < SES_FEEDBACK.partitions and time.monotonic() < deadline:
+        while len(at_end) < len(FEEDBACK_PARTITIONS) and time.monotonic() < deadline:
             for msg in consumer.consume(1000, 0.5):
                 if msg.error():
                     if msg.error().code() == KafkaError._PARTITION_EOF:
@@ -60,6 +62,12 @@ def feedback_of(stack, tenant: str) -> list[dict[str, Any]]:
     from stack import isolated
 
     return isolated.call(f"{__name__}:read_feedback", stack.s.bootstrap, tenant, timeout_s=60)
+
+
+def ses_client() -> Any:
+    """The SES client the workers make, from this process's settings."""
+    conf = settings.load()
+    return ses.client(conf.ses_endpoint_url, conf.aws_region)
 
 
 def written(stack) -> int:
@@ -89,7 +97,7 @@ def test_sent_mail_comes_back_once_per_recipient_per_event(stack, api, subscribe
     label = uuid.uuid4().hex[:8]
     to = [f"{box}+{label}@{SIM}" for box in ("success", "bounce", "complaint", "suppressionlist",
                                               "ooto")] + [f"someone-{label}@example.org"]
-    client = ses.client()
+    client = ses_client()
     answer = client.send_bulk_email(
         FromEmailAddress="news@example.org", ConfigurationSetName=f"cronstream-{tenant}_shared",
         DefaultContent={"Template": {"TemplateContent": {"Subject": "hi", "Text": "hi"}}},
@@ -118,7 +126,7 @@ def test_sent_mail_comes_back_once_per_recipient_per_event(stack, api, subscribe
     assert kinds == {("bounce", "Bounce", "General"), ("complaint", "Complaint", None),
                      ("suppressionlist", "Bounce", "Suppressed")}
     for record in records:
-        assert record["partition"] == partition_for(record["email"])
+        assert record["partition"] == partition_for(record["email"], cluster_partitions())
         assert record["key"] == f"{tenant}:{record['email']}"
         assert json.loads(record["raw"])["mail"]["messageId"] == record["ses_message_id"]
     assert {r["campaign_id"] for r in records if r["ses_message_id"] != single["MessageId"]} == {
@@ -195,7 +203,7 @@ def test_ses_events_command_sets_up_each_configuration_set_once_and_again(stack)
     first = cli(*args).stdout
     assert first.count("created event destination cronstream (and the configuration set") == 3
     assert "updated event destination cronstream" in cli(*args[:3], "--topic-arn", topic + "2").stdout
-    client = ses.client()
+    client = ses_client()
     for name in (f"cronstream-{tenant}_default", f"cronstream-{tenant}_warm", f"cronstream-{tenant}"):
         [dest] = client.get_configuration_set_event_destinations(
             ConfigurationSetName=name)["EventDestinations"]

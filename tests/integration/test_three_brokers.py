@@ -41,7 +41,8 @@ def three(tmp_path_factory: pytest.TempPathFactory) -> Stack:
     stack = Stack(replace(main, home=home, kafka_port=port, controller_port=controller))
     stack.start_kafka(brokers=3)
     try:
-        isolated.call("streams.runtime.admin:prepare_cluster", stack.s.bootstrap, timeout_s=300)
+        isolated.call("streams.runtime.admin:prepare_cluster", stack.s.bootstrap,
+                      stack.s.partitions, timeout_s=300)
         yield stack
     finally:
         stack.down()

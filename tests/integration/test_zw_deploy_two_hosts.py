@@ -251,7 +251,7 @@ def remaining_recipients(bootstrap: str) -> list[list[str]]:
     from streams.runtime.codec import codec
     from streams.runtime.kafka_config import client_config
 
-    parts = [(RECIPIENTS.name, p) for p in range(RECIPIENTS.partitions)]
+    parts = [(RECIPIENTS.name, p) for p in range(RECIPIENTS.count(settings.load().partitions))]
     starts, ends = admin.start_offsets(bootstrap, parts), admin.end_offsets(bootstrap, parts)
     consumer = Consumer({**client_config(bootstrap), "group.id": f"cs47-{uuid.uuid4()}",
                          "enable.auto.commit": False})
@@ -296,11 +296,11 @@ def test_campaigns_across_the_hosts_and_a_far_one_outlives_a_prune(deploy: Deplo
         assert Counter(done.values()) == {"sent": 50}
         # every fan-out order acknowledged, as the walkers do once a range is walked
         wait_for(lambda: isolated.call("streams.campaigns.retention:orders_pending",
-                                       deploy.bootstrap, timeout_s=90,
+                                       deploy.bootstrap, settings.load().partitions, timeout_s=90,
                                        env=deploy.kafka_env()) == 0, timeout_s=120, every_s=2)
         nine_days_on = now_ms() + 9 * DAY_MS
         isolated.call("streams.campaigns.retention:prune_report", deploy.bootstrap,
-                      nine_days_on, timeout_s=180, env=deploy.kafka_env())
+                      settings.load().partitions, nine_days_on, timeout_s=180, env=deploy.kafka_env())
         left = isolated.call(f"{__name__}:remaining_recipients", deploy.bootstrap,
                              timeout_s=180, env=deploy.kafka_env())
         far_addresses = {f"user{i}@far.example.org" for i in range(20)}

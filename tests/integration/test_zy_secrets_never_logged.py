@@ -17,6 +17,7 @@ from streams.adapters.tenants import KEY_PREFIX
 from streams.runtime.admin import end_offsets
 from streams.runtime.kafka_config import client_config
 from streams.topology import TENANTS
+from tests.conftest import cluster_partitions
 
 pytestmark = pytest.mark.end_of_session
 
@@ -32,7 +33,8 @@ def readable_files(stack) -> list[Path]:
 def tenants_topic_bytes(stack) -> bytes:
     consumer = Consumer({**client_config(stack.s.bootstrap),
                          "group.id": f"secrets-{uuid.uuid4()}", "enable.auto.commit": False})
-    ends = end_offsets(stack.s.bootstrap, [(TENANTS.name, p) for p in range(TENANTS.partitions)])
+    ends = end_offsets(stack.s.bootstrap,
+                       [(TENANTS.name, p) for p in range(TENANTS.count(cluster_partitions()))])
     consumer.assign([TopicPartition(TENANTS.name, p, 0) for (_, p) in ends])
     left = {p for (_, p), end in ends.items() if end > 0}
     seen = bytearray()

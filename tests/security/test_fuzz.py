@@ -29,7 +29,7 @@ from streams.topology import (
     SUPPRESSIONS,
     partition_for,
 )
-from tests.conftest import make_client
+from tests.conftest import cluster_partitions, make_client
 from tests.integration.test_campaigns import campaign_body
 
 MAX_EXAMPLES = 20
@@ -57,8 +57,8 @@ def victim(stack) -> dict:
         # the job and campaign ids are generated: stored as they are, keyed by them
         keys = {JOBS.name: job["id"], CAMPAIGNS.name: campaign["id"],
                 SUPPRESSIONS.name: f"{other.tenant}:{email}"}
-        starts = {topic: end_offsets(stack.s.bootstrap, [(topic, partition_for(key))])
-                  [(topic, partition_for(key))] for topic, key in keys.items()}
+        starts = {topic: end_offsets(stack.s.bootstrap, [(topic, partition_for(key, cluster_partitions()))])
+                  [(topic, partition_for(key, cluster_partitions()))] for topic, key in keys.items()}
         seen = {"job": other.get(f"/v1/jobs/{job['id']}").json(),
                 "campaign": other.get(f"/v1/campaigns/{campaign['id']}").json()}
         yield {"tenant": other.tenant, "auth": dict(other.headers), "job_id": job["id"],
@@ -70,7 +70,7 @@ def victim(stack) -> dict:
 # (the SES feedback topic too: a forged or unsigned SNS message is a 4xx that writes nothing)
 API_WRITTEN = [(t.name, p)
                for t in (JOBS, JOB_COMMANDS, CAMPAIGNS, RECIPIENTS, SUPPRESSIONS, SES_FEEDBACK)
-               for p in range(t.partitions)]
+               for p in range(t.count(cluster_partitions()))]
 
 
 def records_written(stack) -> int:
@@ -131,7 +131,8 @@ def test_the_fuzzing_changed_no_other_tenants_records(stack, victim):
 
     for topic, key in victim["keys"].items():
         written = isolated.call("tests.security.kafka_tools:keys_from", stack.s.bootstrap, topic,
-                                partition_for(key), victim["starts"][topic], timeout_s=120)
+                                partition_for(key, cluster_partitions()), victim["starts"][topic],
+                                timeout_s=120)
         assert key not in written, f"{topic} got a record for the other tenant's {key}"
     auth = victim["auth"]
     job = httpx.get(f"{stack.s.api_url}/v1/jobs/{victim['job_id']}", headers=auth,

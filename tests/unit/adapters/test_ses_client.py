@@ -12,5 +12,5 @@ def test_ses_client_never_retries_by_itself(monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "unit")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "unit")
 
-    client = ses.client()
+    client = ses.client(None, "us-east-1")
     assert client.meta.config.retries["total_max_attempts"] == 1

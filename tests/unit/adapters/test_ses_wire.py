@@ -65,10 +65,9 @@ ONE = {
 def test_the_send_requests_are_the_bytes_botocore_would_write(monkeypatch, operation, params):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
-    monkeypatch.setenv("CRONSTREAM_SES_ENDPOINT", "http://127.0.0.1:1")
     at = datetime.datetime(2026, 11, 23, 12, 0, 0)
     monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: at)
-    ours_body, ours_headers = _wire(ses.client(), operation, params)
+    ours_body, ours_headers = _wire(ses.client("http://127.0.0.1:1", "us-east-1"), operation, params)
     theirs_body, theirs_headers = _wire(_plain_botocore(), operation, params)
     assert ours_body == theirs_body
     assert ours_headers["Content-Type"] == theirs_headers["Content-Type"] == b"application/json"
@@ -81,7 +80,7 @@ def test_the_client_walks_no_shape_for_a_send(monkeypatch):
     """The point of encoding the body here: botocore's serialiser gets nothing to walk."""
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
-    client = ses.client()
+    client = ses.client(None, "us-east-1")
     walked: list[object] = []
     serializer = client._serializer
     original = serializer._serialize
@@ -95,6 +94,6 @@ def test_the_user_agent_is_the_fixed_one(monkeypatch):
     sends ``ses.USER_AGENT`` (SigV4 does not sign it, so the signature test above still holds)."""
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
-    _, headers = _wire(ses.client(), "SendBulkEmail", BULK)
+    _, headers = _wire(ses.client(None, "us-east-1"), "SendBulkEmail", BULK)
     assert headers["User-Agent"].startswith(ses.USER_AGENT.encode() + b" ")
     assert b"ua/2.1" not in headers["User-Agent"]  # the mark of the string botocore builds

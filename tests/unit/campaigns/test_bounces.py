@@ -145,11 +145,11 @@ def test_the_agent_writes_the_suppression_the_api_writes_then_the_row():
     hard = event("Bounce", bounce_type="Permanent")
     key = b"acme:a@example.org"
     for _ in range(2):
-        asyncio.run(apply_feedback.apply(hard, key, table, emitter, POLICY))
+        asyncio.run(apply_feedback.apply(hard, key, table, emitter, POLICY, 8))
     assert len(emitter.sent) == 1, "a redelivery writes nothing"
     topic, sent_key, value, partition = emitter.sent[0]
     assert (topic, sent_key, partition) == (SUPPRESSIONS.name, "acme:a@example.org",
-                                            partition_for("a@example.org"))
+                                            partition_for("a@example.org", 8))
     assert codec().decode(value) == {
         "tenant": "acme", "email": "a@example.org", "reason": "bounce", "source": "feedback",
         "created_ms": T0 + 5, "feedback_id": "fb-m1", "ses_message_id": "m1"}
@@ -160,7 +160,7 @@ def test_a_suppression_not_written_leaves_the_event_unseen():
     table: dict[bytes, bytes] = {}
     with pytest.raises(RuntimeError):
         asyncio.run(apply_feedback.apply(event("Complaint"), b"k", table, Emitter(fail=True),
-                                         POLICY))
+                                         POLICY, 8))
     assert table == {}, "applied again when the record is delivered again"
 
 

@@ -204,13 +204,9 @@ def test_a_reminder_to_a_suppressed_address_fails_before_ses_with_the_reason():
              "target": {"email_from": "a@example.org", "email_to": "Bo <B@Example.org>",
                         "subject": "s", "text": "t", "html": None}}
     lookup = Lookup({"reason": "bounce"})
-    targets.consult_suppressions(lookup)
-    try:
-        result = targets.send_email(Client(), fired, GRANTED)
-        assert not result.ok and result.final and "(bounce)" in (result.error or "")
-        assert lookup.asked == [("acme", "b@example.org")]
-        targets.consult_suppressions(Lookup(suppressed.ViewBehind("behind")))
-        result = targets.send_email(Client(), fired, GRANTED)
-        assert not result.ok and not result.final and not result.unknown, "retried: nothing left"
-    finally:
-        targets.consult_suppressions(None)
+    result = targets.send_email(Client(), fired, GRANTED, suppressions=lookup)
+    assert not result.ok and result.final and "(bounce)" in (result.error or "")
+    assert lookup.asked == [("acme", "b@example.org")]
+    result = targets.send_email(Client(), fired, GRANTED,
+                                suppressions=Lookup(suppressed.ViewBehind("behind")))
+    assert not result.ok and not result.final and not result.unknown, "retried: nothing left"

@@ -17,13 +17,14 @@ from streams.execution.targets import CallResult
 from streams.handoff import Gate
 from streams.runtime.codec import codec
 from streams.scheduling.schedule import fire_id
-from streams.topology import DLQ, INTENT, JOBS, LEDGER, TopicSpec
+from streams.topology import DLQ, INTENT, LEDGER, TopicSpec
 from tests.unit.fakes import schedule_state
 
 SLOT = 1_800_000_000_000
 EMAIL = {"type": "email", "email_from": "a@example.com", "email_to": "b@example.com",
          "subject": "hi", "text": "hello"}
 CHANGELOG = TopicSpec(name="done-changelog", key="fire_id", schema="", compacted=True, doc="")
+PARTITIONS = 8  # the cluster's partition count these tests run with (Settings.partitions)
 
 
 def fired_record(job_id: str, target: dict[str, Any] | None = None, tenant: str = "bench",
@@ -139,6 +140,7 @@ def executor_in(world: World, lease: Any = None, clock: Callable[[], int] = lamb
                 **options: Any) -> Executor:
     """An executor on ``world``'s fakes, its runs under a region's ``lease`` if given
     (``tests.unit.fakes.Lease``; none: one region)."""
+    options.setdefault("partitions", PARTITIONS)
     executor = Executor(DoneMarks(world, world, CHANGELOG), world, world, world, Gate(),
                         clock=clock, region=lease, **options)
     executor.decisions = Decided(world.log)
@@ -390,7 +392,7 @@ def test_a_tenant_held_by_its_quota_is_dispatched_when_its_next_token_is_due():
     async def main() -> None:
         # 2/s with one of the jobs topic's partitions held: max_fires_per_s = 2 x partitions
         executor = executor_in(world, clock=lambda: now[0],
-                               fires_per_s=lambda tenant: 2 * JOBS.partitions)
+                               fires_per_s=lambda tenant: 2 * PARTITIONS)
         assert executor.idle_s() == BACKLOG_EVERY_S
         world.deliver([Msg(0, 10 + i, fired_record(f"job-{i}")) for i in range(3)])
         await until(lambda: attempts() == 2)

@@ -103,7 +103,7 @@ def test_a_worker_of_the_standby_waits_and_takes_the_epoch_its_region_is_promote
 
 def test_reservations_reach_ahead_and_the_authority_sees_one_write_per_half_a_reservation():
     authority = Authority1()
-    reservations = Reservations(authority, Lease(epoch=1), chunks=8)  # type: ignore[arg-type]
+    reservations = Reservations(authority, Lease(epoch=1), 8, chunks=8)  # type: ignore[arg-type]
     span = reservations.span
 
     async def main() -> None:
@@ -124,7 +124,7 @@ def test_a_refused_reservation_is_a_lost_lease_and_inherited_bounds_are_read_und
     authority.refuse_reservations = True
     authority.inherited_hwm = {3: 40}
     lease = Lease(epoch=None)
-    reservations = Reservations(authority, lease)  # type: ignore[arg-type]
+    reservations = Reservations(authority, lease, 8)  # type: ignore[arg-type]
 
     async def main() -> dict[int, int]:
         with pytest.raises(LeaseLost, match="refused"):
