@@ -2,7 +2,7 @@
 topics, rate limiters.
 
 The API owns no database of record: it writes commands to topics and reads state back from views
-of the compacted topics (``streams.runtime.views``) and run history from the ledger's sink in Postgres.
+of the compacted topics (``streams.runtime.topic_view``) and run history from the ledger's sink in Postgres.
 The jobs view keeps its records in a SQLite file (``SqliteStore``, indexed by tenant) under the
 stack's home: millions of jobs fit neither a dict nor a restart that reads the whole topic.
 """
@@ -23,9 +23,9 @@ from api.rate_limit import TenantRates
 from streams.adapters import dns
 from streams.campaigns import retention
 from streams.runtime.emit import DeliveryCallback, Emitter
+from streams.runtime.record_stores import MemoryStore, SqliteStore
 from streams.runtime.settings import API_START_S, Settings
-from streams.runtime.view_stores import MemoryStore, SqliteStore
-from streams.runtime.views import TopicView
+from streams.runtime.topic_view import TopicView
 from streams.topology import CAMPAIGNS, JOBS, SUPPRESSIONS, TENANTS, TopicSpec
 
 

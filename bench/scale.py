@@ -15,7 +15,7 @@ expression by default, so jobs share their next-slot searches on restart (``stre
 caches them); ``--cron "H H 1 1 *"`` hashes each job's minute and hour, the case where none is
 shared.
 
-Then the API, which keeps its own view of the jobs (``streams.runtime.view_stores.SqliteStore``), is
+Then the API, which keeps its own view of the jobs (``streams.runtime.record_stores.SqliteStore``), is
 timed from start to healthy twice: with its store wiped (a first start reads the whole topic)
 and again (a restart reads only the tail after its checkpoint), with its peak RSS, and one page
 of the tenant's 1M jobs and its quota count are timed against that store.

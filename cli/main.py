@@ -37,7 +37,7 @@ SERVICES = ("worker", "api")
 
 
 def _stack(args: argparse.Namespace) -> int:
-    from stack import regions
+    from stack import two_regions as regions
     from stack.local import Stack, StackError
     from streams.runtime import settings
 

@@ -194,7 +194,7 @@ def region_promote(args: argparse.Namespace) -> int:
     site's are done too (MirrorMaker stopped, the promoted region's sink, workers and API
     started), elsewhere they are said for the operator to do."""
     from ops import region
-    from stack.regions import NAMES
+    from stack.two_regions import NAMES
 
     local = _local_site(args.workers)
     if local is not None and args.to not in NAMES:
@@ -238,9 +238,9 @@ def _authority() -> Any:
 
 
 def _local_site(workers: int) -> Any:
-    """The local two-region stack's site, if this home is its region a (``stack.regions``)."""
+    """The local two-region stack's site, if this home is its region a (``stack.two_regions``)."""
     from ops import region, replication
-    from stack import regions
+    from stack import two_regions as regions
 
     both = regions.of_home(settings_())
     if both is None:

@@ -149,7 +149,7 @@ DONE_TABLE = TableSpec(
     name="fires-done", source=FIRED, key="fire_id",
     doc="Fire ids the executor has finished, so a replayed fired record is not run again.",
 )
-# the done table's value written before an email is sent: it may have left (streams.execution.replays)
+# the done table's value written before an email is sent: it may have left (streams.execution.arrivals)
 INTENT = b"intent"
 
 SEND_CHUNKS_TABLE = TableSpec(

@@ -23,7 +23,7 @@ import gc
 import logging
 
 from streams.campaigns import fanout
-from streams.execution import executor, suppressed
+from streams.execution import executor, reminder_opt_outs
 from streams.handoff import Gate
 from streams.runtime import admin, authority, commit_watch, metrics, settings
 from streams.runtime.app import Runtime, build
@@ -42,7 +42,7 @@ def wire(rt: Runtime) -> None:
     deciding = Gate()  # the scheduler decides a burst before the executor runs it
     campaigns = fanout.register(rt)
     # reminder emails honour the tenant's suppressions, read from a view of the whole topic
-    lookup = suppressed.Suppressions(
+    lookup = reminder_opt_outs.Suppressions(
         rt.settings.bootstrap, rt.settings.home / "workers" / f"{rt.worker_id}-suppressions.sqlite3")
     runs = executor.register(rt, fan_out=campaigns.fan_out, deciding=deciding, suppressions=lookup)
     window = imports.ImportWindow()  # the import copier's copies apply_jobs has not applied

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from streams.scheduling import cron, describe
+from api.console import wording
+from streams.scheduling import cron
 
 PAGE = 25  # jobs or campaigns per list page
 HISTORY_PAGE = 50  # slots per page of a job's timeline: one bounded read of the ledger
@@ -33,7 +34,7 @@ def schedule_words(view: dict[str, Any], job_id: str | None = None) -> str:
     s = view["schedule"]
     if "cron" in s:
         try:
-            return describe.describe(s["cron"], job_id)
+            return wording.describe(s["cron"], job_id)
         except cron.CronSyntaxError:
             return s["cron"]
     if "every_s" in s:

@@ -153,7 +153,7 @@ def readiness(bootstrap: str) -> tuple[bool, dict[str, Any]]:
     try:
         metadata = admin.list_topics(timeout=3)
         # from the child process the walkers' fence asks through: a probe during a broker's
-        # outage is when librdkafka's coordinator-request abort strikes (streams.runtime.admin_child)
+        # outage is when librdkafka's coordinator-request abort strikes (streams.runtime.coordinator_child)
         group = ownership.describe(bootstrap, APP_ID, timeout_s=3)
     except Exception as exc:  # noqa: BLE001 - any failure here means "not ready", with the reason
         return False, {"broker": f"unreachable: {exc}"}

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stack import isolated, processes
-from stack.local.apps import Apps
 from stack.local.certificates import Certificates
 from stack.local.home import JAVA_POMS, REGIONS_FILE, StackHome, region_record
 from stack.local.kafka_connect import SINK_TEMPLATES, KafkaConnect, register_sink, sink_specs
@@ -37,6 +36,7 @@ from stack.local.kafka_nodes import (
     record_brokers,
 )
 from stack.local.postgres import LEDGER_SQL, Postgres, apply_ledger_sql
+from stack.local.services import Apps
 from stack.local.ses_launcher import SesLauncher
 from stack.local.startup import StackError, port_taken, say, wait_healthy
 from streams.runtime.settings import Settings

@@ -21,7 +21,7 @@ from streams.runtime.settings import REPO_ROOT, Settings
 
 JAVA_POMS = (REPO_ROOT / "stack" / "pom.xml", REPO_ROOT / "connectors" / "avro-converter" / "pom.xml")
 
-# a home that is one region of a local two-region stack says so here (``stack.regions``): its
+# a home that is one region of a local two-region stack says so here (``stack.two_regions``): its
 # name, and the other region's name, home and brokers
 REGIONS_FILE = "regions.json"
 

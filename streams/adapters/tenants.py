@@ -185,7 +185,7 @@ def granted(record: dict[str, Any], grant_senders: Sequence[str] = (),
 def update(bootstrap: str, name: str, **changes: Any) -> dict[str, Any]:
     """Grant or revoke senders and pools, or set limits, on an existing tenant (``granted``),
     keeping its key; returns the record written. LookupError when there is no such tenant."""
-    from streams.runtime.views import TopicView
+    from streams.runtime.topic_view import TopicView
     from streams.topology import TENANTS
 
     view = TopicView(bootstrap, TENANTS).start()

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from streams.runtime.view_stores import MemoryStore
-from streams.runtime.views import StartedOnce, TopicView
+from streams.runtime.record_stores import MemoryStore
+from streams.runtime.topic_view import StartedOnce, TopicView
 from streams.topology import CAMPAIGNS, TENANTS, TopicSpec
 
 

@@ -22,7 +22,7 @@ from enum import Enum
 from typing import Any
 
 INTENT, REFUSED, DONE = b"intent", b"refused", b"done"
-# the table's state machine for GuardedTable (streams.runtime.state): intent and refused alternate
+# the table's state machine for GuardedTable (streams.runtime.guarded_table): intent and refused alternate
 # while a chunk retries; done is final, so a zombie's late intent or refusal never undoes it
 RANK = {INTENT: 1, REFUSED: 1, DONE: 2}
 

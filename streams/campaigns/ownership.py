@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streams.runtime import admin
-from streams.runtime.admin_child import AdminChild
+from streams.runtime.coordinator_child import AdminChild
 from streams.runtime.shared_round import SharedRound
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def ownership(assignment: Assignment, member_id: str, topic: str, partition: int
 
 
 # this process's coordinator requests go through a child process: a librdkafka abort on a
-# coordinator's lost connection takes the child, not the worker (streams.runtime.admin_child)
+# coordinator's lost connection takes the child, not the worker (streams.runtime.coordinator_child)
 _COORDINATOR = AdminChild()
 CHILD_GRACE_S = 20.0  # beyond the request's own timeout: a new child's start and imports
 # a coordinator answers in milliseconds; one that died with the request out answers never, and the

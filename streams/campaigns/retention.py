@@ -44,8 +44,8 @@ from streams.runtime import admin
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.kafka_config import client_config
-from streams.runtime.view_stores import MemoryStore
-from streams.runtime.views import TopicView
+from streams.runtime.record_stores import MemoryStore
+from streams.runtime.topic_view import TopicView
 from streams.topology import APP_ID, CAMPAIGNS, DAY_MS, FANOUT, RECIPIENTS
 
 log = logging.getLogger(__name__)

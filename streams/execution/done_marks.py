@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 
 class Table(Protocol):
-    """The done table as the marks need it (``streams.runtime.state.GuardedTable``)."""
+    """The done table as the marks need it (``streams.runtime.guarded_table.GuardedTable``)."""
 
     def get_in(self, partition: int, key: bytes) -> bytes | None: ...
     def write_acked(self, partition: int, rows: list[tuple[bytes, bytes]],

@@ -44,12 +44,12 @@ from confluent_kafka import Message
 
 from streams.adapters import dns, ses, tenants
 from streams.execution import overlap, targets
+from streams.execution.arrivals import Arrival, Position, classify
 from streams.execution.dispatch import RunQueue, Waiting, expiry_reason
 from streams.execution.done_marks import DoneMarks
 from streams.execution.fire_quota import FireQuota
 from streams.execution.offsets import Taken
 from streams.execution.reader import Assigned, FiredReader, Notice
-from streams.execution.replays import Arrival, Position, classify
 from streams.handoff import Decisions, ExecutorQueue, Gate
 from streams.ledger import job_entry
 from streams.records import DeadLetter, Fired
@@ -60,7 +60,7 @@ from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter, Outbox
 from streams.runtime.fencing import EpochFence
-from streams.runtime.views import TopicView
+from streams.runtime.topic_view import TopicView
 from streams.topology import APP_ID, DLQ, DONE_TABLE, INTENT, JOBS, LEDGER, TENANTS
 
 log = logging.getLogger(__name__)
@@ -587,7 +587,7 @@ def register(rt: Runtime, fan_out: targets.FanOut, deciding: Gate,
     (started with the worker, given the worker's partitions after each recovery), ``fan_out``
     runs a campaign's tick (``streams.campaigns.fanout``), ``deciding`` is the scheduler's gate,
     which a burst's runs wait behind (``streams.handoff.Gate``), ``suppressions`` what
-    every reminder email's address is checked against first (``streams.execution.suppressed``)."""
+    every reminder email's address is checked against first (``streams.execution.reminder_opt_outs``)."""
     app, conf = rt.app, rt.settings
     done_table = rt.table(DONE_TABLE)
     emitter = Emitter(conf.bootstrap, f"executor-{rt.worker_id}")

@@ -29,12 +29,12 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from streams.adapters import dns, ses, tenants
-from streams.execution import ssrf, suppressed
+from streams.execution import reminder_opt_outs, ssrf
 from streams.execution.webhook_client import RequestRefused, WebhookClient
 from streams.runtime.authority import Lease, LeaseLost, NoRegion
 from streams.runtime.emit import Emitter
 from streams.runtime.region import EPOCH_HEADER, EPOCH_TAG
-from streams.runtime.views import StartedOnce
+from streams.runtime.topic_view import StartedOnce
 from streams.topology import TopicSpec
 
 log = logging.getLogger(__name__)
@@ -174,7 +174,7 @@ def send_email(ses_client: Any, fired: dict[str, Any], tenant: dict[str, Any] | 
     is a final failure naming why (nothing was sent, and retrying cannot help until the grant
     or the suppression changes); a tenant not read yet is retried. With ``region``, the lease
     is checked last, in this thread, right before the request, and its epoch tags the mail.
-    ``suppressions``: where the address is checked first (``streams.execution.suppressed``,
+    ``suppressions``: where the address is checked first (``streams.execution.reminder_opt_outs``,
     given by the worker through ``Targets``; a test or benchmark without a broker gives none)."""
     target = fired["target"]
     if tenant is None:
@@ -186,7 +186,7 @@ def send_email(ses_client: Any, fired: dict[str, Any], tenant: dict[str, Any] | 
     if suppressions is not None:
         try:
             found = suppressions.of(fired["tenant"], target["email_to"])
-        except suppressed.ViewBehind as exc:
+        except reminder_opt_outs.ViewBehind as exc:
             return CallResult(False, None, str(exc))
         if found is not None:
             return CallResult(False, None, f"suppressed: {target['email_to']} is suppressed for "
@@ -211,7 +211,7 @@ def send_email(ses_client: Any, fired: dict[str, Any], tenant: dict[str, Any] | 
 
 # kinds whose attempt a person could receive twice: the executor writes a durable intent before
 # their first attempt, and a slot found with only that intent after a crash is recorded
-# ``unknown`` and never attempted again (streams.execution.replays); webhooks and Kafka records
+# ``unknown`` and never attempted again (streams.execution.arrivals); webhooks and Kafka records
 # are at-least-once (the fire id travels with them so receivers can dedupe)
 AT_MOST_ONCE = frozenset({"email"})
 
@@ -221,7 +221,7 @@ FanOut = Callable[[dict[str, Any]], Awaitable[tuple[bool, str]]]
 class TenantRecords:
     """The tenants' records (SSRF allow-lists, granted senders, fires-per-second quotas), read
     from their compacted topic through one view started once however many runs ask at the same
-    time (``streams.runtime.views.StartedOnce``)."""
+    time (``streams.runtime.topic_view.StartedOnce``)."""
 
     def __init__(self, view: Callable[[], Any]) -> None:
         self._view = StartedOnce(view)

@@ -19,10 +19,10 @@ import faust
 
 from streams.runtime import committed_seek
 from streams.runtime.authority import Lease, NoRegion
+from streams.runtime.guarded_table import GuardedTable
 from streams.runtime.metrics import WorkerHealth
 from streams.runtime.settings import Settings
 from streams.runtime.standbys import StandbyAssignor
-from streams.runtime.state import GuardedTable
 from streams.topology import APP_ID, TableSpec, TopicSpec
 
 
@@ -47,7 +47,7 @@ class Runtime:
 
     def table(self, spec: TableSpec, rank: Mapping[bytes, int] | None = None) -> Any:
         """A RocksDB table of ``streams.topology``, partitioned like its source topic, whose
-        recovery a zombie's late writes cannot fool (``streams.runtime.state``); ``rank`` orders
+        recovery a zombie's late writes cannot fool (``streams.runtime.guarded_table``); ``rank`` orders
         the values of a table that is a state machine, so recovery never moves a key backwards."""
         app = self.app
         return app.tables.add(GuardedTable(app, name=spec.name, key_type=bytes, value_type=bytes,

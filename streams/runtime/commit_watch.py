@@ -16,7 +16,7 @@ when the record at the committed offset is neither acknowledged, nor in flight (
 agent and not yet acknowledged), nor in a gap faust knows of, while records after it are
 acknowledged — twice in a row, at the same committed offset — the partition is sought back to
 its committed offset, and the skipped records are delivered again. So is everything after them,
-which every agent already takes (the done table and ``streams.execution.replays`` for fired slots, the
+which every agent already takes (the done table and ``streams.execution.arrivals`` for fired slots, the
 walkers' keys for fan-out orders, upserts for tables).
 """
 

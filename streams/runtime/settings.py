@@ -536,7 +536,7 @@ class Settings:
     @property
     def standby_port_offset(self) -> int:
         """How far above region a's ports a local region b listens
-        (``CRONSTREAM_STANDBY_PORT_OFFSET``, 1000: ``stack.regions``)."""
+        (``CRONSTREAM_STANDBY_PORT_OFFSET``, 1000: ``stack.two_regions``)."""
         offset = _int("CRONSTREAM_STANDBY_PORT_OFFSET", 1000)
         if offset < 1:
             raise SettingsError(f"CRONSTREAM_STANDBY_PORT_OFFSET={offset} is not >= 1")

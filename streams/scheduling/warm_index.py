@@ -7,7 +7,7 @@ million jobs, half of them moving, ≈ 20 s after the session timeout had alread
 (RocksDB kept current from their changelogs); ``WarmIndex`` keeps a due index of such a
 partition current as well, so at a takeover the index is adopted as it stands.
 
-A warm index is filled two ways: from the changelog batches faust applies (``streams.runtime.state``
+A warm index is filled two ways: from the changelog batches faust applies (``streams.runtime.guarded_table``
 calls back after each), and by a *scan* of the partition's RocksDB for what was there before the
 partition became a standby (a restarted worker's disk, a partition this worker once held). The
 scan reads in chunks, each from a fresh iterator at the key where the last one stopped: an

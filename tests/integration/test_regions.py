@@ -44,7 +44,7 @@ import pytest
 
 from ops import replication
 from stack import isolated, processes
-from stack.regions import Regions
+from stack.two_regions import Regions
 from streams.campaigns.walker import CHUNKS_IN_FLIGHT
 from streams.runtime import region as region_rules
 from streams.runtime import settings

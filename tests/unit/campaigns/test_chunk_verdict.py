@@ -4,7 +4,7 @@ Resumed from the chunk table, only a chunk whose request may have been accepted 
 from __future__ import annotations
 
 from streams.campaigns.chunk_verdict import DONE, INTENT, RANK, REFUSED, Resume, resume, stop_reason
-from streams.runtime.state import regresses
+from streams.runtime.guarded_table import regresses
 
 CAMPAIGN = {"status": "sending", "send_deadline_s": 60}
 

@@ -184,14 +184,14 @@ def test_the_email_target_and_the_walker_tag_their_sends():
 
 
 def test_a_reminder_to_a_suppressed_address_fails_before_ses_with_the_reason():
-    from streams.execution import suppressed, targets
+    from streams.execution import reminder_opt_outs, targets
 
     class Lookup:
         def __init__(self, answer):
             self.answer, self.asked = answer, []
 
         def of(self, tenant, to):
-            self.asked.append((tenant, suppressed.address(to)))
+            self.asked.append((tenant, reminder_opt_outs.address(to)))
             if isinstance(self.answer, Exception):
                 raise self.answer
             return self.answer
@@ -208,5 +208,5 @@ def test_a_reminder_to_a_suppressed_address_fails_before_ses_with_the_reason():
     assert not result.ok and result.final and "(bounce)" in (result.error or "")
     assert lookup.asked == [("acme", "b@example.org")]
     result = targets.send_email(Client(), fired, GRANTED,
-                                suppressions=Lookup(suppressed.ViewBehind("behind")))
+                                suppressions=Lookup(reminder_opt_outs.ViewBehind("behind")))
     assert not result.ok and not result.final and not result.unknown, "retried: nothing left"

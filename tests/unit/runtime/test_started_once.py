@@ -1,5 +1,5 @@
 """A view is started once however many tasks ask for it at the same time
-(``streams.runtime.views.StartedOnce``): a webhook spike's first round asked the executor for
+(``streams.runtime.topic_view.StartedOnce``): a webhook spike's first round asked the executor for
 the tenants' allow-lists from every slot in flight, and each started its own consumer."""
 
 from __future__ import annotations

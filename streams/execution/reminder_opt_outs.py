@@ -3,7 +3,7 @@
 A campaign's walker reads the ``suppressed`` table of its own recipient partition, co-partitioned
 with the addresses it sends to. A reminder email is run by the owner of its *job*'s partition, and
 its address may hash to any suppressions partition, so the executor reads a view of the whole
-suppressions topic instead (``streams.runtime.views``), kept in a SQLite file (a list with every
+suppressions topic instead (``streams.runtime.topic_view``), kept in a SQLite file (a list with every
 bounce of a 50M campaign fits no dict), started on the first reminder email the worker sends.
 
 Linearizable as the walkers' barrier is: before answering, the view is caught up with the
@@ -19,8 +19,8 @@ from email.utils import parseaddr
 from pathlib import Path
 from typing import Any
 
-from streams.runtime.view_stores import SqliteStore
-from streams.runtime.views import TopicView
+from streams.runtime.record_stores import SqliteStore
+from streams.runtime.topic_view import TopicView
 from streams.topology import SUPPRESSIONS
 
 

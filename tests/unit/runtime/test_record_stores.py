@@ -4,8 +4,8 @@ import pytest
 from confluent_kafka import KafkaError, Message
 
 from streams.runtime.codec import SchemaError, codec
-from streams.runtime.view_stores import Checkpoint, MemoryStore, SqliteStore
-from streams.runtime.views import TopicView
+from streams.runtime.record_stores import Checkpoint, MemoryStore, SqliteStore
+from streams.runtime.topic_view import TopicView
 from streams.topology import JOBS
 
 DAY_MS = 86_400_000

@@ -1,9 +1,9 @@
-"""``streams.scheduling.describe``: a schedule in words, on a table of expressions."""
+"""``api.console.wording``: a schedule in words, on a table of expressions."""
 
 import pytest
 
+from api.console.wording import describe
 from streams.scheduling.cron import CronSyntaxError
-from streams.scheduling.describe import describe
 
 
 @pytest.mark.parametrize("expr, words", [

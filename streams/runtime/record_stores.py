@@ -1,4 +1,4 @@
-"""Where a topic view (``streams.runtime.views``) keeps its records: the state store, apart from the
+"""Where a topic view (``streams.runtime.topic_view``) keeps its records: the state store, apart from the
 consuming.
 
 Two stores, because the compacted topics the views follow differ by orders of magnitude:

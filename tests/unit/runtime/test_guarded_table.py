@@ -3,7 +3,7 @@ unbroken writes, and a state-machine table never moves a key backwards during re
 
 from __future__ import annotations
 
-from streams.runtime.state import contiguous_advance, regresses
+from streams.runtime.guarded_table import contiguous_advance, regresses
 from tests.waiting import loop_turns
 
 RANK = {b"intent": 1, b"done": 2}
@@ -82,7 +82,7 @@ class _Written:
 
 def _table() -> object:
     """A GuardedTable without a faust app: writes are recorded, acknowledgements made by hand."""
-    from streams.runtime.state import GuardedTable
+    from streams.runtime.guarded_table import GuardedTable
 
     class Recorded(GuardedTable):
         def on_key_set(self, key: bytes, value: bytes) -> None:  # the changelog record sent
@@ -154,7 +154,7 @@ def _rocks_table(tmp_path) -> object:
     """A GuardedTable over one real RocksDB partition (rocksdict, as faust opens it)."""
     from rocksdict import Options, Rdict
 
-    from streams.runtime.state import GuardedTable
+    from streams.runtime.guarded_table import GuardedTable
 
     db = Rdict(str(tmp_path / "p3"), options=Options(raw_mode=True))
 

@@ -4,7 +4,7 @@ The API and the executor need "the current value per key" of compacted topics; a
 its topic on a background thread, with no consumer group (so it never takes partitions from the
 workers), and applies the process's own writes at once (``put``), so a client that just created
 something can read it back from the same process. Where the records are kept is the view's
-store (``streams.runtime.view_stores``): a dict for small topics, or a SQLite file with a checkpoint,
+store (``streams.runtime.record_stores``): a dict for small topics, or a SQLite file with a checkpoint,
 from which a restarted view reads only the topic's tail.
 """
 
@@ -23,7 +23,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import SchemaError
 from streams.runtime.kafka_config import client_config
-from streams.runtime.view_stores import Checkpoint, MemoryStore, Row, ViewStore
+from streams.runtime.record_stores import Checkpoint, MemoryStore, Row, ViewStore
 from streams.topology import TopicSpec
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """Requests made from a child process: an abort or a hang there costs a call, never the caller
-(streams.runtime.admin_child). The targets are functions of this module, run in the child."""
+(streams.runtime.coordinator_child). The targets are functions of this module, run in the child."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from streams.runtime.admin_child import AdminChild, ChildFailed
+from streams.runtime.coordinator_child import AdminChild, ChildFailed
 
 HERE = __name__
 

@@ -1,4 +1,4 @@
-"""What a fired record that arrives again means (``streams.execution.replays``)."""
+"""What a fired record that arrives again means (``streams.execution.arrivals``)."""
 
 
 
@@ -6,7 +6,7 @@
 def test_a_running_slots_own_record_delivered_again_is_never_acknowledged():
     """Acknowledging it would commit the offset while the slot still runs: a crash before its
     outcome reached the ledger would lose the slot. Another record of the same fire is redundant."""
-    from streams.execution.replays import Arrival, classify
+    from streams.execution.arrivals import Arrival, classify
     from streams.topology import INTENT
 
     assert classify(None, (3, 41), (3, 41)) is Arrival.REDELIVERED
