@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from email.utils import parseaddr
 from typing import Any
 
+from streams.records import Tenant
 from streams.runtime.clock import now_ms
 
 NAME = re.compile(r"^[a-z][a-z0-9-]{1,39}$")
@@ -66,13 +67,13 @@ def pool_problem(tenant: str, pool: str) -> str | None:
     return None
 
 
-def pools_of(tenant: dict[str, Any]) -> set[str]:
+def pools_of(tenant: Tenant) -> set[str]:
     """The IP pools the tenant may send through: the shared one, those granted, those with a
     warm-up plan."""
     return {DEFAULT_POOL, *tenant.get("pools", []), *tenant.get("ip_pools", {})}
 
 
-def sender_granted(tenant: dict[str, Any], sender: str) -> bool:
+def sender_granted(tenant: Tenant, sender: str) -> bool:
     """Whether ``sender`` (``a@b`` or ``Name <a@b>``) is a granted address, or at a granted
     domain (that domain exactly: a subdomain is another identity)."""
     address = (parseaddr(sender)[1] or sender).strip().lower()

@@ -21,6 +21,7 @@ from streams.campaigns.chunk_outcomes import ChunkOutcomes
 from streams.campaigns.chunk_verdict import stop_reason
 from streams.campaigns.pacing import Pacer
 from streams.campaigns.pool_quota import PoolQuota
+from streams.records import Campaign, Fanout, RecipientChunk, Tenant
 from streams.runtime.clock import now_ms as wall_ms
 from streams.runtime.token_bucket import TokenBucket
 
@@ -35,17 +36,17 @@ class Admission:
     """Admits the chunks of every walker of a worker. ``campaign`` and ``tenant`` read the
     records' views, ``suppressed`` is the co-partitioned table of opted-out addresses."""
 
-    def __init__(self, campaign: Callable[[str], Awaitable[dict[str, Any] | None]],
-                 tenant: Callable[[str], Awaitable[dict[str, Any]]], suppressed: Any,
+    def __init__(self, campaign: Callable[[str], Awaitable[Campaign | None]],
+                 tenant: Callable[[str], Awaitable[Tenant]], suppressed: Any,
                  barrier: OptOutBarrier, pacer: Pacer, pool_quota: PoolQuota,
                  now_ms: Callable[[], int] = wall_ms) -> None:
         self._campaign, self._tenant, self.suppressed = campaign, tenant, suppressed
         self.barrier, self.pacer, self.pool_quota = barrier, pacer, pool_quota
         self._now_ms = now_ms
 
-    async def admit(self, order: dict[str, Any], chunk: dict[str, Any], part: int,
-                    bucket: TokenBucket, campaign: dict[str, Any], outcomes: ChunkOutcomes,
-                    deadline: int) -> tuple[dict[str, Any], Allowed]:
+    async def admit(self, order: Fanout, chunk: RecipientChunk, part: int,
+                    bucket: TokenBucket, campaign: Campaign, outcomes: ChunkOutcomes,
+                    deadline: int) -> tuple[Campaign, Allowed]:
         """What of the chunk may be sent now, and the campaign as last read; every other
         address gets its outcome in ``outcomes`` (stopped, expired, suppressed, over the cap)."""
         emails: list[str] = chunk["emails"]
@@ -88,7 +89,7 @@ class Admission:
         self.pacer.give_back(bucket, paid - len(allowed))
         return campaign, allowed
 
-    async def not_granted(self, campaign: dict[str, Any]) -> tuple[str, str] | None:
+    async def not_granted(self, campaign: Campaign) -> tuple[str, str] | None:
         """("failed", why) when the campaign's sender or IP pool is not (or no longer) the
         tenant's grant (``streams.adapters.tenants.mail_refused``): checked at each chunk, so a
         grant revoked mid-campaign stops its mail, and a record not written by the API (which

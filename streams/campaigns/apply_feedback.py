@@ -36,6 +36,7 @@ from typing import Any
 from streams.campaigns import bounces, guard, suppressions, unknown
 from streams.campaigns.campaign_views import CampaignViews
 from streams.campaigns.chunk_verdict import DONE
+from streams.records import SesFeedback
 from streams.runtime import clock, metrics
 from streams.runtime.app import Runtime
 from streams.runtime.codec import SchemaError, codec
@@ -85,7 +86,7 @@ def register(rt: Runtime, emitter: Emitter, records: CampaignViews, send_chunks:
             await reputation_guard.observe(record, decision.kind, event.message.partition)
 
 
-async def apply(record: dict[str, Any], key: bytes, table: Any, emitter: suppressions.Sends,
+async def apply(record: SesFeedback, key: bytes, table: Any, emitter: suppressions.Sends,
                 policy: bounces.Policy, partitions: int) -> bounces.Decision:
     """Decide one record against its address's row, write the suppression it calls for (to the
     address's partition of ``partitions``, ``Settings.partitions``), then the row (inside the
@@ -106,7 +107,7 @@ async def apply(record: dict[str, Any], key: bytes, table: Any, emitter: suppres
     return decision
 
 
-async def resolve_unknown(record: dict[str, Any], part: int, send_chunks: Any,
+async def resolve_unknown(record: SesFeedback, part: int, send_chunks: Any,
                           unknown_chunks: Any, emitter: Emitter, window_ms: int) -> None:
     """An event of a campaign send: resolve its recipient if its chunk recorded it ``unknown``
     (``streams.campaigns.unknown``). The resolved chunk is acknowledged on the recipient-outcomes

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from streams.records import Campaign, Tenant
 from streams.runtime.record_stores import MemoryStore
 from streams.runtime.topic_view import StartedOnce, TopicView
 from streams.topology import CAMPAIGNS, TENANTS, TopicSpec
@@ -43,18 +44,18 @@ class CampaignViews:
             found = view.get(key)
         return found
 
-    async def campaign(self, campaign_id: str) -> dict[str, Any] | None:
+    async def campaign(self, campaign_id: str) -> Campaign | None:
         return await self.record(CAMPAIGNS, campaign_id)
-    async def tenant(self, tenant: str) -> dict[str, Any]:
+    async def tenant(self, tenant: str) -> Tenant:
         return await self.record(TENANTS, tenant) or {}
 
-    async def campaigns(self) -> list[dict[str, Any]]:
+    async def campaigns(self) -> list[Campaign]:
         """Every campaign record the view holds (the reputation guard's candidates to pause)."""
         store = (await self.view(CAMPAIGNS)).store
         assert isinstance(store, MemoryStore)  # this class's views keep their records in memory
         return store.values()
 
-    async def written(self, campaign: dict[str, Any]) -> None:
+    async def written(self, campaign: Campaign) -> None:
         """Apply a campaign record this process just wrote, so its next read sees it before
         the topic delivers it back (the guard's pause, seen by its other partitions at once)."""
         (await self.view(CAMPAIGNS)).put(campaign["campaign_id"], campaign)

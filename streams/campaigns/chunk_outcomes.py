@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 from streams.ledger import CAMPAIGN_OUTCOMES
+from streams.records import Campaign, RecipientOutcomes
 
 
 @dataclass
@@ -28,7 +28,7 @@ class ChunkOutcomes:
     """
 
     chunk_id: str
-    campaign: dict[str, Any]
+    campaign: Campaign
     fire_id: str
     epoch: int
     emails: list[str] = field(default_factory=list)
@@ -58,7 +58,7 @@ class ChunkOutcomes:
     def counts(self) -> Counter[str]:
         return Counter(self.outcomes)
 
-    def record(self, completed_ms: int) -> dict[str, Any]:
+    def record(self, completed_ms: int) -> RecipientOutcomes:
         return {
             "chunk_id": self.chunk_id,
             "tenant": self.campaign["tenant"],

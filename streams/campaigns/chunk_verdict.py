@@ -19,7 +19,8 @@ The chunk table's states (``streams.campaigns.walker``):
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any
+
+from streams.records import Campaign
 
 INTENT, REFUSED, DONE = b"intent", b"refused", b"done"
 # the table's state machine for GuardedTable (streams.runtime.guarded_table): intent and refused alternate
@@ -49,7 +50,7 @@ def resume(state: bytes | None, inherited: bool = False) -> Resume:
     return Resume.SEND  # never begun, or refused while it waited to retry
 
 
-def stop_reason(campaign: dict[str, Any], deadline: int, now: int) -> tuple[str, str] | None:
+def stop_reason(campaign: Campaign, deadline: int, now: int) -> tuple[str, str] | None:
     """(outcome, reason) for a chunk that must not be sent now: its campaign was cancelled or
     aborted, or its deadline has passed; None when it may go."""
     if campaign["status"] in ("cancelled", "aborted"):

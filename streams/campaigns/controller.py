@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 from streams.campaigns.campaign_views import CampaignViews
+from streams.records import Fired
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
@@ -25,7 +25,7 @@ class Controller:
         self.records = records
         self.emitter = emitter  # the fan-out's producer, created in the worker's event loop
 
-    async def fan_out(self, fired: dict[str, Any]) -> tuple[bool, str]:
+    async def fan_out(self, fired: Fired) -> tuple[bool, str]:
         """The campaign controller: one order per recipient partition holding the upload."""
         # the API wrote the campaign's final record just before the job: read up to it (a view
         # that lags once fanned a campaign out to the zero partitions of its pre-upload record)

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from streams.campaigns import lifecycle, reputation
 from streams.campaigns.suppressions import Sends
+from streams.records import Campaign
 from streams.runtime import metrics
 
 log = logging.getLogger(__name__)
@@ -29,9 +30,9 @@ log = logging.getLogger(__name__)
 class Campaigns(Protocol):
     """The campaign records as this worker sees them (``streams.campaigns.campaign_views``)."""
 
-    async def campaigns(self) -> list[dict[str, Any]]: ...
+    async def campaigns(self) -> list[Campaign]: ...
 
-    async def written(self, campaign: dict[str, Any]) -> None: ...
+    async def written(self, campaign: Campaign) -> None: ...
 
 
 class Guard:

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from streams.campaigns import warmup
+from streams.records import Campaign, Tenant
 from streams.runtime.clock import now_ms as wall_ms
 
 
@@ -35,13 +36,13 @@ class PoolQuota:
     in a worker), ``partitions`` the recipient partitions' count; ``now_ms`` and ``sleep`` are
     the clock and the wait, passed in so tests need not wait a UTC day."""
 
-    def __init__(self, tenant: Callable[[str], Awaitable[dict[str, Any]]], pool_sends: Any,
+    def __init__(self, tenant: Callable[[str], Awaitable[Tenant]], pool_sends: Any,
                  partitions: Callable[[], int], now_ms: Callable[[], int] = wall_ms,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self._tenant, self.pool_sends, self._partitions = tenant, pool_sends, partitions
         self._now_ms, self._sleep = now_ms, sleep
 
-    async def reserve(self, campaign: dict[str, Any], part: int, n: int,
+    async def reserve(self, campaign: Campaign, part: int, n: int,
                       deadline: int) -> str | None:
         """Reserve ``n`` sends of this partition's share of the campaign's IP pool's warm-up cap
         for today (UTC), waiting for the next day while it is used up. None once reserved (or

@@ -40,6 +40,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from streams.records import Campaign
 from streams.runtime import admin
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
@@ -182,7 +183,7 @@ def _offsets_at(bootstrap: str, partitions: int, at_ms: int, timeout_s: float) -
     return admin.call(bootstrap, ask)
 
 
-def prune(bootstrap: str, partitions: int, campaigns: Callable[[], list[dict[str, Any]]],
+def prune(bootstrap: str, partitions: int, campaigns: Callable[[], list[Campaign]],
           now: int | None = None,
           grace_ms: int = GRACE_MS, dry_run: bool = False,
           timeout_s: float = 30.0) -> list[Pruned]:
@@ -216,7 +217,7 @@ def prune(bootstrap: str, partitions: int, campaigns: Callable[[], list[dict[str
     return result
 
 
-def campaign_records(bootstrap: str) -> Callable[[], list[dict[str, Any]]]:
+def campaign_records(bootstrap: str) -> Callable[[], list[Campaign]]:
     """Every campaign record, from a view of the campaigns topic of this process's own, caught up
     at each call (``prune``'s ``campaigns``)."""
     store = MemoryStore()
@@ -224,7 +225,7 @@ def campaign_records(bootstrap: str) -> Callable[[], list[dict[str, Any]]]:
     started = threading.Lock()
     running = False
 
-    def read() -> list[dict[str, Any]]:
+    def read() -> list[Campaign]:
         nonlocal running
         with started:
             if not running:

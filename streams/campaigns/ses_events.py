@@ -23,6 +23,7 @@ from typing import Any
 
 from streams.adapters import ses
 from streams.campaigns.recipients import normalise
+from streams.records import SesFeedback
 
 CAMPAIGN_TAG, CHUNK_TAG, TENANT_TAG = ses.CAMPAIGN_TAG, ses.CHUNK_TAG, ses.TENANT_TAG
 CONFIGURATION_SET_TAG = "ses:configuration-set"
@@ -146,7 +147,7 @@ def parse_event(raw: str) -> dict[str, Any]:
 
 
 def records(event: Mapping[str, Any], raw: str, *, tenant: str, sns_message_id: str,
-            topic_arn: str, received_ms: int) -> list[dict[str, Any]]:
+            topic_arn: str, received_ms: int) -> list[SesFeedback]:
     """The SesFeedback records (schemas/ses_feedback.avsc) of one SES event (``parse_event`` of
     ``raw``), one per distinct affected address; an address SES names that is not one is
     skipped. Raises BadEvent when the event lacks what its type must carry."""

@@ -11,8 +11,9 @@ worker may not import the API (pyproject.toml's layering contract).
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
+from streams.records import Suppression
 from streams.runtime import clock
 from streams.runtime.codec import codec
 from streams.topology import SUPPRESSIONS, TopicSpec, partition_for
@@ -31,14 +32,14 @@ def key(tenant: str, email: str) -> str:
 
 
 def record(tenant: str, email: str, reason: str, source: str, *, feedback_id: str | None = None,
-           ses_message_id: str | None = None, created_ms: int | None = None) -> dict[str, Any]:
+           ses_message_id: str | None = None, created_ms: int | None = None) -> Suppression:
     """A ``Suppression`` (schemas/suppression.avsc) of a normalised address."""
     return {"tenant": tenant, "email": email, "reason": reason, "source": source,
             "created_ms": clock.now_ms() if created_ms is None else created_ms,
             "feedback_id": feedback_id, "ses_message_id": ses_message_id}
 
 
-async def suppress(emitter: Sends, suppression: dict[str, Any], partitions: int) -> None:
+async def suppress(emitter: Sends, suppression: Suppression, partitions: int) -> None:
     """Write ``suppression`` (``record``) to its address's partition of ``partitions``
     (``Settings.partitions``) and return once the broker has it: from then on no send to the
     address starts."""

@@ -59,6 +59,7 @@ from streams.campaigns.walk_registry import (
     first_failure,
     stop_if_cancelled,
 )
+from streams.records import Campaign, Fanout, RecipientChunk
 from streams.runtime import metrics, retry
 from streams.runtime.app import Runtime
 from streams.runtime.authority import LeaseLost, Store
@@ -125,7 +126,7 @@ class Walker:
                                    Pacer(self.gate), PoolQuota(records.tenant, pool_sends,
                                                                lambda: count))
 
-    def start_walk(self, stream: Any, event: Any, order: dict[str, Any]) -> None:
+    def start_walk(self, stream: Any, event: Any, order: Fanout) -> None:
         """Walk an order, after any revoked walker of its (campaign, partition) has wound down
         (``streams.campaigns.walk_registry``); an order a live walker already holds is
         acknowledged and dropped."""
@@ -152,7 +153,7 @@ class Walker:
         for campaign_id, part in self.walkers.revoke(partition):
             log.warning("campaign %s partition %d revoked: walker stopped", campaign_id, part)
 
-    async def walk(self, stream: Any, event: Any, order: dict[str, Any]) -> None:
+    async def walk(self, stream: Any, event: Any, order: Fanout) -> None:
         """Walk the order's offset range, then acknowledge it. A failure (a broker hiccup, an SES
         client error) is retried from the chunk table after a backoff, so done chunks are
         skipped and a chunk caught mid-send is resolved unknown: a failed walker never leaves its
@@ -180,7 +181,7 @@ class Walker:
                                                     f"{order['campaign_id']}:{part}"))
         await stream.ack(event)
 
-    async def _walk_range(self, order: dict[str, Any], order_offset: int, member: str) -> None:
+    async def _walk_range(self, order: Fanout, order_offset: int, member: str) -> None:
         part = order["partition"]
         campaign = await self.records.campaign(order["campaign_id"])
         if campaign is None:
@@ -227,7 +228,7 @@ class Walker:
         log.info("campaign %s partition %d: walked offsets %d..%d", order["campaign_id"],
                  part, order["start"], order["end"])
 
-    async def send_chunk(self, order: dict[str, Any], chunk: dict[str, Any], part: int,
+    async def send_chunk(self, order: Fanout, chunk: RecipientChunk, part: int,
                          bucket: TokenBucket, member: str, inherited: int | None = None) -> None:
         """One chunk's commit protocol, in the order of the module's docstring; ``inherited``:
         the highest chunk of the partition a deposed region may have sent."""
@@ -266,7 +267,7 @@ class Walker:
         await self._finish(key, outcomes, part)
 
     async def _intent_and_fence(self, key: bytes, part: int, member: str,
-                                campaign: dict[str, Any]) -> None:
+                                campaign: Campaign) -> None:
         """Steps 3 and 4 of a send attempt, the caller holding an SES slot: ``intent`` durable
         before anything can leave, then the coordinator still gives this member the partition
         (a zombie's walker stops). Settled first again: the group may have begun to rebalance
@@ -278,7 +279,7 @@ class Walker:
         await self._fence(key, part, member, campaign, "after the intent")
 
     async def _settled(self, key: bytes, part: int, member: str,
-                       campaign: dict[str, Any]) -> None:
+                       campaign: Campaign) -> None:
         """The fence asked before the slot and the intent as well. During a rebalance it waits
         for the group to settle, and a chunk waiting there with its intent written is resolved
         ``unknown`` when its walker is revoked, though nothing left. A fault run showed it:
@@ -288,7 +289,7 @@ class Walker:
         send it costs no round of its own."""
         await self._fence(key, part, member, campaign, "before the intent", PRE_FENCE_AGE_S)
 
-    async def _fence(self, key: bytes, part: int, member: str, campaign: dict[str, Any],
+    async def _fence(self, key: bytes, part: int, member: str, campaign: Campaign,
                      when: str, max_age_s: float | None = None) -> None:
         if await self.fence.check(FANOUT.name, part, member, max_age_s) is Ownership.NOT_OWNED:
             metrics.FANOUT_FENCED.inc()
@@ -296,8 +297,8 @@ class Walker:
                          f"{part}: the coordinator gave the partition to another worker "
                          f"({when}); not sent (its new owner resolves the chunk)")
 
-    async def _send(self, outcomes: ChunkOutcomes, campaign: dict[str, Any],
-                    order: dict[str, Any], chunk: dict[str, Any], part: int,
+    async def _send(self, outcomes: ChunkOutcomes, campaign: Campaign,
+                    order: Fanout, chunk: RecipientChunk, part: int,
                     allowed: Allowed, deadline: int, key: bytes, member: str) -> None:
         base, secret = self.settings.api_url, self.settings.unsubscribe_secret
         entries = [ses.BulkEntry(email, unsubscribe.headers(secret, base, campaign["tenant"], email,
@@ -365,7 +366,7 @@ class Walker:
                               "reservation; asked again", campaign_id, part, seq)
                 await asyncio.sleep(LEASE_WAIT_S)
 
-    def _send_bulk(self, campaign: dict[str, Any], entries: list[ses.BulkEntry],
+    def _send_bulk(self, campaign: Campaign, entries: list[ses.BulkEntry],
                    tags: dict[str, str]) -> tuple[ses.SendResult, list[ses.SendResult]] | None:
         """The SES call, on the pool: the lease checked right before it (None: it ended, nothing
         sent), its epoch on the call's tags."""

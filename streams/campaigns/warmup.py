@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from streams.records import IpPoolWarmup
+
 DAY_MS = 86_400_000
 
 
@@ -20,7 +22,7 @@ def utc_day(ms: int) -> int:
     return ms // DAY_MS
 
 
-def daily_cap(plan: dict[str, Any], now_ms: int) -> int:
+def daily_cap(plan: IpPoolWarmup, now_ms: int) -> int:
     days = max(0, utc_day(now_ms) - utc_day(plan["warmup_start_ms"]))
     cap = plan["initial_daily_cap"] * plan["growth"] ** min(days, 200)
     ceiling = plan["max_daily_cap"]

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 from streams.adapters import dns, ses, tenants
 from streams.execution import reminder_opt_outs, ssrf
 from streams.execution.webhook_client import RequestRefused, WebhookClient
+from streams.records import Fired, Target, Tenant
 from streams.runtime.authority import Lease, LeaseLost, NoRegion
 from streams.runtime.emit import Emitter
 from streams.runtime.region import EPOCH_HEADER, EPOCH_TAG
@@ -68,7 +69,7 @@ def with_epoch(headers: dict[str, str], epoch: int) -> dict[str, str]:
     return {**headers, EPOCH_HEADER: str(epoch)} if epoch else headers
 
 
-def headers_for(fired: dict[str, Any]) -> dict[str, str]:
+def headers_for(fired: Fired) -> dict[str, str]:
     nominal = datetime.fromtimestamp(fired["nominal_ms"] / 1000, tz=UTC).isoformat()
     return {FIRE_ID_HEADER: fired["fire_id"], NOMINAL_TIME_HEADER: nominal}
 
@@ -76,7 +77,7 @@ def headers_for(fired: dict[str, Any]) -> dict[str, str]:
 DEFAULT_TIMEOUT_S = 10.0
 
 
-def host_of(target: dict[str, Any]) -> str:
+def host_of(target: Target) -> str:
     """What a slot's run is limited per (``streams.execution.dispatch``): a webhook's scheme,
     host and port; every other kind of target shares one lane per kind."""
     if target["type"] != "webhook":
@@ -95,7 +96,7 @@ def _webhook_host(url: str) -> str:
         return "webhook:invalid"  # refused by the SSRF check when it runs
 
 
-async def call_webhook(client: WebhookClient, fired: dict[str, Any],
+async def call_webhook(client: WebhookClient, fired: Fired,
                        allowed: list[str], region: Lease | None = None) -> CallResult:
     """One attempt at a webhook, bounded by its timeout as a whole (resolving, connecting, the
     exchange): 2xx succeeds, anything else fails with the status or what went wrong. With
@@ -141,7 +142,7 @@ def tenant_topic_allowed(tenant: str, topic: str) -> bool:
             and not topic.startswith(SYSTEM_TOPIC_PREFIXES))
 
 
-async def produce_record(emitter: Emitter, fired: dict[str, Any]) -> CallResult:
+async def produce_record(emitter: Emitter, fired: Fired) -> CallResult:
     target = fired["target"]
     topic = target.get("topic") or ""
     if not tenant_topic_allowed(fired["tenant"], topic):
@@ -163,7 +164,7 @@ class SuppressionLookup(Protocol):
     def of(self, tenant: str, to: str) -> dict[str, Any] | None: ...
 
 
-def send_email(ses_client: Any, fired: dict[str, Any], tenant: dict[str, Any] | None,
+def send_email(ses_client: Any, fired: Fired, tenant: Tenant | None,
                region: Lease | None = None,
                suppressions: SuppressionLookup | None = None) -> CallResult:
     """One SES attempt for a reminder (blocking: run it in a thread), unless its sender is not
@@ -215,7 +216,7 @@ def send_email(ses_client: Any, fired: dict[str, Any], tenant: dict[str, Any] | 
 # are at-least-once (the fire id travels with them so receivers can dedupe)
 AT_MOST_ONCE = frozenset({"email"})
 
-FanOut = Callable[[dict[str, Any]], Awaitable[tuple[bool, str]]]
+FanOut = Callable[[Fired], Awaitable[tuple[bool, str]]]
 
 
 class TenantRecords:
@@ -250,8 +251,8 @@ class TenantRecords:
             return tenants.DEFAULT_FIRES_PER_S
         return int(record.get("max_fires_per_s", tenants.DEFAULT_FIRES_PER_S))
 
-    async def record(self, tenant: str) -> dict[str, Any] | None:
-        found: dict[str, Any] | None = (await self._view.get()).get(tenant)
+    async def record(self, tenant: str) -> Tenant | None:
+        found: Tenant | None = (await self._view.get()).get(tenant)
         return found
 
     async def allowed(self, tenant: str) -> list[str]:
@@ -285,7 +286,7 @@ class Targets:
             self._client = WebhookClient(self._max_connections, self._resolver.resolve)
         return self._client
 
-    async def attempt(self, fired: dict[str, Any]) -> CallResult:
+    async def attempt(self, fired: Fired) -> CallResult:
         """One attempt at the slot's target (retries are the executor's)."""
         kind = fired["target"]["type"]
         if kind == "webhook":

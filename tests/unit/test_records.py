@@ -4,6 +4,7 @@ fails here, and so does a type left behind by a schema that went away."""
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 from typing import Any, get_type_hints
@@ -77,3 +78,55 @@ def test_every_topic_names_a_typed_record() -> None:
     for spec in topology.TOPICS:
         assert spec.schema in typed_records(), f"{spec.name}: no type {spec.schema}"
 
+
+
+# the names the code gives each record where it reads one: ``fired["nominal_ms"]``,
+# ``job["schedule"]``, ``campaign["send_at_ms"]``, ... (``streams.runtime.codec``'s ``entry`` is
+# a schema's field entry, not a LedgerEntry: that module reads schemas, not records)
+READ_AS = {"fired": "Fired", "job": "Job", "cmd": "JobCommand", "campaign": "Campaign",
+           "order": "Fanout", "chunk": "RecipientChunk", "target": "Target",
+           "schedule": "Schedule", "entry": "LedgerEntry"}
+NOT_RECORDS = {"streams/runtime/codec.py"}
+
+
+def field_reads(source: str) -> list[tuple[int, str, str]]:
+    """(line, name, field) of every ``name["field"]`` and ``name.get("field")`` in ``source``
+    whose ``name`` is one of ``READ_AS``."""
+    reads = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)):
+            name, field = node.value.id, node.slice.value
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "get" and isinstance(node.func.value, ast.Name) and node.args
+              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            name, field = node.func.value.id, node.args[0].value
+        else:
+            continue
+        if name in READ_AS:
+            reads.append((node.lineno, name, field))
+    return reads
+
+
+def test_every_field_the_code_reads_of_a_record_is_in_its_schema() -> None:
+    """What a type checker would say of ``fired["nominal_ms"]``, without one: a field read by
+    name that its record's schema does not have (a typo, a field renamed in ``schemas/``) fails
+    here rather than as a KeyError in a worker."""
+    root = SCHEMAS.parent
+    wrong, reads = [], 0
+    for path in sorted((root / "streams").rglob("*.py")):
+        where = str(path.relative_to(root))
+        if where in NOT_RECORDS:
+            continue
+        for line, name, field in field_reads(path.read_text()):
+            reads += 1
+            if field not in getattr(records, READ_AS[name]).__annotations__:
+                wrong.append(f"{where}:{line}: {name}[{field!r}] is not a field of "
+                             f"{READ_AS[name]}")
+    assert wrong == []
+    assert reads > 200  # the scan sees the code's reads (268 today)
+
+
+def test_a_field_the_schema_lacks_is_reported() -> None:
+    assert field_reads('fired["nominal_ms"]\njob.get("paused")\nother["x"]') == [
+        (1, "fired", "nominal_ms"), (2, "job", "paused")]
