@@ -55,7 +55,7 @@ STOP_AT = 0.25  # the zombie is stopped once this share of its own slots has bee
 # today's executor runs a woken zombie's queue until its revocation arrives (module docstring)
 WOKEN_ZOMBIE_MAY_RUN = True
 # the zombie's log, once woken: runs it let go of (streams.execution.executor), with when
-LET_GO = re.compile(r"partition (\d+) revoked: (\d+) waiting slots left to its new owner")
+LET_GO = re.compile(r"partitions \S.* revoked: (\d+) waiting slots left to their next owner")
 FENCED = re.compile(r"fenced \S+ of job")
 REVOKING = "Revoking previously assigned partitions"  # aiokafka, as the zombie learns it
 
@@ -177,7 +177,7 @@ def test_a_webhook_spike_with_a_zombie_executor_runs_every_slot_once(stack, api)
                          and any(stopped_ms + READ_LATE_MS < t < woken_ms for t in at))
         undrained = sum(1 for f, at in calls_of.items() if f.split("@")[0] in zombie_jobs
                         and min(at) > stopped_ms + READ_LATE_MS)
-        let_go = sum(int(m.group(2)) for line in woken if (m := LET_GO.search(line)))
+        let_go = sum(int(m.group(1)) for line in woken if (m := LET_GO.search(line)))
         fenced = sum(1 for line in woken if FENCED.search(line))
         TALLY.events += len(expected)
         TALLY.violations += len(problems)

@@ -71,7 +71,7 @@ def sink_caught_up(stack, topic: TopicSpec) -> Callable[[], bool]:
     commits a sink's offset only once the rows before it are written. What a test waits for
     before reading Postgres to see that something did *not* happen (a run, a send)."""
     return caught_up(stack, f"connect-{sink_of(topic)}",
-                     [(topic.name, p) for p in range(topic.partitions)])
+                     [(topic.name, p) for p in range(topic.count(cluster_partitions()))])
 
 
 @contextmanager
