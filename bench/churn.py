@@ -172,7 +172,8 @@ def main() -> None:
 
     conf, stack, workers = stack_with_workers(args.workers)
     stack.start_api()
-    keys = {name: tenants.create(conf.bootstrap, name, allowed_targets=["127.0.0.1"],
+    keys = {name: tenants.create(conf.bootstrap, name,
+                                 partitions=conf.partitions, allowed_targets=["127.0.0.1"],
                                  max_jobs=args.jobs + 100_000, requests_per_s=10_000)
             for name in (BULK, PROBE)}
     clients = {name: httpx.Client(base_url=conf.api_url, timeout=600,

@@ -147,7 +147,8 @@ def campaign_send(recipients: int, every_s: float, workers: int) -> None:
     (see the module's docstring)."""
     conf = settings.load()
     Stack(conf).up(with_app=True, workers=workers)
-    key = tenants.create(conf.bootstrap, f"bench{uuid.uuid4().hex[:8]}", senders=["example.com"])
+    key = tenants.create(conf.bootstrap, f"bench{uuid.uuid4().hex[:8]}",
+                         partitions=conf.partitions, senders=["example.com"])
     auth = {"Authorization": f"Bearer {key}"}
     wait_for_key(conf.api_url, auth)
     samples: dict[str, list[tuple[int, float, float]]] = {"page": [], "progress": []}
@@ -201,7 +202,8 @@ def main() -> None:
     conf = settings.load()
     Stack(conf).up(with_app=True)
     name = f"bench{uuid.uuid4().hex[:8]}"
-    key = tenants.create(conf.bootstrap, name, allowed_targets=["127.0.0.1"],
+    key = tenants.create(conf.bootstrap, name,
+                         partitions=conf.partitions, allowed_targets=["127.0.0.1"],
                          requests_per_s=10_000)
     auth = {"Authorization": f"Bearer {key}"}
     wait_for_key(conf.api_url, auth)

@@ -135,7 +135,8 @@ def main() -> None:
     ceiling = ses_ceiling(conf)
     print(f"local SES server ceiling: {ceiling:,.0f} recipients/s", flush=True)
 
-    key = tenants.create(conf.bootstrap, f"bench{uuid.uuid4().hex[:6]}", senders=["example.com"])
+    key = tenants.create(conf.bootstrap, f"bench{uuid.uuid4().hex[:6]}",
+                         partitions=conf.partitions, senders=["example.com"])
     auth = {"Authorization": f"Bearer {key}"}
     wait_for_key(conf.api_url, auth)
     api = httpx.Client(base_url=conf.api_url, headers=auth, timeout=600)

@@ -249,9 +249,11 @@ def main() -> None:
                 slow_receiver = http_receiver.Receiver(delay_s=args.slow_delay_s).start()
             # the jobs are written straight to the jobs topic: their tenants must let them call
             # loopback
-            tenants.create(conf.bootstrap, TENANT, allowed_targets=["127.0.0.1"])
+            tenants.create(conf.bootstrap, TENANT,
+                           partitions=conf.partitions, allowed_targets=["127.0.0.1"])
             if args.victim:
-                tenants.create(conf.bootstrap, VICTIM_TENANT, allowed_targets=["127.0.0.1"])
+                tenants.create(conf.bootstrap, VICTIM_TENANT,
+                               partitions=conf.partitions, allowed_targets=["127.0.0.1"])
         figures |= spike_run(args, conf, stack, workers, receiver, slow_receiver)
     finally:
         for started in (receiver, slow_receiver):

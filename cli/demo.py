@@ -88,7 +88,8 @@ def run(s: Settings, seconds: int, receiver_port: int) -> int:
         "schedule": {"cron": "*/2 * * * * *", "end": end.isoformat()},
         "target": {"type": "webhook", "url": f"http://127.0.0.1:{receiver_port}/hook"},
     }
-    api_key = tenants.create(s.bootstrap, "demo", allowed_targets=["127.0.0.1"])
+    api_key = tenants.create(s.bootstrap, "demo", partitions=s.partitions,
+                             allowed_targets=["127.0.0.1"])
     auth = {"Authorization": f"Bearer {api_key}"}
     wait_for_key(s.api_url, auth)
     with Receiver(receiver_port) as receiver:

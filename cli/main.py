@@ -165,8 +165,10 @@ def _tenant(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(f"--ip-pool: {exc}", USAGE) from exc
     try:
+        conf = settings.load()
         api_key = tenants.create(
-            settings.load().bootstrap, args.name, allowed_targets=args.allow_target,
+            conf.bootstrap, args.name, partitions=conf.partitions,
+            allowed_targets=args.allow_target,
             max_jobs=args.max_jobs, min_interval_s=args.min_interval_s,
             requests_per_s=args.requests_per_s, ip_pools=pools, senders=args.sender,
             pools=args.pool, max_campaigns=args.max_campaigns,
@@ -195,7 +197,9 @@ def _tenant_update(args: argparse.Namespace) -> int:
                                                       "max_fires_per_s")
               if getattr(args, name) is not None}
     try:
-        record = tenants.update(settings.load().bootstrap, args.name, grant_senders=args.sender,
+        conf = settings.load()
+        record = tenants.update(conf.bootstrap, args.name, partitions=conf.partitions,
+                                grant_senders=args.sender,
                                 revoke_senders=args.revoke_sender, grant_pools=args.pool,
                                 revoke_pools=args.revoke_pool, **limits)
     except (ValueError, LookupError) as exc:

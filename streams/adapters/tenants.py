@@ -142,16 +142,16 @@ def new_tenant(name: str, allowed_targets: list[str] | None = None, max_jobs: in
     return record, api_key
 
 
-def write(bootstrap: str, record: dict[str, Any]) -> None:
-    """Write ``record`` to the tenants topic, acknowledged."""
+def write(bootstrap: str, record: dict[str, Any], partitions: int) -> None:
+    """Write ``record`` to the tenants topic, acknowledged; the cluster's topics are made
+    first where missing, each of ``partitions`` (``Settings.partitions``) unless it declares its
+    own count, so a tenant can be created on an empty cluster before any worker started."""
     from streams.runtime import admin
     from streams.runtime.codec import codec
     from streams.runtime.emit import Emitter
     from streams.topology import TENANTS
 
-    # the tenants topic only (its one partition is its own); the rest are the stack's, the
-    # workers' and the API's to create, with the cluster's partition count they are given
-    admin.ensure_topics(bootstrap, (TENANTS,), partitions=TENANTS.count(1))
+    admin.ensure_topics(bootstrap, partitions=partitions)
     emitter = Emitter(bootstrap, "cronstream-tenants")
     try:
         emitter.produce(TENANTS, record["tenant"], codec().encode("Tenant", record))
@@ -161,10 +161,10 @@ def write(bootstrap: str, record: dict[str, Any]) -> None:
         emitter.close()
 
 
-def create(bootstrap: str, name: str, **options: Any) -> str:
+def create(bootstrap: str, name: str, *, partitions: int, **options: Any) -> str:
     """Write a new tenant (or a new key for an existing one) to the tenants topic; returns the key."""
     record, api_key = new_tenant(name, **options)
-    write(bootstrap, record)
+    write(bootstrap, record, partitions)
     return api_key
 
 
@@ -183,7 +183,7 @@ def granted(record: dict[str, Any], grant_senders: Sequence[str] = (),
     return {**record, "senders": senders, "pools": pools, **limits}
 
 
-def update(bootstrap: str, name: str, **changes: Any) -> dict[str, Any]:
+def update(bootstrap: str, name: str, *, partitions: int, **changes: Any) -> dict[str, Any]:
     """Grant or revoke senders and pools, or set limits, on an existing tenant (``granted``),
     keeping its key; returns the record written. LookupError when there is no such tenant."""
     from streams.runtime.topic_view import TopicView
@@ -197,5 +197,5 @@ def update(bootstrap: str, name: str, **changes: Any) -> dict[str, Any]:
     if current is None:
         raise LookupError(f"no tenant {name!r}")
     record = granted(current, **changes)
-    write(bootstrap, record)
+    write(bootstrap, record, partitions)
     return record
