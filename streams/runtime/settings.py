@@ -95,6 +95,14 @@ def _int(name: str, default: int) -> int:
         raise SettingsError(f"{name}={raw!r} is not an integer") from exc
 
 
+def _int_at_least(name: str, default: int, minimum: int) -> int:
+    """``_int``, refused below ``minimum`` with a line naming the variable."""
+    value = _int(name, default)
+    if value < minimum:
+        raise SettingsError(f"{name}={value} is not >= {minimum}")
+    return value
+
+
 def _float(name: str, default: str) -> float:
     raw = os.environ.get(name) or default
     try:
@@ -228,10 +236,7 @@ class Settings:
         """How often the API deletes from cronstream.recipients what no campaign can read any
         more (``CRONSTREAM_RECIPIENTS_PRUNE_INTERVAL_S``, 3600; 0 never:
         ``streams.campaigns.retention``)."""
-        seconds = _int("CRONSTREAM_RECIPIENTS_PRUNE_INTERVAL_S", 3600)
-        if seconds < 0:
-            raise SettingsError(f"CRONSTREAM_RECIPIENTS_PRUNE_INTERVAL_S={seconds} is not >= 0")
-        return seconds
+        return _int_at_least("CRONSTREAM_RECIPIENTS_PRUNE_INTERVAL_S", 3600, 0)
 
     @property
     def local_ses_endpoint(self) -> str:
@@ -473,19 +478,13 @@ class Settings:
         of a cluster (keys hash to it): ``streams.topology`` takes it as a parameter."""
         from streams.topology import DEFAULT_PARTITIONS
 
-        count = _int("CRONSTREAM_PARTITIONS", DEFAULT_PARTITIONS)
-        if count < 1:
-            raise SettingsError(f"CRONSTREAM_PARTITIONS={count} is not >= 1")
-        return count
+        return _int_at_least("CRONSTREAM_PARTITIONS", DEFAULT_PARTITIONS, 1)
 
     @property
     def standby_replicas(self) -> int:
         """Standby replicas of the standby tables every worker keeps
         (``CRONSTREAM_STANDBY_REPLICAS``, 1; 0 turns them off: ``streams.runtime.app``)."""
-        count = _int("CRONSTREAM_STANDBY_REPLICAS", 1)
-        if count < 0:
-            raise SettingsError(f"CRONSTREAM_STANDBY_REPLICAS={count} is not >= 0")
-        return count
+        return _int_at_least("CRONSTREAM_STANDBY_REPLICAS", 1, 0)
 
     @property
     def ses_endpoint_url(self) -> str | None:
@@ -528,19 +527,13 @@ class Settings:
         raw = os.environ.get("CRONSTREAM_BROKERS")
         if not raw:
             return None
-        count = _int("CRONSTREAM_BROKERS", 1)
-        if count < 1:
-            raise SettingsError(f"CRONSTREAM_BROKERS={count} is not >= 1")
-        return count
+        return _int_at_least("CRONSTREAM_BROKERS", 1, 1)
 
     @property
     def standby_port_offset(self) -> int:
         """How far above region a's ports a local region b listens
         (``CRONSTREAM_STANDBY_PORT_OFFSET``, 1000: ``stack.two_regions``)."""
-        offset = _int("CRONSTREAM_STANDBY_PORT_OFFSET", 1000)
-        if offset < 1:
-            raise SettingsError(f"CRONSTREAM_STANDBY_PORT_OFFSET={offset} is not >= 1")
-        return offset
+        return _int_at_least("CRONSTREAM_STANDBY_PORT_OFFSET", 1000, 1)
 
     @property
     def ses_log(self) -> Path:
