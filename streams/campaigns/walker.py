@@ -60,9 +60,10 @@ from streams.campaigns.walk_registry import (
     stop_if_cancelled,
 )
 from streams.records import Campaign, Fanout, RecipientChunk
-from streams.runtime import metrics, retry
+from streams.runtime import metrics
 from streams.runtime.app import Runtime
 from streams.runtime.authority import LeaseLost, Store
+from streams.runtime.backoff import backoff_s
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
@@ -177,7 +178,7 @@ class Walker:
                 log.exception("fanout of campaign %s partition %d (order offset %d) failed; "
                               "walking again from the chunk table (failure %d)",
                               order["campaign_id"], part, event.message.offset, failures)
-                await asyncio.sleep(retry.backoff_s(min(failures, 6), 1.0, 30.0,
+                await asyncio.sleep(backoff_s(min(failures, 6), 1.0, 30.0,
                                                     f"{order['campaign_id']}:{part}"))
         await stream.ack(event)
 
@@ -340,7 +341,7 @@ class Walker:
             if refused and attempt < MAX_THROTTLE_RETRIES and now_ms() < deadline:
                 if call.outcome is ses.Outcome.THROTTLED:
                     metrics.SES_THROTTLES.inc()
-                await asyncio.sleep(retry.backoff_s(min(attempt, 8), 0.2, 10.0,
+                await asyncio.sleep(backoff_s(min(attempt, 8), 0.2, 10.0,
                                                     f"{order['fire_id']}:{part}"))
                 continue
             outcome = {ses.Outcome.UNKNOWN: "unknown", ses.Outcome.PERMANENT: "failed"}.get(

@@ -50,12 +50,14 @@ from streams.execution.done_marks import DoneMarks
 from streams.execution.fire_quota import FireQuota
 from streams.execution.offsets import Taken
 from streams.execution.reader import Assigned, FiredReader, Notice
+from streams.execution.retries import retryable
 from streams.handoff import Decisions, ExecutorQueue, Gate
 from streams.ledger import job_entry
 from streams.records import DeadLetter, Fired
-from streams.runtime import admin, metrics, region, retry
+from streams.runtime import admin, metrics, region
 from streams.runtime.app import Runtime
 from streams.runtime.authority import Lease, NoRegion
+from streams.runtime.backoff import backoff_s
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter, Outbox
@@ -475,10 +477,10 @@ class Executor:
                 log.warning("fire %s of job %s tenant %s: %s; waiting for the lease",
                             fired["fire_id"], fired["job_id"], fired["tenant"], result.error)
                 continue
-            if result.ok or result.final or not retry.retryable(result.status_code):
+            if result.ok or result.final or not retryable(result.status_code):
                 return result, attempt
             if attempt < max_attempts:
-                await asyncio.sleep(retry.backoff_s(attempt, fired["retry_initial_backoff_s"],
+                await asyncio.sleep(backoff_s(attempt, fired["retry_initial_backoff_s"],
                                                     fired["retry_max_backoff_s"], fired["fire_id"]))
             attempt += 1
         return result, max_attempts
@@ -530,7 +532,7 @@ class Executor:
                 log.warning("fire %s of job %s partition %d offset %d: ledger write refused "
                             "(%s); attempt %d, retrying", fid, slot.fired["job_id"],
                             slot.partition, slot.offset, exc, attempt)
-                await asyncio.sleep(retry.backoff_s(attempt, *RECORD_RETRY_S, fid))
+                await asyncio.sleep(backoff_s(attempt, *RECORD_RETRY_S, fid))
 
     def dead_letter(self, fired: Fired, attempts: int,
                     result: targets.CallResult) -> DeadLetter:

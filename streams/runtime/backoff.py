@@ -1,16 +1,10 @@
-"""Retry policy of the executor: which failures to retry, and how long to wait. Pure functions."""
+"""How long to wait before trying again: exponential, capped, jittered, and the same for the same
+seed. Pure. The executor's retries of a target (``streams.execution.retries`` says which failures
+are retried) and the walker's of a chunk and of an order's range wait by it."""
 
 from __future__ import annotations
 
 import zlib
-
-RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
-
-
-def retryable(status_code: int | None) -> bool:
-    """Transport errors (no status) and overload/server statuses are worth another attempt; a 4xx
-    such as 400/404 will fail the same way again, so it is final."""
-    return status_code is None or status_code in RETRYABLE_STATUS or status_code >= 500
 
 
 def backoff_s(attempt: int, initial_s: float, max_s: float, seed: str) -> float:
