@@ -98,9 +98,9 @@ class Walker:
                  pool_sends: Any, records: CampaignViews) -> None:
         self.settings, self.worker_id = rt.settings, rt.worker_id
         self.member_id = rt.member_id
-        # the co-partitioned tables (faust tables in a worker): each chunk's intent/done, the
-        # opted-out addresses, and each dedicated IP pool's sends of the day
-        self.send_chunks, self.suppressed, self.pool_sends = send_chunks, suppressed, pool_sends
+        # the co-partitioned tables (faust tables in a worker): each chunk's intent/done here;
+        # the opted-out addresses and each dedicated IP pool's sends of the day are admission's
+        self.send_chunks = send_chunks
         # the chunks recorded with unknown recipients, until SES's events resolve them
         # (streams.campaigns.unknown)
         self.unknown_chunks = unknown_chunks
@@ -121,11 +121,10 @@ class Walker:
             Store(rt.settings.authority_dsn) if rt.settings.region else None, rt.region,
             self.partitions, rt.settings.region_reserve_chunks)
         health, count = rt.health, self.partitions
-        self.gate = FairGate(self.account_rate_per_s,
-                             lambda: max(1, len(health.partitions)) / count)
+        gate = FairGate(self.account_rate_per_s, lambda: max(1, len(health.partitions)) / count)
         self.admission = Admission(records.campaign, records.tenant, suppressed, self.barrier,
-                                   Pacer(self.gate), PoolQuota(records.tenant, pool_sends,
-                                                               lambda: count))
+                                   Pacer(gate), PoolQuota(records.tenant, pool_sends,
+                                                          lambda: count))
 
     def start_walk(self, stream: Any, event: Any, order: Fanout) -> None:
         """Walk an order, after any revoked walker of its (campaign, partition) has wound down
