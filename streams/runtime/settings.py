@@ -493,8 +493,16 @@ class Settings:
         return os.environ.get("CRONSTREAM_SES_ENDPOINT") or None
 
     @property
+    def sms_endpoint_url(self) -> str | None:
+        """Where boto3 sends text messages: ``CRONSTREAM_SMS_ENDPOINT``, a server of AWS End User
+        Messaging SMS's API (``stack/sms_server.py`` locally); None for AWS itself
+        (``streams.adapters.sms.client``)."""
+        return os.environ.get("CRONSTREAM_SMS_ENDPOINT") or None
+
+    @property
     def aws_region(self) -> str:
-        """SES's region (``AWS_REGION``, us-east-1). The credentials stay boto3's to read."""
+        """SES's and SMS's region (``AWS_REGION``, us-east-1). The credentials stay boto3's to
+        read."""
         return os.environ.get("AWS_REGION") or "us-east-1"
 
     @property
@@ -540,6 +548,12 @@ class Settings:
         """Where the local SES server writes what it was sent (``CRONSTREAM_SES_LOG``; the stack
         sets it to its home's ``ses/sent.jsonl``)."""
         return Path(os.environ.get("CRONSTREAM_SES_LOG") or "ses-sent.jsonl")
+
+    @property
+    def sms_log(self) -> Path:
+        """Where the local SMS server writes what it was sent (``CRONSTREAM_SMS_LOG``), its
+        inbound texts' deliveries beside it (``inbound.jsonl``): the fault checker's record."""
+        return Path(os.environ.get("CRONSTREAM_SMS_LOG") or "sms-sent.jsonl")
 
     @property
     def kafka_security(self) -> Any:
@@ -690,7 +704,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CRONSTREAM_SES_ENDPOINT", "AWS SES of `AWS_REGION`", "an SES-compatible endpoint "
             "(the local stack's server)", "worker",
             lambda s: s.ses_endpoint_url or "(AWS SES)"),
-    Setting("AWS_REGION", "`us-east-1`", "SES's region", "worker",
+    Setting("CRONSTREAM_SMS_ENDPOINT", "AWS End User Messaging SMS of `AWS_REGION`", "an "
+            "endpoint of its API (`pinpoint-sms-voice-v2`; the local SMS server)", "worker",
+            lambda s: s.sms_endpoint_url or "(AWS End User Messaging SMS)"),
+    Setting("AWS_REGION", "`us-east-1`", "SES's and SMS's region", "worker",
             lambda s: s.aws_region),
     Setting("AWS_SECRET_ACCESS_KEY", "boto3's chain (instance role, ~/.aws)", "with "
             "`AWS_ACCESS_KEY_ID`: SES credentials", "worker", secret=True),
@@ -721,6 +738,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CRONSTREAM_SES_LOG", "`ses-sent.jsonl`", "where the local SES server writes what "
             "it was sent (`stack up` sets its home's `ses/sent.jsonl`)", "`stack`",
             lambda s: s.ses_log),
+    Setting("CRONSTREAM_SMS_LOG", "`sms-sent.jsonl`", "where the local SMS server writes what "
+            "it was sent", "`stack`", lambda s: s.sms_log),
     Setting("CRONSTREAM_SNS_TOPICS", "none", "SNS topic ARNs whose SES events `POST "
             "/v1/feedback/sns` accepts (`ARN=TENANT` pins a tenant)", "API",
             lambda s: " ".join(f"{a}={t}" if t else a for a, t in s.sns_topics.items())),
