@@ -75,6 +75,25 @@ class Faults:
         self.window_start = time.monotonic()
         self.window_count = 0
 
+    NAMES = ("throttle_ratio", "timeout_after_accept_ratio", "timeout_s", "max_rate_per_s",
+             "latency_ms", "seconds")
+
+    def apply(self, body: dict[str, Any]) -> str | None:
+        """Set the faults of a ``POST /_local/faults`` body, or name its problem (nothing
+        changes then: a bad request must not leave half of it applied)."""
+        for name in self.NAMES:
+            value = body.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                      or value < 0):
+                return f"{name} must be a number >= 0, got {value!r}"
+        self.reset()
+        for name in self.NAMES[:-1]:
+            if name in body:
+                setattr(self, name, float(body[name]))
+        if body.get("seconds"):
+            self.until = time.monotonic() + float(body["seconds"])
+        return None
+
     def active(self) -> bool:
         return self.until == 0 or time.monotonic() < self.until
 
@@ -254,21 +273,9 @@ class SesServer:
         return JSONResponse({"BulkEmailEntryResults": results})
 
     async def set_faults(self, request: Request) -> JSONResponse:
-        body = await request.json()
-        names = ("throttle_ratio", "timeout_after_accept_ratio", "timeout_s", "max_rate_per_s",
-                 "latency_ms", "seconds")
-        for name in names:
-            value = body.get(name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
-                                      or value < 0):
-                return _error(400, "BadRequestException",
-                              f"{name} must be a number >= 0, got {value!r}")
-        self.faults.reset()  # only once the whole request is valid: a bad one changes nothing
-        for name in names[:-1]:
-            if name in body:
-                setattr(self.faults, name, float(body[name]))
-        if body.get("seconds"):
-            self.faults.until = time.monotonic() + float(body["seconds"])
+        problem = self.faults.apply(await request.json())
+        if problem is not None:
+            return _error(400, "BadRequestException", problem)
         return JSONResponse({"ok": True})
 
     async def get_stats(self, request: Request) -> JSONResponse:
@@ -338,18 +345,10 @@ class SesServer:
                              "pending": self.events.pending()})
 
     async def signing_cert(self, request: Request) -> Response:
-        return Response(Publisher.identity()[1], media_type="application/x-pem-file")
+        return signing_cert()
 
     async def confirm(self, request: Request) -> Response:
-        """The SubscribeURL: the subscriber's GET confirms, as SNS's ConfirmSubscription does."""
-        token = request.query_params.get("Token", "")
-        if self.events is None or not self.events.confirm(token):
-            return Response("<ErrorResponse><Error><Code>InvalidParameter</Code></Error>"
-                            "</ErrorResponse>", status_code=400, media_type="text/xml")
-        return Response("<ConfirmSubscriptionResponse><ConfirmSubscriptionResult>"
-                        f"<SubscriptionArn>{self.events.topic_arn}:local</SubscriptionArn>"
-                        "</ConfirmSubscriptionResult></ConfirmSubscriptionResponse>",
-                        media_type="text/xml")
+        return confirm(self.events, request)
 
     async def sign(self, request: Request) -> JSONResponse:
         """Sign any message with this server's SNS key: the tests make expired, replayed and
@@ -362,6 +361,24 @@ class SesServer:
         yield
         if self.events is not None:  # its publishing task ends with the server
             await self.events.close()
+
+
+def signing_cert() -> Response:
+    """``CERT_PATH``: the certificate this process signs its SNS messages with."""
+    return Response(Publisher.identity()[1], media_type="application/x-pem-file")
+
+
+def confirm(publisher: Publisher | None, request: Request) -> Response:
+    """The SubscribeURL of ``publisher``'s subscription: the subscriber's GET confirms it, as
+    SNS's ConfirmSubscription does (the SES events' and the SMS server's inbound texts')."""
+    token = request.query_params.get("Token", "")
+    if publisher is None or not publisher.confirm(token):
+        return Response("<ErrorResponse><Error><Code>InvalidParameter</Code></Error>"
+                        "</ErrorResponse>", status_code=400, media_type="text/xml")
+    return Response("<ConfirmSubscriptionResponse><ConfirmSubscriptionResult>"
+                    f"<SubscriptionArn>{publisher.topic_arn}:local</SubscriptionArn>"
+                    "</ConfirmSubscriptionResult></ConfirmSubscriptionResponse>",
+                    media_type="text/xml")
 
 
 def _tags(raw: Any) -> dict[str, str]:

@@ -20,6 +20,8 @@ configuration set's event destination, close enough that cronstream's intake
   retried (3 times, 1/2/4 s), as SNS retries; a 4xx is final, as SNS takes it.
 - ``events.jsonl`` beside ``sent.jsonl`` logs each event once, with the answer to its first
   delivery: what the checkers compare the feedback topic with.
+- ``Publisher.publish`` sends any other service's notification the same way: the local SMS
+  server's inbound texts (``stack.sms_server``, two-way SMS), logged to its ``inbound.jsonl``.
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ class Publisher:
                        "dropped_unconfirmed": 0}
         self._log = open(log_path, "a", buffering=1)  # noqa: SIM115 - lives with the publisher
         self._due: list[tuple[float, int, dict[str, str], bool]] = []  # (due, seq, message, first)
+        # the log line of each message not yet delivered once, by its SNS MessageId
+        self._records: dict[str, dict[str, Any]] = {}
         self._seq = itertools.count()
         self._wake = asyncio.Event()
         self._client = httpx.AsyncClient(timeout=30.0)
@@ -189,13 +193,30 @@ class Publisher:
         for order, event in enumerate(e for e in events if e["eventType"] in self.types):
             wait = self.min_delay_s + self.random.uniform(0, self.delay_s) if self.reorder \
                 else mail_wait
-            message = self.sign(self._envelope("Notification", json.dumps(event),
-                                               "Amazon SES Email Event Notification"), self.version)
-            self.counts["events"] += 1
-            self._queue(now + wait + order * 1e-3, message, True)
-            if self.duplicate_ratio and self.random.random() < self.duplicate_ratio:
-                self._queue(now + wait + self.random.uniform(0, max(self.delay_s, 0.05)) + 2e-3,
-                            message, False)
+            self._publish(now + wait + order * 1e-3, json.dumps(event), {
+                "event_type": event["eventType"], "ses_message_id": event["mail"]["messageId"],
+                "recipients": _recipients(event)}, "Amazon SES Email Event Notification")
+
+    def publish(self, text: str, record: dict[str, Any], subject: str | None = None) -> bool:
+        """Publish one notification of ``text`` (any service's message: the local SMS server's
+        inbound texts) under this subscription's delays and duplicates; ``record`` is its line
+        in the log, with its SNS MessageId and the subscriber's answer added. False, and
+        nothing sent, while the subscriber has not confirmed (as SNS)."""
+        if not self.confirmed:
+            self.counts["dropped_unconfirmed"] += 1
+            return False
+        self._publish(time.time() + self.min_delay_s + self.random.uniform(0, self.delay_s),
+                      text, record, subject)
+        return True
+
+    def _publish(self, due: float, text: str, record: dict[str, Any], subject: str | None) -> None:
+        message = self.sign(self._envelope("Notification", text, subject), self.version)
+        self.counts["events"] += 1
+        self._records[message["MessageId"]] = {"sns_message_id": message["MessageId"], **record}
+        self._queue(due, message, True)
+        if self.duplicate_ratio and self.random.random() < self.duplicate_ratio:
+            self._queue(due + self.random.uniform(0, max(self.delay_s, 0.05)) + 1e-3, message,
+                        False)
 
     def _envelope(self, kind: str, text: str, subject: str | None = None) -> dict[str, str]:
         message = {"Type": kind, "MessageId": str(uuid.uuid4()), "TopicArn": self.topic_arn,
@@ -203,6 +224,7 @@ class Publisher:
                    "SigningCertURL": self.base_url + CERT_PATH}
         if subject is not None:
             message["Subject"] = subject
+        if kind == "Notification":
             message["UnsubscribeURL"] = f"{self.base_url}/_local/sns/unsubscribe"
         return message
 
@@ -240,12 +262,9 @@ class Publisher:
             self.counts["deliveries"] += 1
             kind = "accepted" if 200 <= status < 300 else "refused" if 400 <= status < 500 else "failed"
             self.counts[kind] += first
-            if first:
-                event = json.loads(message["Message"])
-                self._log.write(json.dumps({
-                    "sns_message_id": message["MessageId"], "event_type": event["eventType"],
-                    "ses_message_id": event["mail"]["messageId"],
-                    "recipients": _recipients(event), "answer": status}) + "\n")
+            record = self._records.pop(message["MessageId"], None) if first else None
+            if record is not None:
+                self._log.write(json.dumps({**record, "answer": status}) + "\n")
         finally:
             self._slots.release()
 
