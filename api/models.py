@@ -22,6 +22,8 @@ from pydantic import (
     model_validator,
 )
 
+from streams.adapters import sms_text
+from streams.scheduling import quiet_hours
 from streams.scheduling.slots import job_state
 
 
@@ -122,6 +124,78 @@ class EmailTarget(Strict):
         return self
 
 
+class QuietHours(Strict):
+    """A daily window of the recipient's clock in which no text is sent
+    (``streams.scheduling.quiet_hours``): a text due inside is held to its end, or expired by
+    the job's misfire policy. ``end`` before ``start`` crosses midnight (21:00 to 08:00)."""
+
+    start: str = Field(..., description="HH:MM, 24-hour, on the recipient's clock",
+                       examples=["21:00"])
+    end: str = Field(..., description="HH:MM; earlier than start: the next morning",
+                     examples=["08:00"])
+    timezone: str = Field(..., max_length=64, description="the recipient's IANA time zone",
+                          examples=["America/New_York"])
+
+    @model_validator(mode="after")
+    def _a_window(self) -> QuietHours:
+        quiet_hours.parse(self.start, self.end, self.timezone)  # ValueError names the problem
+        return self
+
+
+class SmsTarget(Strict):
+    """A text-message reminder through AWS End User Messaging SMS, sent at most once per fire id
+    (issue 45). Not in ``Target`` yet: an ``sms`` job is refused until the executor can run one
+    (``streams.execution.targets``)."""
+
+    type: Literal["sms"]
+    to: str = Field(..., max_length=32, description="the recipient, E.164 (+15551234567); "
+                    "spaces, dashes, dots and parentheses are dropped")
+    body: str = Field(..., min_length=1, max_length=sms_text.MAX_BODY_CHARACTERS,
+                      description=f"the text: at most {sms_text.MAX_PARTS} SMS parts "
+                      f"({sms_text.MAX_PARTS * sms_text.GSM7_PART} GSM-7 characters, "
+                      f"{sms_text.MAX_PARTS * sms_text.UCS2_PART} in UCS-2)")
+    origination: str | None = Field(None, max_length=256, description="the sending phone "
+                                    "number, sender id, pool or their ARN; none: the account's "
+                                    "default")
+    quiet_hours: QuietHours | None = None
+
+    @field_validator("to")
+    @classmethod
+    def _e164(cls, value: str) -> str:
+        return sms_text.normalize_e164(value)
+
+    @field_validator("body")
+    @classmethod
+    def _parts(cls, value: str) -> str:
+        sms_text.check_body(value)
+        return value
+
+    @field_validator("origination")
+    @classmethod
+    def _origination(cls, value: str | None) -> str | None:
+        return None if value is None else sms_text.check_origination(value)
+
+
+def sms_target_record(t: SmsTarget) -> dict[str, Any]:
+    """The ``sms_*`` fields of the flat Avro ``Target`` (schemas/types/target.avsc)."""
+    q = t.quiet_hours
+    return {"sms_to": t.to, "sms_body": t.body, "sms_origination": t.origination,
+            "sms_quiet_start": q.start if q else None, "sms_quiet_end": q.end if q else None,
+            "sms_quiet_timezone": q.timezone if q else None}
+
+
+def sms_target_view(t: dict[str, Any]) -> dict[str, Any]:
+    """The public JSON of an ``sms`` target record (the inverse of ``sms_target_record``)."""
+    view: dict[str, Any] = {"type": "sms", "to": t["sms_to"], "body": t["sms_body"],
+                            "origination": t["sms_origination"], "quiet_hours": None}
+    if t["sms_quiet_start"] is not None:
+        view["quiet_hours"] = {"start": t["sms_quiet_start"], "end": t["sms_quiet_end"],
+                               "timezone": t["sms_quiet_timezone"]}
+    return view
+
+
+# SmsTarget joins this union when the executor runs it (issue 45): until then a job's target
+# cannot be one, so no job is accepted that no worker could send
 Target = Annotated[WebhookTarget | KafkaTarget | EmailTarget, Field(discriminator="type")]
 
 
@@ -257,6 +331,8 @@ def job_record(body: JobIn, *, job_id: str, tenant: str, revision: int, created_
     elif isinstance(t, EmailTarget):
         target.update(email_to=str(t.to), email_from=str(t.from_), subject=t.subject,
                       text=t.text, html=t.html)
+    elif isinstance(t, SmsTarget):
+        target.update(sms_target_record(t))
     else:
         target.update(topic=t.topic, key=t.key, value=t.value)
     return {
@@ -292,6 +368,8 @@ def job_view(job: dict[str, Any], now_ms: int) -> dict[str, Any]:
     elif t["type"] == "email":
         target = {"type": "email", "to": t["email_to"], "from": t["email_from"],
                   "subject": t["subject"], "text": t["text"], "html": t["html"]}
+    elif t["type"] == "sms":
+        target = sms_target_view(t)
     else:
         target = {k: t[k] for k in ("type", "topic", "key", "value")}
     return {

@@ -49,6 +49,12 @@ class Target(TypedDict):
     text: str | None
     html: str | None
     campaign_id: str | None
+    sms_to: str | None
+    sms_body: str | None
+    sms_origination: str | None
+    sms_quiet_start: str | None
+    sms_quiet_end: str | None
+    sms_quiet_timezone: str | None
 
 
 class OffsetRange(TypedDict):

@@ -210,3 +210,73 @@ def test_leading_fields_are_read_without_the_rest_and_equal_a_whole_decode():
         codec().decode_leading(data, "Job", ("tenant",))
     assert codec().decode_leading(data, "Fired", ("no_such_field",)) == whole, \
         "a writer schema without the field is decoded whole"
+
+
+def _named_types(node, defined: set[str], referenced: list[str]) -> None:
+    """Every named type ``node`` defines (into ``defined``) and names before defining it."""
+    if isinstance(node, str):
+        if "." in node and node not in defined:
+            referenced.append(node)
+    elif isinstance(node, list):
+        for item in node:
+            _named_types(item, defined, referenced)
+    elif isinstance(node, dict):
+        if node.get("type") in ("record", "enum", "fixed") and "name" in node:
+            from streams.runtime.codec import _full_name
+
+            defined.add(_full_name(node))
+        for key in ("type", "fields", "items", "values"):
+            if key in node:
+                _named_types(node[key], defined, referenced)
+
+
+def test_every_history_schema_is_self_contained():
+    """A history file writes the shared types it uses inline, as they were: a shared type that
+    changes later (Target gained the sms fields) must not change an old version's fingerprint,
+    and the Kafka Connect converter parses each history file on its own."""
+    import json
+
+    from streams.runtime.codec import SCHEMAS_DIR
+
+    for file in sorted((SCHEMAS_DIR / "history").glob("*.avsc")):
+        referenced: list[str] = []
+        _named_types(json.loads(file.read_text()), set(), referenced)
+        assert referenced == [], f"{file.name} names {referenced}: write them inline"
+
+
+# every writer schema's fingerprint, once written: records in Kafka carry these, so a change to
+# a history file (or to a shared type it named) would make them unreadable
+HISTORY_FINGERPRINTS = {
+    "dead_letter.1.avsc": "c4c459c3980f46c8", "fired.1.avsc": "4ddd886583bd2b87",
+    "fired.2.avsc": "a9bc4714b6336605", "fired.3.avsc": "cc054d3b370494d3",
+    "job.1.avsc": "5ab1eddbc12de458", "job.2.avsc": "d75def1e7d64e72f",
+    "ledger.1.avsc": "d4413d2123f2c93e", "suppression.1.avsc": "f422b2463eb50fbe",
+    "tenant.1.avsc": "44ac1e77abcd1bea", "tenant.2.avsc": "f70585b8b99876bf",
+    "tenant.3.avsc": "3d66611d810efef2",
+}
+
+
+def test_history_fingerprints_never_change():
+    import json
+
+    import fastavro
+    from fastavro.schema import to_parsing_canonical_form
+
+    from streams.runtime.codec import SCHEMAS_DIR
+
+    def parse(file):
+        return fastavro.parse_schema(json.loads(file.read_text()))
+
+    found = {f.name: f"{fingerprint64(to_parsing_canonical_form(parse(f))):016x}"
+             for f in sorted((SCHEMAS_DIR / "history").glob("*.avsc"))}
+    assert found == HISTORY_FINGERPRINTS
+
+
+def test_a_job_written_before_the_sms_fields_reads_with_them_null():
+    data = encode_with_history("job.2.avsc", _job())
+    assert data[2:10] != codec().fingerprint("Job")
+    target = codec().decode(data)["target"]
+    assert target["type"] == _job()["target"]["type"]
+    assert all(target[name] is None for name in ("sms_to", "sms_body", "sms_origination",
+                                                 "sms_quiet_start", "sms_quiet_end",
+                                                 "sms_quiet_timezone"))

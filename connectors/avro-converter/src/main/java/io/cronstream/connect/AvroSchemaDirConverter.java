@@ -90,7 +90,7 @@ public class AvroSchemaDirConverter implements Converter {
                 current.put(schema.getFullName(), schema);
             }
             for (Path file : avscFiles(root.resolve("history"))) {
-                addHistory(file, types, current);
+                addHistory(file, current);
             }
         } catch (IOException | RuntimeException e) {
             throw new ConfigException(SCHEMAS_DIR_CONFIG, dir, "cannot read schemas: " + e.getMessage());
@@ -102,16 +102,15 @@ public class AvroSchemaDirConverter implements Converter {
 
     /**
      * An older version of a current schema: parsed on its own (it reuses the current record's name,
-     * which one parser would refuse to define twice), with the shared types, and checked to be
-     * readable as the current version before any record needs it.
+     * which one parser would refuse to define twice) and checked to be readable as the current
+     * version before any record needs it. A history file is self-contained: the shared types it
+     * uses are written inline as they were then (a shared type that changed, such as
+     * io.cronstream.Target gaining the sms fields, would otherwise change every old version that
+     * named it, and a parser given the shared types first would refuse the inline one as a
+     * redefinition). tests/unit/runtime/test_codec.py holds every history file to this.
      */
-    private void addHistory(Path file, List<Path> types, Map<String, org.apache.avro.Schema> current)
-            throws IOException {
-        org.apache.avro.Schema.Parser parser = new org.apache.avro.Schema.Parser();
-        for (Path type : types) {
-            parser.parse(type.toFile());
-        }
-        org.apache.avro.Schema old = parser.parse(file.toFile());
+    private void addHistory(Path file, Map<String, org.apache.avro.Schema> current) throws IOException {
+        org.apache.avro.Schema old = new org.apache.avro.Schema.Parser().parse(file.toFile());
         org.apache.avro.Schema reader = current.get(old.getFullName());
         String where = "history/" + file.getFileName();
         if (reader == null) {
