@@ -3,7 +3,8 @@
 Pairs such as ``walker.py``/``walkers.py``, ``feedback.py``/``feedback_agent.py`` or
 ``views.py``/``view_stores.py`` made a newcomer open both to learn which one they wanted
 (issue 41). A module named after an outside service (``adapters/ses.py``, ``adapters/sns.py``)
-may lend its name as a prefix: ``ses_events.py`` says which SES thing it is."""
+may lend its name as a prefix: ``ses_events.py`` says which SES thing it is, ``sms_text.py``
+which SMS thing."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("api", "cli", "ops", "stack", "streams")
-SERVICES = {"ses", "sns"}  # outside services: their names prefix the modules about them
+SERVICES = {"ses", "sns", "sms"}  # outside services: their names prefix the modules about them
 
 
 def module_names() -> dict[str, list[str]]:
