@@ -115,15 +115,17 @@ class Decision:
     reason: str | None = None  # HOLD, EXPIRE: why, for the ledger
 
 
-def decide(window: QuietHours | None, now_ms: int, nominal_ms: int, misfire_policy: str,
-           max_lateness_s: int) -> Decision:
-    """What a text due now does under its quiet hours and its job's misfire policy.
+def decide(window: QuietHours | None, now_ms: int, run_by_ms: int | None,
+           skip: bool = False) -> Decision:
+    """What a text due now does under its quiet hours. ``run_by_ms`` is the slot's deadline,
+    its nominal time plus the job's ``max_lateness_s`` (the fired record's ``run_by_ms``;
+    None: none); ``skip`` is the job's misfire policy ``skip``.
 
     Held texts are late texts, so the misfire policy decides as it does for any late slot:
     ``skip`` never sends a slot late, so a text due in quiet hours is expired at once;
-    ``fire_once`` and ``fire_all`` hold it to the window's end, unless it would then be later
-    than ``max_lateness_s`` after its nominal time, when it is expired now (waiting for a send
-    that will not happen only delays the decision).
+    ``fire_once`` and ``fire_all`` hold it to the window's end, unless that is past its
+    deadline, when it is expired now (waiting for a send that will not happen only delays the
+    decision).
     """
     if window is None:
         return Decision(Verdict.SEND)
@@ -131,11 +133,10 @@ def decide(window: QuietHours | None, now_ms: int, nominal_ms: int, misfire_poli
     if until is None:
         return Decision(Verdict.SEND)
     end_local = datetime.fromtimestamp(until / 1000, UTC).astimezone(window.zone)
-    held = f"{REASON}: held until {end_local.isoformat(timespec='minutes')}"
-    if misfire_policy == "skip":
+    ends = end_local.isoformat(timespec="minutes")
+    if skip:
         return Decision(Verdict.EXPIRE, reason=f"{REASON}: due inside them, misfire policy skip")
-    if until - nominal_ms > max_lateness_s * 1000:
-        return Decision(Verdict.EXPIRE, reason=f"{REASON}: they end at "
-                        f"{end_local.isoformat(timespec='minutes')}, past max_lateness_s "
-                        f"{max_lateness_s}")
-    return Decision(Verdict.HOLD, until_ms=until, reason=held)
+    if run_by_ms is not None and until > run_by_ms:
+        return Decision(Verdict.EXPIRE, reason=f"{REASON}: they end at {ends}, after the "
+                        "slot's max_lateness_s")
+    return Decision(Verdict.HOLD, until_ms=until, reason=f"{REASON}: held until {ends}")

@@ -91,13 +91,16 @@ def test_decisions_under_each_misfire_policy():
     w = parse("21:00", "08:00", NY)
     due = ms("2026-06-10T22:00:00-04:00")
     morning = ms("2026-06-11T08:00:00-04:00")
-    assert decide(None, due, due, "fire_once", 60) == Decision(Verdict.SEND)
-    assert decide(w, ms("2026-06-10T12:00:00-04:00"), due, "skip", 60) == Decision(Verdict.SEND)
-    held = decide(w, due, due, "fire_once", 12 * 3600)
+    hours = 3600 * 1000
+    assert decide(None, due, due + hours) == Decision(Verdict.SEND)
+    assert decide(w, ms("2026-06-10T12:00:00-04:00"), None, skip=True) == Decision(Verdict.SEND)
+    held = decide(w, due, due + 12 * hours)  # fire_once or fire_all, max_lateness_s 12 h
     assert held == Decision(Verdict.HOLD, until_ms=morning,
                             reason=f"{REASON}: held until 2026-06-11T08:00-04:00")
-    assert decide(w, due, due, "fire_all", 12 * 3600).verdict is Verdict.HOLD
-    too_late = decide(w, due, due, "fire_once", 3600)
-    assert too_late.verdict is Verdict.EXPIRE and "max_lateness_s 3600" in str(too_late.reason)
-    skipped = decide(w, due, due, "skip", 12 * 3600)
+    assert decide(w, due, None).verdict is Verdict.HOLD  # no deadline
+    assert decide(w, due, morning).verdict is Verdict.HOLD  # the deadline is the window's end
+    too_late = decide(w, due, due + hours)
+    assert too_late.verdict is Verdict.EXPIRE and "max_lateness_s" in str(too_late.reason)
+    assert too_late.until_ms is None
+    skipped = decide(w, due, due + 12 * hours, skip=True)
     assert skipped.verdict is Verdict.EXPIRE and str(skipped.reason).startswith(REASON)
