@@ -111,7 +111,7 @@ def make_client(stack: Stack, **options) -> httpx.Client:
     # from a child process: the test run lives through the fault suite's broker restart, and a
     # librdkafka client it kept (tenants.create makes an AdminClient) can abort it there
     key = isolated.call("streams.adapters.tenants:create", stack.s.bootstrap, name, timeout_s=120,
-                        **options)
+                        partitions=stack.s.partitions, **options)
     auth = {"Authorization": f"Bearer {key}"}
     wait_for_key(stack.s.api_url, auth)
     client = httpx.Client(base_url=stack.s.api_url, headers=auth, timeout=30)

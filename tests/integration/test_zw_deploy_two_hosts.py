@@ -40,7 +40,7 @@ from streams.runtime import settings
 from streams.runtime.clock import now_ms
 from streams.runtime.settings import REPO_ROOT
 from streams.topology import DAY_MS, RECIPIENTS
-from tests.conftest import TEST_SENDERS, free_port
+from tests.conftest import TEST_SENDERS, cluster_partitions, free_port
 from tests.integration.helpers import skeleton_job_lands
 from tests.integration.test_campaigns import campaign_body, csv_lines, upload
 from tests.waiting import wait_for
@@ -194,6 +194,7 @@ def deploy(network: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 def client(deploy: Deploy) -> httpx.Client:
     key = isolated.call("streams.adapters.tenants:create", deploy.bootstrap,
                         f"t{uuid.uuid4().hex[:10]}", timeout_s=120, env=deploy.kafka_env(),
+                        partitions=cluster_partitions(),
                         allowed_targets=[HOST_IP], senders=list(TEST_SENDERS))
     auth = {"Authorization": f"Bearer {key}"}
     wait_for_key(deploy.api_url, auth)

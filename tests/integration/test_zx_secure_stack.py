@@ -87,7 +87,7 @@ def client(stack: Stack) -> httpx.Client:
     name = f"t{uuid.uuid4().hex[:10]}"
     key = isolated.call("streams.adapters.tenants:create", stack.s.bootstrap, name, timeout_s=120,
                         env=stack.kafka_env(), allowed_targets=["127.0.0.1"],
-                        senders=list(TEST_SENDERS))
+                        senders=list(TEST_SENDERS), partitions=stack.s.partitions)
     auth = {"Authorization": f"Bearer {key}"}
     wait_for_key(stack.s.api_url, auth)
     return httpx.Client(base_url=stack.s.api_url, headers=auth, timeout=30)

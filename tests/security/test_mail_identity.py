@@ -76,7 +76,8 @@ def test_a_sender_revoked_before_the_send_sends_nothing(stack):
         upload(api, created["id"], csv_lines(5))
         # the operator takes the grant back (the tenant's key kept)
         isolated.call("streams.adapters.tenants:update", stack.s.bootstrap, api.tenant,
-                      timeout_s=120, revoke_senders=["example.com"])
+                      timeout_s=120, partitions=stack.s.partitions,
+                      revoke_senders=["example.com"])
         start = ses_log_end(stack)
         assert api.post(f"/v1/campaigns/{created['id']}/schedule").status_code == 200
         done = wait_for(lambda: (o := outcomes(stack, created["id"])) and len(o) == 5 and o,

@@ -30,7 +30,8 @@ def test_a_tenant_named_cronstream_from_before_cannot_write_cronstreams_topics(s
     # written as a tenant record of before the names were reserved (the check is at creation)
     record, key = tenants.new_tenant("legacy-name")
     record["tenant"] = "cronstream"
-    isolated.call("streams.adapters.tenants:write", stack.s.bootstrap, record, timeout_s=120)
+    isolated.call("streams.adapters.tenants:write", stack.s.bootstrap, record,
+                  stack.s.partitions, timeout_s=120)
     auth = {"Authorization": f"Bearer {key}"}
     with httpx.Client(base_url=stack.s.api_url, headers=auth, timeout=30) as api:
         wait_for(lambda: api.get("/v1/jobs").status_code == 200, timeout_s=60)
