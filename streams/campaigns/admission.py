@@ -19,7 +19,7 @@ from streams.adapters import tenants
 from streams.campaigns.barrier import OptOutBarrier
 from streams.campaigns.chunk_outcomes import ChunkOutcomes
 from streams.campaigns.chunk_verdict import stop_reason
-from streams.campaigns.pacing import Pacer
+from streams.campaigns.pacing import Pacer, Turn
 from streams.campaigns.pool_quota import PoolQuota
 from streams.records import Campaign, Fanout, RecipientChunk, Tenant
 from streams.runtime.clock import now_ms as wall_ms
@@ -46,9 +46,10 @@ class Admission:
 
     async def admit(self, order: Fanout, chunk: RecipientChunk, part: int,
                     bucket: TokenBucket, campaign: Campaign, outcomes: ChunkOutcomes,
-                    deadline: int) -> tuple[Campaign, Allowed]:
+                    deadline: int, turn: Turn | None = None) -> tuple[Campaign, Allowed]:
         """What of the chunk may be sent now, and the campaign as last read; every other
-        address gets its outcome in ``outcomes`` (stopped, expired, suppressed, over the cap)."""
+        address gets its outcome in ``outcomes`` (stopped, expired, suppressed, over the cap).
+        ``turn``: the chunk's place in its walk, so the walk's chunks are paced in order."""
         emails: list[str] = chunk["emails"]
         while campaign["status"] == "paused" and self._now_ms() < deadline:
             await asyncio.sleep(PAUSED_POLL_S)
@@ -66,7 +67,7 @@ class Admission:
             if allowed:
                 # pace first, decide after: with chunks in flight a chunk may wait here for many
                 # seconds, and the deadline, a cancel and the suppressions must hold when it sends
-                paced = await self.pacer.pace(bucket, tenant, len(allowed), deadline)
+                paced = await self.pacer.pace(bucket, tenant, len(allowed), deadline, turn)
                 paid = len(allowed) if paced else 0
                 campaign = await self._campaign(order["campaign_id"]) or campaign
                 stop = stop_reason(campaign, deadline, self._now_ms()) or (None if paced else (

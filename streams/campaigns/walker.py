@@ -46,7 +46,7 @@ from streams.campaigns.chunk_outcomes import ChunkOutcomes
 from streams.campaigns.chunk_verdict import DONE, INTENT, REFUSED, Resume, resume
 from streams.campaigns.fair_share import FairGate
 from streams.campaigns.ownership import GroupFence, Ownership, describe
-from streams.campaigns.pacing import Pacer, walker_bucket
+from streams.campaigns.pacing import Pacer, Turn, Turns, walker_bucket
 from streams.campaigns.pool_quota import PoolQuota
 from streams.campaigns.recipients import CHUNK, template_data
 from streams.campaigns.reservations import Reservations
@@ -198,6 +198,7 @@ class Walker:
         loop = asyncio.get_running_loop()
         fetch: asyncio.Future[Any] | None = None
         window = asyncio.Semaphore(CHUNKS_IN_FLIGHT)
+        turns = Turns()  # the chunks in flight take the walker's rate in the order read
         try:
             async with asyncio.TaskGroup() as chunks:
                 while position < order["end"]:
@@ -210,10 +211,13 @@ class Walker:
                         chunk = codec().decode(msg.value())
                         if chunk["upload_id"] == campaign["upload_id"]:
                             await window.acquire()
+                            turn = turns.take()
                             sending = self.send_chunk(order, chunk, part, bucket, member,
-                                                      inherited)
+                                                      inherited, turn)
+                            # a chunk that ends unpaced (done, stopped, cancelled) gives its
+                            # turn up here, or the chunks read after it would wait forever
                             chunks.create_task(sending).add_done_callback(
-                                lambda _: window.release())
+                                lambda _, turn=turn: (turn.release(), window.release()))
                         campaign = await self.records.campaign(order["campaign_id"]) or campaign
                     if batch:
                         position = max(position, max(m.offset() for m in batch) + 1)
@@ -229,9 +233,11 @@ class Walker:
                  part, order["start"], order["end"])
 
     async def send_chunk(self, order: Fanout, chunk: RecipientChunk, part: int,
-                         bucket: TokenBucket, member: str, inherited: int | None = None) -> None:
+                         bucket: TokenBucket, member: str, inherited: int | None = None,
+                         turn: Turn | None = None) -> None:
         """One chunk's commit protocol, in the order of the module's docstring; ``inherited``:
-        the highest chunk of the partition a deposed region may have sent."""
+        the highest chunk of the partition a deposed region may have sent; ``turn``: its place
+        in the walk, so the walk's chunks take the walker's rate in order (``Turns``)."""
         key = f"{chunk['campaign_id']}:{chunk['upload_id']}:{chunk['seq']}".encode()
         state = self.send_chunks.get_in(part, key)
         emails: list[str] = chunk["emails"]
@@ -258,7 +264,7 @@ class Walker:
         # 2. admit
         deadline = campaign["send_at_ms"] + campaign["send_deadline_s"] * 1000
         campaign, allowed = await self.admission.admit(order, chunk, part, bucket, campaign,
-                                                       outcomes, deadline)
+                                                       outcomes, deadline, turn)
         if allowed:
             # 3.-5. intent, fence, send; again after each refusal
             await self._send(outcomes, campaign, order, chunk, part, allowed, deadline,

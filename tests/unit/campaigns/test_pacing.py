@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from streams.campaigns.pacing import Pacer, walker_bucket
+from streams.campaigns.pacing import Pacer, Turn, Turns, walker_bucket
 from streams.runtime.token_bucket import TokenBucket
 
 
@@ -109,3 +109,56 @@ def test_tokens_given_back_go_to_the_walker_and_the_account_and_none_is_nothing(
     assert bucket.tokens == 0 and gate.returned == 0
     pacer.give_back(bucket, 20)
     assert bucket.tokens == 20 and gate.returned == 20
+
+
+def paced_order(arrivals: list[int], turns: Turns | None) -> list[int]:
+    """The order chunks (numbered as the walker read them) take a bucket that has room for
+    every one of them, arriving at the pacer in the order ``arrivals`` (their admission's
+    earlier awaits finish in any order)."""
+    pacer, _, _ = fake_pacer()
+    bucket = TokenBucket(rate_per_s=10, burst=1000, tokens=1000)
+    tickets = [turns.take() if turns else None for _ in arrivals]
+    paced: list[int] = []
+
+    async def chunk(i: int) -> None:
+        for _ in range(arrivals.index(i)):  # a later arrival yields more often first
+            await asyncio.sleep(0)
+        assert await pacer.pace(bucket, "t1", 50, deadline=60_000, turn=tickets[i])
+        paced.append(i)
+
+    async def walk() -> None:
+        async with asyncio.TaskGroup() as chunks:
+            for i in range(len(arrivals)):
+                chunks.create_task(chunk(i))
+
+    asyncio.run(walk())
+    return paced
+
+
+def test_a_walks_chunks_take_its_rate_in_the_order_read_whatever_order_they_arrive():
+    arrivals = [3, 0, 4, 1, 2]
+    assert paced_order(arrivals, None) == arrivals, "without turns the first to arrive goes"
+    assert paced_order(arrivals, Turns()) == [0, 1, 2, 3, 4]
+
+
+def test_a_turn_given_up_unpaced_lets_the_next_chunk_go_and_twice_is_once():
+    async def run() -> list[int]:
+        turns, paced = Turns(), []
+        first, second, third = turns.take(), turns.take(), turns.take()
+
+        async def wait(turn: Turn) -> None:
+            await turn.wait()
+            paced.append(turn.ticket)
+
+        waiting = [asyncio.create_task(wait(third)), asyncio.create_task(wait(second))]
+        await asyncio.sleep(0)
+        assert paced == [], "both wait for the first"
+        first.release()  # a chunk already done: it never paced
+        first.release()
+        await asyncio.sleep(0)
+        assert paced == [1], "the second goes, the third still waits for it"
+        second.release()
+        await asyncio.gather(*waiting)
+        return paced
+
+    assert asyncio.run(run()) == [1, 2]
