@@ -18,6 +18,12 @@ on the SES event's message id, type and recipient for processes elsewhere. Signa
 An accepted Notification becomes one ``SesFeedback`` record per affected recipient
 (``streams.campaigns.ses_events``), on that recipient's partition, acknowledged by the broker
 before the 200: a 5xx (the broker down) makes SNS retry.
+
+The same endpoint takes the two-way messages of the tenants' numbers (AWS End User Messaging
+SMS publishes inbound texts to an SNS topic; ``streams.adapters.sms_inbound``): a STOP (or any
+opt-out keyword) suppresses the phone for each tenant it applies to through the one suppression
+path, acknowledged before the 200 as the API's own ``POST /v1/suppressions`` is, so no text
+starts after it; START lifts it. A malformed inbound message is a 400 naming what is wrong.
 """
 
 from __future__ import annotations
@@ -34,9 +40,10 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi import APIRouter, HTTPException, Request
 
 from api.errors import problem
+from api.routes.suppressions import suppress
 from api.state import ApiState
-from streams.adapters import sns
-from streams.campaigns import ses_events
+from streams.adapters import sms_inbound, sns
+from streams.campaigns import ses_events, suppressions
 from streams.runtime import clock
 from streams.runtime.codec import codec
 from streams.runtime.settings import Settings
@@ -198,6 +205,8 @@ async def _notification(api: ApiState, intake: Intake, message: dict[str, str],
 
 async def _write(api: ApiState, message: dict[str, str], pinned: str | None) -> dict[str, Any]:
     raw = message["Message"]
+    if sms_inbound.is_inbound_text(raw):
+        return await _inbound_text(api, message, pinned)
     try:
         event = ses_events.parse_event(raw)
         tenant = ses_events.tenant_of(event, pinned, lambda name: api.tenants.get(name) is not None)
@@ -216,3 +225,34 @@ async def _write(api: ApiState, message: dict[str, str], pinned: str | None) -> 
         api.emitter.send(SES_FEEDBACK, ses_events.key(r), encode("SesFeedback", r),
                          partition_for(r["email"], api.conf.partitions)) for r in records))
     return {"written": len(records), "event_type": ses_events.event_type(event)}
+
+
+async def _inbound_text(api: ApiState, message: dict[str, str], pinned: str | None
+                        ) -> dict[str, Any]:
+    """An inbound text: an opt-out suppresses the sender's number for each tenant it applies
+    to (``sms_inbound.tenants_of``), an opt-in lifts it, anything else is answered and kept
+    nowhere (HELP and the like are AWS's to answer)."""
+    try:
+        text = sms_inbound.parse(message["Message"])
+    except ValueError as exc:
+        log.warning("SNS message %s on %s refused: %s", message["MessageId"], message["TopicArn"],
+                    exc)
+        raise problem(400, "Message", str(exc)) from exc
+    wants = sms_inbound.intent(text.body)
+    tenants = sms_inbound.tenants_of(text, pinned, api.tenants.values())
+    if wants is sms_inbound.Intent.NONE or not tenants:
+        why = "no opt-out or opt-in keyword" if tenants else f"no tenant has {text.number}"
+        log.info("inbound text %s to %s: nothing to do (%s)", text.inbound_message_id,
+                 text.number, why)
+        return {"written": 0, "ignored": why}
+    for tenant in tenants:
+        if wants is sms_inbound.Intent.OPT_OUT:
+            await suppress(api, tenant, text.sender, f"replied {text.body.strip()[:40]!r} to "
+                           f"{text.number}", "sms_reply")
+        else:
+            await suppressions.lift(api.emitter, tenant, text.sender, api.conf.partitions)
+            api.suppressions.put(suppressions.key(tenant, text.sender), None)
+        log.info("tenant %s: %s %s (inbound text %s to %s)", tenant,
+                 "suppressed" if wants is sms_inbound.Intent.OPT_OUT else "lifted the suppression of",
+                 text.sender, text.inbound_message_id, text.number)
+    return {"written": len(tenants), "sms": wants.value, "tenants": tenants}

@@ -3,6 +3,8 @@
 A suppression is written to the partition of its address, the same partition as that address's
 sends; the API answers only once the broker has acknowledged it, and the fan-out checks that
 partition up to its end before each send, so no send to the address starts after the answer.
+An address is an email address or a phone number (E.164, ``+15551234567``: texts are
+suppressed as emails are, keyed and partitioned by the number).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from api.auth import current_tenant
 from api.errors import problem
 from api.models import iso
 from api.state import ApiState
+from streams.adapters import sms_text
 from streams.campaigns import recipients, suppressions, unsubscribe
 
 router = APIRouter(tags=["suppressions"])
@@ -23,9 +26,12 @@ Tenant = Annotated[dict[str, Any], Depends(current_tenant)]
 
 
 class SuppressionIn(BaseModel):
+    """One of ``email`` and ``phone``."""
+
     model_config = ConfigDict(extra="forbid")
 
-    email: str = Field(..., max_length=254)
+    email: str | None = Field(None, max_length=254)
+    phone: str | None = Field(None, max_length=32, description="E.164, e.g. +15551234567")
     reason: str = Field("requested", max_length=500)
 
 
@@ -38,15 +44,26 @@ async def suppress(api: ApiState, tenant: str, email: str, reason: str, source: 
 
 def suppression_view(record: dict[str, Any]) -> dict[str, Any]:
     """A suppression as the API shows it: why, by whom, and for feedback which SES event."""
-    return {"email": record["email"], "reason": record["reason"], "source": record["source"],
+    address = record["email"]  # the record's address field: an email, or a phone (E.164)
+    kind = "phone" if address.startswith("+") else "email"
+    return {kind: address, "reason": record["reason"], "source": record["source"],
             "created": iso(record["created_ms"]), "feedback_id": record.get("feedback_id"),
             "ses_message_id": record.get("ses_message_id")}
 
 
-def _address(email: str) -> str:
-    address = recipients.normalise(email)
+def _address(raw: str, field: str | None = None) -> str:
+    """An email address normalised, or a phone number (``+`` first) as E.164; a 422 naming
+    ``field`` (by default the kind the value looks like) and the problem otherwise."""
+    field = field or ("phone" if raw.startswith("+") else "email")
+    if field == "phone":
+        try:
+            return sms_text.normalize_e164(raw)
+        except ValueError as exc:
+            raise problem(422, field, f"not a phone number: {exc}") from exc
+    address = recipients.normalise(raw)
     if address is None:
-        raise problem(422, "email", "not an email address")
+        raise problem(422, field, "not an email address (a phone number begins with + and its "
+                      "country code)")
     return address
 
 
@@ -54,14 +71,17 @@ def _address(email: str) -> str:
              summary="Suppress an address for this tenant; effective when this answers")
 async def create_suppression(body: SuppressionIn, request: Request, tenant: Tenant
                              ) -> dict[str, Any]:
-    address = _address(body.email)
+    if (body.email is None) == (body.phone is None):
+        raise problem(422, "email", "give exactly one of email and phone")
+    field = "email" if body.email is not None else "phone"
+    address = _address(body.email or body.phone or "", field)
     api: ApiState = request.app.state.api
     name = tenant["tenant"]
     new = api.suppressions.get(suppressions.key(name, address)) is None
     with api.quotas.reserve(name, "suppressions", 1 if new else 0, tenant["max_suppressions"],
                             lambda: api.suppression_count(name)):
         await suppress(api, name, address, body.reason, "api")
-    return {"email": address, "reason": body.reason, "suppressed": True}
+    return {field: address, "reason": body.reason, "suppressed": True}
 
 
 @router.get("/v1/suppressions", summary="The tenant's suppressed addresses, paged by address")

@@ -20,6 +20,7 @@ from stack import processes
 from stack.local.home import StackHome, region_record
 from stack.local.kafka_nodes import KafkaNodes
 from stack.local.startup import say, wait_healthy
+from stack.sms_server import INBOUND_TOPIC_ARN
 from stack.sns_publisher import LOCAL_TOPIC_ARN
 from streams.runtime.settings import API_START_S, REPO_ROOT, Settings
 
@@ -72,19 +73,22 @@ class Apps:
 
     def app_env(self, kafka_auth: str | None = None) -> dict[str, str]:
         """What the workers and the API need: Kafka as ``kafka_auth`` (default the stack's)
-        reaches it, the local SES server, AWS-style credentials for it, the unsubscribe signing
+        reaches it, the local SES and SMS servers, AWS-style credentials for them, the unsubscribe signing
         secret and the operator key (generated once into .local/, never committed)."""
         return {**self.settings_env(), **self.nodes.clients_kafka_env(kafka_auth), **self.region_env(),
                 "CRONSTREAM_SES_ENDPOINT": self.s.ses_endpoint,
+                "CRONSTREAM_SMS_ENDPOINT": self.s.sms_endpoint,
                 "CRONSTREAM_UNSUBSCRIBE_SECRET": self.home.secret("CRONSTREAM_UNSUBSCRIBE_SECRET",
                                                              "unsubscribe.key"),
                 "CRONSTREAM_OPERATOR_KEY": self.home.secret("CRONSTREAM_OPERATOR_KEY", "operator.key"),
                 "AWS_ACCESS_KEY_ID": self.s.given("AWS_ACCESS_KEY_ID") or "local",
                 "AWS_SECRET_ACCESS_KEY": self.s.given("AWS_SECRET_ACCESS_KEY") or "local",
                 "AWS_REGION": self.s.aws_region,
-                # the feedback endpoint trusts the local SES server's SNS topic and certificate,
-                # served over plain http on loopback (stack.sns_publisher)
-                "CRONSTREAM_SNS_TOPICS": self.s.given("CRONSTREAM_SNS_TOPICS") or LOCAL_TOPIC_ARN,
+                # the feedback endpoint trusts the local SES server's SNS topic (its events) and
+                # the SMS server's (the numbers' inbound texts) and their certificate, served
+                # over plain http on loopback (stack.sns_publisher)
+                "CRONSTREAM_SNS_TOPICS": self.s.given("CRONSTREAM_SNS_TOPICS")
+                or f"{LOCAL_TOPIC_ARN},{INBOUND_TOPIC_ARN}",
                 "CRONSTREAM_SNS_CERT_HOSTS": self.s.given("CRONSTREAM_SNS_CERT_HOSTS")
                 or re.escape(f"{self.s.host}:{self.s.ses_port}"),
                 "CRONSTREAM_SNS_ALLOW_HTTP": self.s.given("CRONSTREAM_SNS_ALLOW_HTTP") or "1"}

@@ -1,9 +1,10 @@
-"""Launches the local SES-compatible server (``stack/ses_server.py``, run by uvicorn) that the
-workers send mail to, and health-checks it; or, when the settings point the workers at another
-SES endpoint, says so and starts nothing.
+"""Launches the local AWS messaging server (``stack/messaging_server.py``, run by uvicorn: the
+SES-compatible server the workers send mail to, and under ``/sms`` the End User Messaging SMS
+one they send texts to) and health-checks it; or, when the settings point the workers at other
+endpoints for both, says so and starts nothing.
 
-It exists apart from ``stack/ses_server.py`` (the server itself, an ASGI app) as the part of
-the stack that starts that server as a process of the home.
+It exists apart from the servers themselves (ASGI apps) as the part of the stack that starts
+them as a process of the home.
 """
 
 from __future__ import annotations
@@ -37,28 +38,44 @@ class SesLauncher:
         if running_or_free(name, pidfile, (self.s.ses_port,), "CRONSTREAM_SES_PORT", log,
                             "local SES server", self.s.host):
             return
-        say(f"starting the local SES server on {self.s.host}:{self.s.ses_port} "
-            f"(log of sent mail: {self.ses_log})")
-        processes.spawn(pidfile, [sys.executable, "-m", "uvicorn", "stack.ses_server:create_app",
+        say(f"starting the local SES server on {self.s.host}:{self.s.ses_port}, its SMS server "
+            f"at {self.s.local_sms_endpoint} (logs of sent mail and texts: {self.ses_log}, "
+            f"{self.sms_log})")
+        processes.spawn(pidfile, [sys.executable, "-m", "uvicorn",
+                                  "stack.messaging_server:create_app",
                                   "--factory", "--host", self.s.host, "--port", str(self.s.ses_port),
                                   # uvicorn closes idle connections after 5 s; boto3 reusing one
                                   # the server is closing gets ConnectionClosedError, which the
                                   # campaign must record unknown (it may have been sent)
                                   "--timeout-keep-alive", "300",
                                   "--log-level", "warning"], log,
-                        env={**os.environ, "CRONSTREAM_SES_LOG": str(self.ses_log)}, cwd=REPO_ROOT)
+                        env={**os.environ, "CRONSTREAM_SES_LOG": str(self.ses_log),
+                             "CRONSTREAM_SMS_LOG": str(self.sms_log)}, cwd=REPO_ROOT)
         wait_healthy(name, lambda: httpx.get(f"{self.s.local_ses_endpoint}/_local/stats", timeout=2)
               .status_code == 200, 30, log, pidfile)
 
     def start_ses_if_local(self) -> None:
-        """The local SES server, when it is where the workers send; a stack pointed at another
-        endpoint (a real account, a proxy) neither starts nor health-checks one, and says so."""
-        if self.s.ses_is_local:
+        """The local server, when the workers send mail or texts to it; a stack pointed at other
+        endpoints for both (a real account, a proxy) neither starts nor health-checks one, and
+        says so."""
+        sms_is_local = self.s.sms_endpoint.rstrip("/") == self.s.local_sms_endpoint
+        if self.s.ses_is_local or sms_is_local:
             self.start_ses()
+            for local, name, endpoint in ((self.s.ses_is_local, "SES", self.s.ses_endpoint),
+                                          (sms_is_local, "SMS", self.s.sms_endpoint)):
+                if not local:
+                    say(f"{name}: the workers send to CRONSTREAM_{name}_ENDPOINT={endpoint}, "
+                        f"not to the local server")
         else:
-            say(f"SES: the workers send to CRONSTREAM_SES_ENDPOINT={self.s.ses_endpoint}; the "
-                "local SES server is not started")
+            say(f"SES: the workers send to CRONSTREAM_SES_ENDPOINT={self.s.ses_endpoint}, SMS to "
+                f"CRONSTREAM_SMS_ENDPOINT={self.s.sms_endpoint}; the local server is not started")
 
     @property
     def ses_log(self) -> Path:
         return self.s.home / "ses" / "sent.jsonl"
+
+    @property
+    def sms_log(self) -> Path:
+        """The local SMS server's record of the texts it accepted (its inbound texts'
+        deliveries beside it, ``inbound.jsonl``)."""
+        return self.s.home / "sms" / "sent.jsonl"

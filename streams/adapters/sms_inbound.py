@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from streams.adapters.sms_text import normalize_e164
 
@@ -113,6 +115,30 @@ def parse(text: str) -> InboundText:
                        inbound_message_id=_required(message, "inboundMessageId"),
                        previous_published_message_id=_optional(message,
                                                                "previousPublishedMessageId"))
+
+
+def is_inbound_text(text: str) -> bool:
+    """Whether an SNS notification's ``Message`` is an inbound text (the intake's switch: one
+    endpoint takes SES's events and the numbers' two-way messages, as one SNS topic can carry
+    either). An inbound text is the only message with an ``inboundMessageId``; a malformed one
+    is then refused by ``parse`` naming what is wrong, never read as an SES event."""
+    try:
+        message = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(message, dict) and "inboundMessageId" in message
+
+
+def tenants_of(text: InboundText, pinned: str | None,
+               tenants: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The tenants an opt-out (or opt-in) applies to: the tenant the topic is pinned to
+    (``CRONSTREAM_SNS_TOPICS`` ``ARN=TENANT``), else every tenant the operator granted the number
+    that was written to (``sms_originations``): the number is what the phone's owner texted
+    STOP to, and a number shared by two tenants sent them texts from both."""
+    if pinned is not None:
+        return [pinned]
+    return sorted(str(t["tenant"]) for t in tenants
+                  if text.number in (t.get("sms_originations") or ()))
 
 
 def payload(sender: str, number: str, body: str, inbound_message_id: str,

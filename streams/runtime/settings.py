@@ -254,6 +254,17 @@ class Settings:
         return self.ses_endpoint.rstrip("/") == self.local_ses_endpoint
 
     @property
+    def local_sms_endpoint(self) -> str:
+        """The local stack's own End User Messaging SMS server: under ``/sms`` of its SES
+        server's address (``stack/messaging_server.py``: one process, one port)."""
+        return f"{self.local_ses_endpoint}/sms"
+
+    @property
+    def sms_endpoint(self) -> str:
+        """Where the workers send texts: ``CRONSTREAM_SMS_ENDPOINT``, else the local server."""
+        return os.environ.get("CRONSTREAM_SMS_ENDPOINT") or self.local_sms_endpoint
+
+    @property
     def ses_max_rate_per_s(self) -> float:
         """The SES account's sending rate (``CRONSTREAM_SES_MAX_RATE``), shared by its tenants."""
         raw = os.environ.get("CRONSTREAM_SES_MAX_RATE") or "20000"

@@ -163,3 +163,28 @@ def test_an_inbound_stop_reaches_the_subscriber_signed_as_sns_signs(sms_server):
         time.sleep(0.05)
     logged = json.loads(inbound_log.read_text().splitlines()[0])
     assert logged["answer"] == 200 and logged["intent"] == "opt_out"
+
+
+def test_the_stacks_one_server_takes_mail_at_its_root_and_texts_under_sms(tmp_path, monkeypatch):
+    """``stack/messaging_server.py``: what ``stack up`` runs on the SES port. boto3 reaches the
+    SMS server at the endpoint ``…/sms`` (it posts to that path itself, without a slash) and its
+    ``_local`` routes are under it; the SES server's stay at the root."""
+    from stack import messaging_server
+
+    monkeypatch.setenv("CRONSTREAM_SES_LOG", str(tmp_path / "ses" / "sent.jsonl"))
+    monkeypatch.setenv("CRONSTREAM_SMS_LOG", str(tmp_path / "sms" / "sent.jsonl"))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "local")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "local")
+    served = Served(messaging_server.create_app())
+    try:
+        client = sms.client(f"{served.url}/sms", "us-east-1")
+        sent = sms.send_text(client, to=TO, body="Your reminder", origination=OURS,
+                             context=sms.context("t1", "job-1@2026-11-29T09:00:00Z"))
+        assert sent.outcome is Outcome.SENT, sent
+        assert httpx.get(f"{served.url}/sms/_local/stats", timeout=5).json()["sent"] == 1
+        assert "recipients" in httpx.get(f"{served.url}/_local/stats", timeout=5).json()
+        logged = [json.loads(line) for line in (tmp_path / "sms" / "sent.jsonl").read_text()
+                  .splitlines()]
+        assert [(t["to"], t["message_id"]) for t in logged] == [(TO, sent.message_id)]
+    finally:
+        served.close()

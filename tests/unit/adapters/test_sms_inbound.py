@@ -13,8 +13,10 @@ from streams.adapters.sms_inbound import (
     InboundText,
     Intent,
     intent,
+    is_inbound_text,
     parse,
     payload,
+    tenants_of,
 )
 
 # AWS's example ("Example of a two-way SMS message payload for Amazon SNS topics")
@@ -76,3 +78,21 @@ def test_an_opt_in_is_only_the_whole_body(body):
                                   "stopwatch", "", "ok"])
 def test_anything_else_means_nothing(body):
     assert intent(body) is Intent.NONE
+
+
+def test_an_inbound_text_is_told_from_an_ses_event_by_its_inbound_message_id():
+    assert is_inbound_text(AWS_EXAMPLE)
+    assert not is_inbound_text('{"eventType": "Bounce", "mail": {"messageId": "m-1"}}')
+    assert not is_inbound_text("not json") and not is_inbound_text("[1, 2]")
+    assert is_inbound_text('{"inboundMessageId": "x"}'), "malformed: parse refuses it, naming why"
+
+
+def test_an_opt_out_applies_to_the_pinned_tenant_else_to_every_tenant_granted_the_number():
+    text = parse(payload("+15551234567", "+18005550100", "STOP", "in-1"))
+    tenants = [{"tenant": "b", "sms_originations": ["+18005550100"]},
+               {"tenant": "a", "sms_originations": ["+18005550199", "+18005550100"]},
+               {"tenant": "c", "sms_originations": ["+18005550199"]},
+               {"tenant": "d"}]
+    assert tenants_of(text, None, tenants) == ["a", "b"]
+    assert tenants_of(text, "c", tenants) == ["c"], "a pinned topic names its tenant"
+    assert tenants_of(text, None, tenants[2:]) == [], "nobody's number: nobody's opt-out"

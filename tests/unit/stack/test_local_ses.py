@@ -22,15 +22,29 @@ def stack(monkeypatch, tmp_path) -> Stack:
 def test_pointed_elsewhere_the_local_server_is_neither_started_nor_checked(stack, monkeypatch,
                                                                             capsys):
     monkeypatch.setenv("CRONSTREAM_SES_ENDPOINT", "https://email.eu-west-1.amazonaws.com")
+    monkeypatch.setenv("CRONSTREAM_SMS_ENDPOINT", "https://sms-voice.eu-west-1.amazonaws.com")
     monkeypatch.setattr(stack.ses, "start_ses", lambda: pytest.fail("the local SES server started"))
     stack.start_ses_if_local()
     out = capsys.readouterr().out
     assert "CRONSTREAM_SES_ENDPOINT=https://email.eu-west-1.amazonaws.com" in out
+    assert "CRONSTREAM_SMS_ENDPOINT=https://sms-voice.eu-west-1.amazonaws.com" in out
     assert "not started" in out
+
+
+def test_texts_sent_to_the_local_server_start_it_though_mail_goes_elsewhere(stack, monkeypatch,
+                                                                           capsys):
+    monkeypatch.setenv("CRONSTREAM_SES_ENDPOINT", "https://email.eu-west-1.amazonaws.com")
+    monkeypatch.delenv("CRONSTREAM_SMS_ENDPOINT", raising=False)
+    started = []
+    monkeypatch.setattr(stack.ses, "start_ses", lambda: started.append(True))
+    stack.start_ses_if_local()
+    assert started == [True]
+    assert "SES: the workers send to CRONSTREAM_SES_ENDPOINT=https://email" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("endpoint", [None, "http://127.0.0.1:18025", "http://127.0.0.1:18025/"])
 def test_when_it_is_the_endpoint_the_local_server_is_started(stack, monkeypatch, endpoint):
+    monkeypatch.setenv("CRONSTREAM_SMS_ENDPOINT", "https://sms-voice.eu-west-1.amazonaws.com")
     if endpoint is None:
         monkeypatch.delenv("CRONSTREAM_SES_ENDPOINT", raising=False)
     else:
