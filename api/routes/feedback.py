@@ -23,7 +23,8 @@ The same endpoint takes the two-way messages of the tenants' numbers (AWS End Us
 SMS publishes inbound texts to an SNS topic; ``streams.adapters.sms_inbound``): a STOP (or any
 opt-out keyword) suppresses the phone for each tenant it applies to through the one suppression
 path, acknowledged before the 200 as the API's own ``POST /v1/suppressions`` is, so no text
-starts after it; START lifts it. A malformed inbound message is a 400 naming what is wrong.
+starts after it; START lifts it. An authentic but malformed one is answered and ignored, naming
+what is wrong, as an unreadable SES event is.
 """
 
 from __future__ import annotations
@@ -235,9 +236,11 @@ async def _inbound_text(api: ApiState, message: dict[str, str], pinned: str | No
     try:
         text = sms_inbound.parse(message["Message"])
     except ValueError as exc:
-        log.warning("SNS message %s on %s refused: %s", message["MessageId"], message["TopicArn"],
+        # authentic but unreadable: answered 200 as an unreadable SES event is, or SNS would
+        # retry for an hour what will never be readable
+        log.warning("SNS message %s on %s ignored: %s", message["MessageId"], message["TopicArn"],
                     exc)
-        raise problem(400, "Message", str(exc)) from exc
+        return {"written": 0, "ignored": str(exc)}
     wants = sms_inbound.intent(text.body)
     tenants = sms_inbound.tenants_of(text, pinned, api.tenants.values())
     if wants is sms_inbound.Intent.NONE or not tenants:

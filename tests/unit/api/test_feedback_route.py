@@ -11,9 +11,9 @@ from functools import cache
 import pytest
 
 from api.routes.feedback import Intake
-from streams.adapters import sns
+from streams.adapters import sms_inbound, sns
 from streams.runtime.codec import codec
-from streams.topology import SES_FEEDBACK
+from streams.topology import SES_FEEDBACK, SUPPRESSIONS
 from tests.unit.adapters.test_sns import CERT_URL, TOPIC, identity, stamp
 from tests.unit.api.conftest import Api
 from tests.unit.campaigns.test_ses_events import EVENTS
@@ -154,3 +154,38 @@ def test_the_replay_memory_is_shared_through_its_file(tmp_path):
     assert "m-1" not in first and "m-2" in first and len(first) == 1
     first.close()
     second.close()
+
+
+def inbound(body: str, message_id: str, **fields: str) -> dict[str, str]:
+    """An inbound text to the tenant's number, as SNS delivers AWS's two-way payload."""
+    text = json.loads(sms_inbound.payload("+15551234567", "+18005550100", body, f"in-{message_id}"))
+    return message(message_id=message_id, Message=json.dumps({**text, **fields}))
+
+
+def test_a_stop_texted_to_a_tenants_number_suppresses_the_phone_and_start_lifts_it(api: Api,
+                                                                                    intake):
+    api.tenant("acme")
+    api.tenant("other")
+    record = api.state.tenants.get("acme")
+    api.state.tenants.put("acme", {**record, "sms_originations": ["+18005550100"]})
+    answer = post(api, inbound("Stop please", "sns-s-1"))
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"written": 1, "sms": "opt_out", "tenants": ["acme"]}
+    [(topic, key, value)] = api.emitter.sent
+    assert (topic, key) == (SUPPRESSIONS.name, "acme:+15551234567"), "not the other tenant's"
+    suppression = codec().decode(value)
+    assert (suppression["email"], suppression["source"]) == ("+15551234567", "sms_reply")
+    assert api.state.suppressions.get("acme:+15551234567") is not None, "read back at once"
+    assert post(api, inbound("HELP", "sns-s-2")).json()["written"] == 0
+    assert post(api, inbound("start", "sns-s-3")).json()["sms"] == "opt_in"
+    assert api.emitter.sent[-1][1:] == ("acme:+15551234567", None), "a tombstone lifts it"
+    assert api.state.suppressions.get("acme:+15551234567") is None
+
+
+def test_an_inbound_text_nobody_owns_or_malformed_is_answered_and_ignored(api: Api, intake):
+    api.tenant("acme")  # granted no number
+    answer = post(api, inbound("STOP", "sns-s-4"))
+    assert answer.status_code == 200 and "no tenant has +18005550100" in answer.json()["ignored"]
+    bad = post(api, inbound("STOP", "sns-s-5", destinationNumber="not a number"))
+    assert bad.status_code == 200 and "number" in bad.json()["ignored"], bad.text
+    assert api.emitter.sent == []

@@ -33,3 +33,22 @@ def test_suppressions_read_back_with_their_reason_and_feedback_ids(api):
     assert api.client.get("/v1/suppressions", headers=other).json()["items"] == []
     assert api.client.delete("/v1/suppressions/b@example.org", headers=acme).status_code == 204
     assert api.client.get("/v1/suppressions/b@example.org", headers=acme).status_code == 404
+
+
+def test_a_phone_number_is_suppressed_as_an_address_is_and_bad_input_names_its_field(api):
+    acme = api.tenant("acme")
+    answer = api.client.post("/v1/suppressions", json={"phone": "+1 (555) 123-4567"},
+                             headers=acme)
+    assert answer.status_code == 201 and answer.json()["phone"] == "+15551234567", answer.text
+    topic, key, _ = api.emitter.sent[-1]
+    assert (topic, key) == (SUPPRESSIONS.name, "acme:+15551234567")
+    got = api.client.get("/v1/suppressions/+15551234567", headers=acme).json()
+    assert (got["phone"], got["source"]) == ("+15551234567", "api")
+    for body, field in (({"phone": "5551234567"}, "phone"), ({"email": "nobody"}, "email"),
+                        ({"email": "a@example.org", "phone": "+15551234567"}, "email"),
+                        ({}, "email")):
+        refused = api.client.post("/v1/suppressions", json=body, headers=acme)
+        assert refused.status_code == 422 and field in refused.text, (body, refused.text)
+    assert api.client.get("/v1/suppressions/+1", headers=acme).status_code == 422
+    assert api.client.delete("/v1/suppressions/+15551234567", headers=acme).status_code == 204
+    assert api.client.get("/v1/suppressions/+15551234567", headers=acme).status_code == 404
