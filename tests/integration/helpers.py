@@ -3,6 +3,7 @@ failure's message. Waiting is ``tests.waiting``'s."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import threading
@@ -162,6 +163,34 @@ def ses_faults(stack, **settings: float) -> Iterator[None]:
         yield
     finally:
         httpx.post(url, json={}, timeout=5).raise_for_status()
+
+
+@contextmanager
+def sms_faults(stack, **settings: float) -> Iterator[None]:
+    """Trouble injected into the local SMS server (stack/sms_server.py, under the messaging
+    server's ``/sms``), reset afterwards."""
+    url = f"{stack.s.local_sms_endpoint}/_local/faults"
+    httpx.post(url, json=settings, timeout=5).raise_for_status()
+    try:
+        yield
+    finally:
+        httpx.post(url, json={}, timeout=5).raise_for_status()
+
+
+def sms_log_end(stack) -> int:
+    """Where the SMS server's log ends now: ``sms_sent(stack, since=...)`` reads what came after."""
+    log = stack.s.home / "sms" / "sent.jsonl"
+    return log.stat().st_size if log.exists() else 0
+
+
+def sms_sent(stack, since: int = 0) -> list[dict[str, Any]]:
+    """The texts the local SMS server accepted (its own log: the independent record)."""
+    log = stack.s.home / "sms" / "sent.jsonl"
+    if not log.exists():
+        return []
+    with log.open("rb") as lines:
+        lines.seek(since)
+        return [json.loads(line) for line in lines.read().splitlines() if line]
 
 
 class HeldCalls:
