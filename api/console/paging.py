@@ -18,6 +18,7 @@ NEXT_SLOTS = 10
 # decision -> the timeline's colour class; a fired slot is coloured by its outcome instead
 DECISION_CLASS = {"skipped_paused": "paused", "skipped_overlap": "skipped",
                   "skipped_policy": "skipped", "missed_caught_up": "late",
+                  "held_quiet_hours": "late",
                   "expired_stale": "expired"}
 OUTCOME_CLASS = {"succeeded": "ok", "failed": "failed", "not_run": "skipped", "unknown": "pending"}
 

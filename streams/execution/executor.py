@@ -63,6 +63,7 @@ from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter, Outbox
 from streams.runtime.fencing import EpochFence
 from streams.runtime.topic_view import TopicView
+from streams.scheduling import quiet_hours
 from streams.topology import APP_ID, DLQ, DONE_TABLE, INTENT, JOBS, LEDGER, TENANTS
 
 log = logging.getLogger(__name__)
@@ -371,6 +372,11 @@ class Executor:
                              expiry_reason(waiting, now, self.waiting.held_by_quota(waiting)))
             if chosen is None:
                 break
+            quiet = quiet_hours.refused_at_run(chosen.item.fired["target"], now)
+            if quiet is not None:  # a text's run inside its quiet hours: never sent there
+                self.waiting.not_run(chosen)
+                self.resolve(chosen, "expired_stale", quiet)
+                continue
             job_id = chosen.item.fired["job_id"]
             action = overlap.decide(chosen.item.fired["overlap"], self.running.get(job_id, 0) > 0)
             if action is overlap.Action.RUN:
@@ -439,6 +445,8 @@ class Executor:
             self.wake()  # the host has room for its next call now, not after the ledger
             reason = f"re-driven by the reconciler ({fired['redrives']})" if fired["redrives"] \
                 else result.note
+            if fired["decision"] == quiet_hours.HELD:
+                reason = quiet_hours.held_run_reason(fired["target"], fired["fired_ms"], reason)
             outcome = "succeeded" if result.ok else "unknown" if result.unknown else "failed"
             metrics.EXECUTIONS.labels(outcome).inc()
             await self.record(slot, fired["decision"], reason, outcome, attempts, result)

@@ -32,7 +32,7 @@ from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
 from streams.runtime.region import fence_epoch
-from streams.scheduling import fired_tail, misfire, progress, schedule
+from streams.scheduling import fired_tail, misfire, progress, quiet_hours, schedule
 from streams.scheduling.catch_up import CatchUpLane
 from streams.scheduling.commands import Commands
 from streams.scheduling.completion import Completion
@@ -58,6 +58,28 @@ CATCH_UP_PER_JOB_S = 20  # a job's missed slots run a second, in turns (streams.
 PREPARE_AHEAD_MS = 10_000  # how long before its due time a slot may be prepared
 PREPARE_BUDGET_S = 0.03  # time one tick may spend preparing, after firing what is due
 PREPARED_MAX = 200_000  # per worker: bounds the memory of a far larger spike (~1 KiB each)
+
+
+def quiet_slot(window: quiet_hours.QuietHours, job: Job, slot: int, now: int,
+               verdict: misfire.SlotDecision) -> misfire.SlotDecision | int:
+    """A slot the misfire policy sends to run (``verdict``), of a text with quiet hours: the
+    moment to decide it again when they hold it (it is indexed there: the window's end), else
+    its decision. Inside them, ``quiet_hours.decide``: expired at once (``skip``, or the
+    window ends past the slot's deadline), else held. Outside them, a slot that fell due in a
+    window now ended and was held through it runs as ``held_quiet_hours``, with the reason;
+    any other runs as the policy said. Pure: ``now`` is the scheduler's clock."""
+    run_by = slot + job["max_lateness_s"] * 1000
+    skip = job["misfire_policy"] == "skip"
+    quiet = quiet_hours.decide(window, now, run_by, skip)
+    if quiet.verdict is quiet_hours.Verdict.HOLD and quiet.until_ms is not None:
+        return quiet.until_ms
+    if quiet.verdict is quiet_hours.Verdict.EXPIRE:
+        return misfire.SlotDecision("expired_stale", quiet.reason, verdict.lateness_ms)
+    held = quiet_hours.held_until_ms(window, due_ms(job, slot), now, run_by, skip)
+    if held is None:
+        return verdict
+    return misfire.SlotDecision(quiet_hours.HELD, quiet_hours.held_reason(window, held),
+                                verdict.lateness_ms)
 
 
 class ScheduleState(Emission, Completion, Commands):
@@ -260,6 +282,15 @@ class ScheduleState(Emission, Completion, Commands):
             if turn is not None:  # decided again at its turn, prepared again then (memory)
                 index.set(job_id, slot, turn)
                 return
+        window = quiet_hours.window_of(job["target"]) if verdict.runs else None
+        if window is not None:
+            quiet = quiet_slot(window, job, slot, now, verdict)
+            if isinstance(quiet, int):  # held: indexed at the window's end, decided then
+                index.set(job_id, slot, quiet)
+                log.debug("slot %s of job %s tenant %s partition %d: held by quiet hours "
+                          "until %d", ready.fid, job_id, job["tenant"], part, quiet)
+                return
+            verdict = quiet
         self.decide(part, job, slot, verdict, self.clock(), ready=ready)
         schedule_next(index, job, ready.following)
         if ready.following is None and job["delete_after_completion"]:

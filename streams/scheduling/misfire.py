@@ -13,19 +13,22 @@ from typing import NamedTuple
 MISFIRE_THRESHOLD_MS = 5_000
 
 POLICIES = ("fire_once", "fire_all", "skip")
+# the decisions of a slot sent to run (``held_quiet_hours``: streams.scheduling.quiet_hours)
+RUNS = frozenset({"fired", "missed_caught_up", "held_quiet_hours"})
 
 
 class SlotDecision(NamedTuple):
     """A NamedTuple, not a frozen dataclass: one is made for every slot, and in a spike's second
     the frozen dataclass's ``__init__`` cost more than the decision itself."""
 
-    decision: str  # fired | missed_caught_up | expired_stale | skipped_policy | skipped_paused
+    # fired | missed_caught_up | held_quiet_hours | expired_stale | skipped_policy | skipped_paused
+    decision: str
     reason: str | None
     lateness_ms: int
 
     @property
     def runs(self) -> bool:
-        return self.decision in ("fired", "missed_caught_up")
+        return self.decision in RUNS
 
 
 def decide(*, slot_ms: int, following_slot_ms: int | None, now_ms: int, policy: str,

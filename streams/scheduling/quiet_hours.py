@@ -16,13 +16,24 @@ a window that began yesterday is inside it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from enum import Enum
+from functools import lru_cache
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from streams.scheduling.misfire import MISFIRE_THRESHOLD_MS
+
 WALL_TIME = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])")
+# how long before a window's start a slot may fall due and still be held: a slot reached
+# within the misfire threshold is on time, and one reached inside the window is held
+HELD_MARGIN_MS = MISFIRE_THRESHOLD_MS
 REASON = "quiet_hours"  # the ledger's reason for a text held or expired by them
+# the ledger's decision of a slot held to its window's end and then sent (a run: its outcome
+# is the send's); one expired by them is ``expired_stale`` with a reason beginning ``REASON``
+HELD = "held_quiet_hours"
 
 
 @dataclass(frozen=True)
@@ -86,16 +97,33 @@ def _span(window: QuietHours, day: date) -> tuple[datetime, datetime]:
             first_instant(end_day, window.end, window.zone))
 
 
-def ends_at_ms(window: QuietHours, at_ms: int) -> int | None:
-    """When the window holding the instant ``at_ms`` ends (ms), or None when it is outside
-    every window: the hour a held text may go."""
+def span_at_ms(window: QuietHours, at_ms: int) -> tuple[int, int] | None:
+    """The window holding the instant ``at_ms`` as [start, end) in ms, or None when it is
+    outside every window."""
     at = datetime.fromtimestamp(at_ms / 1000, UTC)
     today = at.astimezone(window.zone).date()
     for day in (today - timedelta(days=1), today):
         start, end = _span(window, day)
         if start <= at < end:
-            return int(end.timestamp() * 1000)
+            return int(start.timestamp() * 1000), int(end.timestamp() * 1000)
     return None
+
+
+def ends_at_ms(window: QuietHours, at_ms: int) -> int | None:
+    """When the window holding the instant ``at_ms`` ends (ms), or None when it is outside
+    every window: the hour a held text may go."""
+    span = span_at_ms(window, at_ms)
+    return None if span is None else span[1]
+
+
+def last_end_ms(window: QuietHours, at_ms: int) -> int:
+    """The end (ms) of the latest window that ended at or before ``at_ms``: the moment a text
+    held and sent at ``at_ms`` was held until (the executor's ledger reason)."""
+    at = datetime.fromtimestamp(at_ms / 1000, UTC)
+    today = at.astimezone(window.zone).date()
+    ends = (int(_span(window, day)[1].timestamp() * 1000)
+            for day in (today - timedelta(days=offset) for offset in range(3)))
+    return max(end for end in ends if end <= at_ms)
 
 
 def inside(window: QuietHours, at_ms: int) -> bool:
@@ -132,11 +160,104 @@ def decide(window: QuietHours | None, now_ms: int, run_by_ms: int | None,
     until = ends_at_ms(window, now_ms)
     if until is None:
         return Decision(Verdict.SEND)
-    end_local = datetime.fromtimestamp(until / 1000, UTC).astimezone(window.zone)
-    ends = end_local.isoformat(timespec="minutes")
     if skip:
         return Decision(Verdict.EXPIRE, reason=f"{REASON}: due inside them, misfire policy skip")
     if run_by_ms is not None and until > run_by_ms:
-        return Decision(Verdict.EXPIRE, reason=f"{REASON}: they end at {ends}, after the "
-                        "slot's max_lateness_s")
-    return Decision(Verdict.HOLD, until_ms=until, reason=f"{REASON}: held until {ends}")
+        return Decision(Verdict.EXPIRE, reason=f"{REASON}: they end at {local(window, until)}, "
+                        "after the slot's max_lateness_s")
+    return Decision(Verdict.HOLD, until_ms=until, reason=held_reason(window, until))
+
+
+def local(window: QuietHours, at_ms: int) -> str:
+    """An instant on the recipient's clock, to the minute, with its offset."""
+    at = datetime.fromtimestamp(at_ms / 1000, UTC).astimezone(window.zone)
+    return at.isoformat(timespec="minutes")
+
+
+def held_reason(window: QuietHours, until_ms: int) -> str:
+    """The ledger's reason of a text held until ``until_ms``, the scheduler's and the
+    executor's alike."""
+    return f"{REASON}: held until {local(window, until_ms)}"
+
+
+# -- where the scheduler and the executor meet a job's quiet hours ------------------------------
+
+@lru_cache(maxsize=4096)
+def _parsed(start: str, end: str, timezone: str) -> QuietHours | None:
+    try:
+        return parse(start, end, timezone)
+    except ValueError:
+        return None
+
+
+def window_of(target: Mapping[str, Any]) -> QuietHours | None:
+    """The quiet hours of a job's target (a ``Target`` record): an ``sms`` target with all
+    three ``sms_quiet_*`` fields, else None. The API refuses a window ``parse`` refuses; a
+    record that still carries one (written by hand) has none here."""
+    if target.get("type") != "sms":
+        return None
+    start, end, zone = (target.get("sms_quiet_start"), target.get("sms_quiet_end"),
+                        target.get("sms_quiet_timezone"))
+    if not (start and end and zone):
+        return None
+    return _parsed(start, end, zone)
+
+
+def held_until_ms(window: QuietHours, due_ms: int, now_ms: int, run_by_ms: int | None,
+                  skip: bool = False) -> int | None:
+    """A slot that fell due at ``due_ms`` and is reached at ``now_ms``, outside quiet hours:
+    the end of the window it was held through (``decide`` at its due time said HOLD, and that
+    window has ended by now), else None (it fell due outside them, or was theirs to expire)."""
+    decision = decide(window, due_ms, run_by_ms, skip)
+    if decision.verdict is Verdict.HOLD and decision.until_ms is not None \
+            and decision.until_ms <= now_ms:
+        return decision.until_ms
+    return None
+
+
+def held_since_ms(window: QuietHours, mark_ms: int, max_lateness_ms: int,
+                  skip: bool = False) -> int | None:
+    """Where a scheduler taking a partition over must resume a job from, instead of its
+    fired-through mark ``mark_ms``: a slot held is indexed at its window's end, so the mark
+    passes it, and it is owed again (re-derived from the job and the mark, not recorded).
+    None when nothing can be held at the mark (outside quiet hours, or ``skip``, which holds
+    nothing); else the earliest due time a held slot can have: the window's start, a
+    ``HELD_MARGIN_MS`` before it (a slot due just before it and reached inside it is held
+    too), and no earlier than the window's end less the job's lateness (an earlier slot was
+    expired, its deadline before the end)."""
+    if skip:
+        return None
+    span = span_at_ms(window, mark_ms)
+    if span is None:
+        return None
+    start, end = span
+    return max(start - HELD_MARGIN_MS, end - max_lateness_ms)
+
+
+
+# -- the executor's thin checks (streams.execution.executor) -----------------------------------
+
+def refused_at_run(target: Mapping[str, Any], now_ms: int) -> str | None:
+    """The ledger's reason for a text whose run comes inside its quiet hours (None: it may be
+    sent). The scheduler never sends one into them, but a record can reach its run there: a
+    run backlog, a user's trigger or backfill, a reconciler's re-drive. The executor cannot
+    hold it (its record would stay uncommitted for hours), so it is expired."""
+    window = window_of(target)
+    if window is None:
+        return None
+    until = ends_at_ms(window, now_ms)
+    if until is None:
+        return None
+    return (f"{REASON}: its run came inside them (they end at {local(window, until)}); "
+            "not sent")
+
+
+def held_run_reason(target: Mapping[str, Any], fired_ms: int, note: str | None) -> str | None:
+    """The ledger's reason for the run of a slot the scheduler held (decision ``HELD``),
+    fired at ``fired_ms``: held until the end of the window before that, then the run's own
+    note, if any."""
+    window = window_of(target)
+    if window is None:
+        return note
+    reason = held_reason(window, last_end_ms(window, fired_ms))
+    return reason if not note else f"{reason}; {note}"

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple, Protocol
 
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import RecordTemplate, codec
-from streams.scheduling import misfire, schedule
+from streams.scheduling import misfire, quiet_hours, schedule
 from streams.scheduling.due_index import DueIndex
 
 
@@ -42,7 +42,8 @@ class Prepared(NamedTuple):
     fired_until: int | None  # reached by then, the slot fires (misfire.fired_until)
     following_due: int | None  # when the following slot falls due (its jitter applied)
     # reached by then, the spike lane fires it: ``fired_until`` if nothing but the moment is
-    # left to decide (not done, prepared before its slot), else -1 (``_fire`` decides it)
+    # left to decide (not done, prepared before its slot, no quiet hours), else -1 (``_fire``
+    # decides it)
     lane_until: int
     max_lateness_ms: int  # the reconciler's bound for the slot (at least a second)
 
@@ -59,17 +60,34 @@ def index_job(index: DueIndex, job: dict[str, Any], mark: int | None) -> None:
 
     The mark is a due time and a jittered slot falls due up to ``jitter_s`` after its
     nominal time, so the slots nominally in the last ``jitter_s`` before the mark are
-    owed too unless they were due by the mark."""
+    owed too unless they were due by the mark.
+
+    A text with quiet hours may have a slot due by the mark and still owed: held to the end of
+    the window the mark is in, it was indexed there, past the mark. Those are owed from
+    ``quiet_hours.held_since_ms`` on (re-derived from the job and the mark: a held slot is
+    recorded nowhere until it is sent)."""
     after = job["updated_ms"] - 1
     at = job["schedule"]["at_ms"]
     if at is not None:  # a one-off may be set in the (recent) past: it is still owed
         after = min(after, at - 1)
     if mark is not None:
+        mark = owed_through(job, mark)
         after = max(mark - job["jitter_s"] * 1000, after)
     slot = schedule.next_after(job["schedule"], job["job_id"], after)
     while mark is not None and slot is not None and due_ms(job, slot) <= mark:
         slot = schedule.next_after(job["schedule"], job["job_id"], slot)
     schedule_next(index, job, slot)
+
+
+def owed_through(job: dict[str, Any], mark: int) -> int:
+    """The fired-through ``mark`` as far as ``job`` goes: below its slots that quiet hours may
+    hold past the mark (``quiet_hours.held_since_ms``), else the mark."""
+    window = quiet_hours.window_of(job["target"])
+    if window is None or job["paused"]:
+        return mark
+    since = quiet_hours.held_since_ms(window, mark, job["max_lateness_s"] * 1000,
+                                      skip=job["misfire_policy"] == "skip")
+    return mark if since is None else min(mark, since - 1)
 
 
 def schedule_next(index: DueIndex, job: dict[str, Any], slot: int | None) -> None:
@@ -127,7 +145,8 @@ def prepare(job: dict[str, Any], slot: int, done: bool, prepared_ms: int | None 
                                 paused=job["paused"])
     return Prepared(slot, job, following, fid, done, at, fired_frozen(job, fid, slot), until,
                     None if following is None else due_ms(job, following),
-                    until if until is not None and not done and at < slot else -1,
+                    until if until is not None and not done and at < slot
+                    and quiet_hours.window_of(job["target"]) is None else -1,
                     lateness_bound_ms(job))
 
 

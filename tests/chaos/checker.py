@@ -40,7 +40,7 @@ from streams.topology import LEDGER, RECIPIENT_OUTCOMES, TopicSpec
 TERMINAL = {"sent", "suppressed", "expired_stale", "failed", "unknown", "cancelled"}
 # the decisions that call the slot's target (streams.scheduling.misfire, the API's trigger and
 # backfill); every other decision records the slot as not run
-RUNS = frozenset({"fired", "missed_caught_up", "triggered", "backfilled"})
+RUNS = frozenset({"fired", "missed_caught_up", "held_quiet_hours", "triggered", "backfilled"})
 # the decisions a misfire policy makes for a slot reached more than MISFIRE_THRESHOLD_MS late
 MISFIRES = frozenset({"missed_caught_up", "skipped_policy"})
 # ``unknown_verdict``'s windows (why each is what it is: its docstring)

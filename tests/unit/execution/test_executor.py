@@ -58,6 +58,7 @@ class World:
 
     def __init__(self, result: CallResult | None = None) -> None:
         self.log: list[tuple[str, Any]] = []
+        self.sent: list[tuple[str, bytes | None]] = []  # what the outbox produced, in order
         self.result = result or CallResult(True, 200, None)
         self.ledger: list[asyncio.Future[None]] = []
         self.marks: list[tuple[asyncio.Future[Any], dict[int, list[tuple[str, bytes | None]]]]] = []
@@ -85,6 +86,7 @@ class World:
     def send(self, topic: TopicSpec, key: str, value: bytes | None,
              partition: int | None = None) -> asyncio.Future[None]:
         self.log.append((f"{topic.name} sent", key))
+        self.sent.append((topic.name, value))
         future = asyncio.get_running_loop().create_future()
         self.ledger.append(future)
         return future
@@ -405,5 +407,55 @@ def test_a_tenant_held_by_its_quota_is_dispatched_when_its_next_token_is_due():
         executor.wake()
         await until(lambda: attempts() == 3)
         assert executor.idle_s() == BACKLOG_EVERY_S, "no tenant held: the backlog's own pace"
+
+    asyncio.run(main())
+
+
+QUIET_SMS = {"type": "sms", "sms_to": "+15551234567", "sms_body": "take your pill",
+             "sms_quiet_start": "21:00", "sms_quiet_end": "08:00",
+             "sms_quiet_timezone": "America/New_York"}
+NY_MORNING = SLOT + 5 * 3_600_000  # SLOT is 03:00 in New York: 08:00 there, the window's end
+
+
+def test_a_text_whose_run_comes_inside_its_quiet_hours_is_expired_not_sent():
+    """The executor's guard (``quiet_hours.refused_at_run``): a record that reaches its run
+    inside the window (a backlog, a trigger, a re-drive) is expired with the reason, and
+    nothing is attempted (the next test runs one after the window)."""
+    world = World()
+    fid = fire_id("night", SLOT)
+
+    async def main() -> None:
+        executor_in(world)  # its clock: SLOT + 10, 03:00 in New York
+        world.deliver([Msg(0, 10, fired_record("night", QUIET_SMS))])
+        await until(lambda: world.ledger)
+        assert ("attempt", fid) not in world.log
+        ((topic, value),) = world.sent
+        entry = codec().decode(value)
+        assert topic == LEDGER.name and entry["decision"] == "expired_stale"
+        assert entry["outcome"] == "not_run"
+        assert entry["reason"] == ("quiet_hours: its run came inside them (they end at "
+                                   "2027-01-15T08:00-05:00); not sent")
+
+    asyncio.run(main())
+
+
+def test_a_held_texts_run_records_held_quiet_hours_with_the_hour_it_was_held_until():
+    from streams.scheduling import quiet_hours
+
+    world = World()
+    fid = fire_id("held", SLOT)
+    state = schedule_state()
+    j = codec().decode(job("held", "0 * * * * *", SLOT - 60_000, max_lateness_s=43200,
+                           target=QUIET_SMS))
+    state.emit_fired(0, j, fid, SLOT, quiet_hours.HELD, NY_MORNING + 40)
+
+    async def main() -> None:
+        executor_in(world, clock=lambda: NY_MORNING + 50)
+        world.deliver([Msg(0, 10, state._emitter.values[0])])
+        await until(lambda: world.ledger)
+        assert ("attempt", fid) in world.log
+        entry = codec().decode(world.sent[0][1])
+        assert entry["decision"] == quiet_hours.HELD and entry["outcome"] == "succeeded"
+        assert entry["reason"] == "quiet_hours: held until 2027-01-15T08:00-05:00"
 
     asyncio.run(main())

@@ -104,3 +104,35 @@ def test_decisions_under_each_misfire_policy():
     assert too_late.until_ms is None
     skipped = decide(w, due, due + 12 * hours, skip=True)
     assert skipped.verdict is Verdict.EXPIRE and str(skipped.reason).startswith(REASON)
+
+
+def test_a_targets_window_and_the_executors_checks():
+    from streams.scheduling.quiet_hours import (
+        held_run_reason,
+        held_until_ms,
+        last_end_ms,
+        refused_at_run,
+        window_of,
+    )
+
+    sms = {"type": "sms", "sms_quiet_start": "21:00", "sms_quiet_end": "08:00",
+           "sms_quiet_timezone": NY}
+    assert window_of(sms) == parse("21:00", "08:00", NY)
+    assert window_of(dict(sms, type="webhook")) is None  # only texts have quiet hours
+    assert window_of(dict(sms, sms_quiet_end=None)) is None
+    assert window_of(dict(sms, sms_quiet_timezone="Mars/Olympus")) is None
+    w = window_of(sms)
+    assert w is not None
+    due, morning = ms("2026-06-10T22:00:00-04:00"), ms("2026-06-11T08:00:00-04:00")
+    assert last_end_ms(w, morning + 3_600_000) == morning
+    assert last_end_ms(w, morning) == morning
+    assert held_until_ms(w, due, morning + 5, due + 12 * 3_600_000) == morning
+    assert held_until_ms(w, due, morning - 5, due + 12 * 3_600_000) is None  # not ended yet
+    assert held_until_ms(w, due, morning + 5, due + 3_600_000) is None  # expired, not held
+    assert held_until_ms(w, morning + 60_000, morning + 120_000, None) is None  # due outside
+    assert refused_at_run(sms, due) == ("quiet_hours: its run came inside them (they end at "
+                                        "2026-06-11T08:00-04:00); not sent")
+    assert refused_at_run(sms, morning) is None
+    assert refused_at_run(dict(sms, type="webhook"), due) is None
+    assert held_run_reason(sms, morning + 40, None) == "quiet_hours: held until 2026-06-11T08:00-04:00"
+    assert held_run_reason(sms, morning + 40, "HTTP 500").endswith("; HTTP 500")
