@@ -162,7 +162,7 @@ def decide(window: QuietHours | None, now_ms: int, run_by_ms: int | None,
         return Decision(Verdict.SEND)
     if skip:
         return Decision(Verdict.EXPIRE, reason=f"{REASON}: due inside them, misfire policy skip")
-    if run_by_ms is not None and until > run_by_ms:
+    if run_by_ms is not None and until >= run_by_ms:  # held to its deadline: late by a ms
         return Decision(Verdict.EXPIRE, reason=f"{REASON}: they end at {local(window, until)}, "
                         "after the slot's max_lateness_s")
     return Decision(Verdict.HOLD, until_ms=until, reason=held_reason(window, until))

@@ -98,7 +98,9 @@ def test_decisions_under_each_misfire_policy():
     assert held == Decision(Verdict.HOLD, until_ms=morning,
                             reason=f"{REASON}: held until 2026-06-11T08:00-04:00")
     assert decide(w, due, None).verdict is Verdict.HOLD  # no deadline
-    assert decide(w, due, morning).verdict is Verdict.HOLD  # the deadline is the window's end
+    # the deadline is the window's end: sent a moment after it, the slot would be late anyway
+    assert decide(w, due, morning).verdict is Verdict.EXPIRE
+    assert decide(w, due, morning + 1).verdict is Verdict.HOLD
     too_late = decide(w, due, due + hours)
     assert too_late.verdict is Verdict.EXPIRE and "max_lateness_s" in str(too_late.reason)
     assert too_late.until_ms is None
