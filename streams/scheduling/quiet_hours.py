@@ -151,7 +151,7 @@ def decide(window: QuietHours | None, now_ms: int, run_by_ms: int | None,
 
     Held texts are late texts, so the misfire policy decides as it does for any late slot:
     ``skip`` never sends a slot late, so a text due in quiet hours is expired at once;
-    ``fire_once`` and ``fire_all`` hold it to the window's end, unless that is past its
+    ``fire_once`` and ``fire_all`` hold it to the window's end, unless that is at or past its
     deadline, when it is expired now (waiting for a send that will not happen only delays the
     decision).
     """
