@@ -149,8 +149,13 @@ DONE_TABLE = TableSpec(
     name="fires-done", source=FIRED, key="fire_id",
     doc="Fire ids the executor has finished, so a replayed fired record is not run again.",
 )
-# the done table's value written before an email is sent: it may have left (streams.execution.arrivals)
+# the done table's value written before an email or a text is sent: it may have left
+# (streams.execution.arrivals)
 INTENT = b"intent"
+# the value written over it when an attempt was answered "not sent" (throttled, not reached)
+# and the executor waits to try again: nothing left, so a crash now is not an unknown send
+REFUSED = b"refused"
+BEGUN = frozenset({INTENT, REFUSED})  # a run's marks before its outcome
 
 SEND_CHUNKS_TABLE = TableSpec(
     name="send-chunks", source=FANOUT, key="campaign_id:upload_id:seq", standby=False,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from streams.topology import INTENT
+from streams.topology import INTENT, REFUSED
 
 
 class Arrival(Enum):
@@ -25,6 +25,7 @@ class Arrival(Enum):
     RUNNING_COPY = "running_copy"  # another record of a running fire: acknowledge, not run
     REDELIVERED = "redelivered"  # the running slot's own record again: leave it to that slot
     UNKNOWN_SEND = "unknown_send"  # an email whose send began before a crash: record unknown
+    # (a send answered "not sent" and waiting to try again is NEW: ``REFUSED`` says nothing left)
 
 
 Position = tuple[int, int]  # (partition, offset) of a fired record
@@ -37,6 +38,8 @@ def classify(done: bytes | None, running_at: Position | None, here: Position) ->
         return Arrival.REDELIVERED if running_at == here else Arrival.RUNNING_COPY
     if done == INTENT:
         return Arrival.UNKNOWN_SEND
+    if done == REFUSED:  # its last attempt left nothing and it waited to try again: run it
+        return Arrival.NEW
     if done is not None:
         return Arrival.DONE
     return Arrival.NEW

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from streams.runtime.emit import Landed
-from streams.topology import INTENT, TopicSpec
+from streams.topology import BEGUN, TopicSpec
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +59,10 @@ class _Mark:
 
 def _older(held: bytes | None, stashed: bytes) -> bool:
     """Whether the table's value for a fire id (``held``) is older than a mark of this worker
-    acknowledged while the partition was away: none at all, or an email's intent that the
-    stashed outcome resolves."""
-    return held is None or (held == INTENT and stashed != INTENT)
+    acknowledged while the partition was away: none at all, or a run's mark before its outcome
+    (an email's or a text's intent, or its refused attempt) that the stashed mark follows: an
+    outcome, or the next of those two."""
+    return held is None or (held in BEGUN and stashed != held)
 
 
 class DoneMarks:

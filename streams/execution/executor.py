@@ -15,7 +15,8 @@ A fired record's commit protocol, in order (``run`` and ``record``):
    ``expired_stale``), read ahead up to
    ``MAX_WAITING`` so a small tenant's slot need not wait behind a spike's hundred thousand;
 3. run: the target is attempted with its retries (``targets.Targets``), after a durable intent
-   for the kinds a person could receive twice (``targets.AT_MOST_ONCE``);
+   for the kinds a person could receive twice (``targets.AT_MOST_ONCE``), which says
+   ``REFUSED`` while a refused attempt (nothing left) waits to be tried again;
 4. ledger: the outcome is produced and acknowledged (with a dead letter if it failed), a turn's
    records in one batch (``Outbox``); the scheduler's pending slot is resolved in-process
    (``Decisions.slot_decided``, ``streams.handoff``: jobs, fired and ledger are co-partitioned,
@@ -26,8 +27,8 @@ A fired record's commit protocol, in order (``run`` and ``record``):
 
 A crash anywhere before 6 reads the record again from the commit, and the marks make that
 harmless: a slot whose outcome was lost is run again (at-least-once; webhooks carry the fire
-id), a done one is not, an email whose intent was marked is recorded ``unknown`` and not sent
-again. The worker's partitions of the jobs topic are the executor's (``assign``/``revoke``).
+id), a done one is not, an email or a text whose intent was marked is recorded ``unknown``
+and not sent again, one whose attempt was refused is run again. The worker's partitions of the jobs topic are the executor's (``assign``/``revoke``).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ from streams.runtime.emit import Emitter, Outbox
 from streams.runtime.fencing import EpochFence
 from streams.runtime.topic_view import TopicView
 from streams.scheduling import quiet_hours
-from streams.topology import APP_ID, DLQ, DONE_TABLE, INTENT, JOBS, LEDGER, TENANTS
+from streams.topology import APP_ID, DLQ, DONE_TABLE, INTENT, JOBS, LEDGER, REFUSED, TENANTS
 
 log = logging.getLogger(__name__)
 
@@ -439,7 +440,7 @@ class Executor:
                     # that takes over after a crash knows the send may have happened and does
                     # not repeat it
                     await self.marks.put_acked(slot.partition, fid, INTENT)
-                result, attempts = await self.attempts(fired)
+                result, attempts = await self.attempts(fired, slot.partition)
             self.waiting.ended(chosen.host)
             host_held = False
             self.wake()  # the host has room for its next call now, not after the ledger
@@ -472,22 +473,42 @@ class Executor:
                       fired["fire_id"], fired["job_id"], fired["tenant"], slot.partition,
                       slot.offset, decision)
 
-    async def attempts(self, fired: Fired) -> tuple[targets.CallResult, int]:
+    async def attempts(self, fired: Fired, partition: int | None = None
+                       ) -> tuple[targets.CallResult, int]:
         """The target's attempts with their retries, each started under the region's lease: an
-        attempt that found it gone sent nothing and does not count."""
+        attempt that found it gone sent nothing and does not count.
+
+        At most once (``targets.AT_MOST_ONCE``, with its ``partition``): the caller wrote the
+        intent before the first attempt. An attempt answered "not sent" (throttled, not reached,
+        the lease gone before the request) left nothing, so while the run waits to try again its
+        mark says ``REFUSED``, and ``INTENT`` again before the next attempt: a crash during the
+        wait leaves a run to make again, not an ``unknown`` send. What is ``unknown`` after a
+        crash is then only what had a request out (issue 45's target: a burst of texts under
+        throttling spends most of its time waiting, not sending)."""
         max_attempts = max(1, fired["retry_max_attempts"])
+        once = partition is not None and fired["target"]["type"] in targets.AT_MOST_ONCE
         result = targets.CallResult(False, None, "not attempted")
         attempt = 1
+        refused = False  # the mark says REFUSED: INTENT again before the next request
         while attempt <= max_attempts:
             await self.region.held()
+            if refused and partition is not None:
+                await self.marks.put_acked(partition, fired["fire_id"], INTENT)
+                refused = False
             result = await self.targets.attempt(fired)
             if result.lease_lost:
                 log.warning("fire %s of job %s tenant %s: %s; waiting for the lease",
                             fired["fire_id"], fired["job_id"], fired["tenant"], result.error)
+                if once and partition is not None:
+                    await self.marks.put_acked(partition, fired["fire_id"], REFUSED)
+                    refused = True
                 continue
             if result.ok or result.final or not retryable(result.status_code):
                 return result, attempt
             if attempt < max_attempts:
+                if once and partition is not None and not result.unknown:
+                    await self.marks.put_acked(partition, fired["fire_id"], REFUSED)
+                    refused = True
                 await asyncio.sleep(backoff_s(attempt, fired["retry_initial_backoff_s"],
                                                     fired["retry_max_backoff_s"], fired["fire_id"]))
             attempt += 1

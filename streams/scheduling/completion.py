@@ -21,7 +21,7 @@ from streams.scheduling import misfire
 from streams.scheduling.partitions import Partitions
 from streams.scheduling.reconciler import Pending, Reconciler
 from streams.scheduling.slots import JobStore
-from streams.topology import INTENT, JOBS
+from streams.topology import BEGUN, JOBS
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +98,9 @@ class Completion:
     def outcome_recorded(self, partition: int, fid: str) -> bool:
         """Whether the executor put the slot's outcome on the ledger (its done mark follows the
         ledger's acknowledgement). An email's intent mark is not one: its send may have begun,
-        and only the executor, reading the record again, records it as ``unknown``."""
-        return self.done_mark(partition, fid) not in (None, INTENT)
+        and only the executor, reading the record again, records it as ``unknown``; nor is a
+        refused attempt's mark (``REFUSED``: the executor runs it again)."""
+        return self.done_mark(partition, fid) not in (None, *BEGUN)
 
     def _outcome_recorded_for(self, item: Pending) -> bool:
         return item.partition in self.partitions.indexes and self.outcome_recorded(item.partition,

@@ -16,3 +16,11 @@ def test_a_running_slots_own_record_delivered_again_is_never_acknowledged():
     assert classify(INTENT, None, (3, 41)) is Arrival.UNKNOWN_SEND
     assert classify(b"succeeded", None, (3, 41)) is Arrival.DONE
     assert classify(None, None, (3, 41)) is Arrival.NEW
+
+
+def test_a_send_refused_before_a_crash_is_run_again_not_unknown():
+    from streams.execution.arrivals import Arrival, classify
+    from streams.topology import REFUSED
+
+    assert classify(REFUSED, None, (3, 41)) is Arrival.NEW
+    assert classify(REFUSED, (3, 41), (3, 41)) is Arrival.REDELIVERED

@@ -17,7 +17,7 @@ from streams.execution.targets import CallResult
 from streams.handoff import Gate
 from streams.runtime.codec import codec
 from streams.scheduling.schedule import fire_id
-from streams.topology import DLQ, INTENT, LEDGER, TopicSpec
+from streams.topology import DLQ, INTENT, LEDGER, REFUSED, TopicSpec
 from tests.unit.fakes import schedule_state
 
 SLOT = 1_800_000_000_000
@@ -220,6 +220,43 @@ def test_an_email_intent_is_acknowledged_before_its_only_attempt():
     asyncio.run(main())
 
 
+def test_a_refused_attempt_says_so_while_it_waits_and_intends_again_before_the_next():
+    """At most once, and ``unknown`` only for what was on the wire: an email throttled (nothing
+    left) has its mark say ``REFUSED`` while the executor backs off, so a crash then leaves a
+    run to make again; ``INTENT`` is durable again before the next request. (Without it, every
+    reminder waiting out a throttle at a crash was recorded ``unknown``, never sent.)"""
+    world = World()
+    answers = [CallResult(False, None, "throttled: slow down"), CallResult(True, None, None)]
+
+    async def attempt(fired: dict[str, Any]) -> CallResult:
+        world.log.append(("attempt", fired["fire_id"]))
+        return answers.pop(0)
+
+    world.attempt = attempt  # type: ignore[method-assign]
+    state = schedule_state()
+    retried = {**codec().decode(job("job-t", "0 * * * * *", SLOT - 60_000, target=EMAIL)),
+               "retry_max_attempts": 3, "retry_initial_backoff_s": 0.01,
+               "retry_max_backoff_s": 0.01}
+    fid = fire_id("job-t", SLOT)
+    state.emit_fired(0, retried, fid, SLOT, "fired", SLOT + 5)
+
+    async def main() -> None:
+        executor_in(world)
+        world.deliver([Msg(0, 10, state._emitter.values[0])])
+        for expected in (INTENT, REFUSED, INTENT):
+            await until(lambda mark=expected: world.log[-1] == ("marks sent", [(fid, mark)]))
+            world.ack_marks()
+        await until(lambda: world.ledger)
+        marks = [e[1][0][1] for e in world.log if e[0] == "marks sent"]
+        assert marks == [INTENT, REFUSED, INTENT]
+        attempts = [i for i, e in enumerate(world.log) if e[0] == "attempt"]
+        refused = world.log.index(("marks written", [(fid, REFUSED)], range(501, 502)))
+        again = world.log.index(("marks written", [(fid, INTENT)], range(502, 503)))
+        assert attempts[0] < refused < again < attempts[1], world.log
+
+    asyncio.run(main())
+
+
 def test_a_record_of_a_done_fire_id_is_resolved_without_a_run():
     world = World()
     fid = fire_id("job-d", SLOT)
@@ -270,6 +307,15 @@ def test_a_mark_acknowledged_away_does_not_overwrite_what_the_recovery_brought()
     world.rows[b"job-x@1"] = b"unknown"  # another owner resolved it meanwhile
     marks.assign({0})
     assert world.rows == {b"job-x@1": b"unknown"} and marks.acked_away == {}
+
+
+def test_a_begun_runs_newer_mark_acknowledged_away_replaces_the_recovered_one():
+    world = World()
+    marks = DoneMarks(world, world, CHANGELOG)
+    marks.acked_away[0] = [(b"job-e@1", REFUSED), (b"job-f@1", INTENT), (b"job-g@1", INTENT)]
+    world.rows.update({b"job-e@1": INTENT, b"job-f@1": REFUSED, b"job-g@1": b"succeeded"})
+    marks.assign({0})
+    assert world.rows == {b"job-e@1": REFUSED, b"job-f@1": INTENT, b"job-g@1": b"succeeded"}
 
 
 def test_an_emails_outcome_acknowledged_away_replaces_its_recovered_intent():
