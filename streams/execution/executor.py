@@ -28,7 +28,8 @@ A fired record's commit protocol, in order (``run`` and ``record``):
 A crash anywhere before 6 reads the record again from the commit, and the marks make that
 harmless: a slot whose outcome was lost is run again (at-least-once; webhooks carry the fire
 id), a done one is not, an email or a text whose intent was marked is recorded ``unknown``
-and not sent again, one whose attempt was refused is run again. The worker's partitions of the jobs topic are the executor's (``assign``/``revoke``).
+and not sent again, one whose attempt was refused is run again. The worker's partitions of
+the jobs topic are the executor's (``assign``/``revoke``).
 """
 
 from __future__ import annotations
