@@ -439,7 +439,7 @@ class Executor:
             self.wake()  # the host has room for its next call now, not after the ledger
             reason = f"re-driven by the reconciler ({fired['redrives']})" if fired["redrives"] \
                 else result.note
-            outcome = "succeeded" if result.ok else "unknown" if result.unknown else "failed"
+            outcome = outcome_of(result)
             metrics.EXECUTIONS.labels(outcome).inc()
             await self.record(slot, fired["decision"], reason, outcome, attempts, result)
         except Exception:
@@ -562,6 +562,16 @@ class Executor:
         against the partition's end (``ends``, read from the broker just before)."""
         return {part: ExecutorQueue(fired_ms, next_offset, ends.get(part))
                 for part, (fired_ms, next_offset) in list(self.taken_up.items())}
+
+
+def outcome_of(result: targets.CallResult) -> str:
+    """The ledger's outcome of a run: ``suppressed`` is a reminder not sent because its
+    recipient opted out, neither a success nor a failure (no dead letter: nothing to fix)."""
+    if result.ok:
+        return "succeeded"
+    if result.suppressed:
+        return "suppressed"
+    return "unknown" if result.unknown else "failed"
 
 
 INHERITED_REASON = ("region failover: asked before the deposed region's lease ended and not "

@@ -56,6 +56,10 @@ class CallResult:
     # the region's lease ended before the request left: nothing was sent, and the attempt does
     # not count (the executor waits for the lease and tries again: docs/regions.md)
     lease_lost: bool = False
+    # not sent because the recipient opted out (the tenant's suppressions, or a carrier's or
+    # AWS's opt-out list): final, and recorded on the ledger as ``suppressed``, not ``failed``
+    # (nothing went wrong, and no dead letter asks anyone to look at it)
+    suppressed: bool = False
 
 
 def lease_lost(exc: LeaseLost) -> CallResult:
@@ -173,7 +177,8 @@ def send_email(ses_client: Any, fired: Fired, tenant: Tenant | None,
     suppressed for the tenant: the same opt-outs, bounces and complaints as campaigns honour,
     checked after the executor's intent and before SES, so at-most-once is unchanged. Either
     is a final failure naming why (nothing was sent, and retrying cannot help until the grant
-    or the suppression changes); a tenant not read yet is retried. With ``region``, the lease
+    or the suppression changes; a suppressed address is recorded ``suppressed``); a tenant not
+    read yet is retried. With ``region``, the lease
     is checked last, in this thread, right before the request, and its epoch tags the mail.
     ``suppressions``: where the address is checked first (``streams.execution.reminder_opt_outs``,
     given by the worker through ``Targets``; a test or benchmark without a broker gives none)."""
@@ -192,7 +197,7 @@ def send_email(ses_client: Any, fired: Fired, tenant: Tenant | None,
         if found is not None:
             return CallResult(False, None, f"suppressed: {target['email_to']} is suppressed for "
                               f"the tenant ({found['reason']}); not sent", final=True,
-                              note="not sent: address suppressed")
+                              note="not sent: address suppressed", suppressed=True)
     try:
         epoch = (region or NoRegion()).check()
     except LeaseLost as exc:

@@ -60,6 +60,7 @@ class World:
         self.log: list[tuple[str, Any]] = []
         self.result = result or CallResult(True, 200, None)
         self.ledger: list[asyncio.Future[None]] = []
+        self.written: list[tuple[str, bytes | None]] = []  # (topic, value) as the outbox sent
         self.marks: list[tuple[asyncio.Future[Any], dict[int, list[tuple[str, bytes | None]]]]] = []
         self.rows: dict[bytes, bytes] = {}
         self.room = threading.Event()
@@ -85,6 +86,7 @@ class World:
     def send(self, topic: TopicSpec, key: str, value: bytes | None,
              partition: int | None = None) -> asyncio.Future[None]:
         self.log.append((f"{topic.name} sent", key))
+        self.written.append((topic.name, value))
         future = asyncio.get_running_loop().create_future()
         self.ledger.append(future)
         return future
@@ -198,6 +200,39 @@ def test_a_failed_run_writes_its_dead_letter_before_the_mark():
         assert world.log[-1] == ("marks sent", [(fid, b"failed")])
 
     asyncio.run(main())
+
+
+def test_a_reminder_not_sent_to_a_suppressed_recipient_is_recorded_suppressed_not_dead_lettered():
+    world = World(CallResult(False, None, "suppressed: b@example.com is suppressed for the tenant "
+                             "(bounce); not sent", final=True, note="not sent: address suppressed",
+                             suppressed=True))
+    fid = fire_id("job-s", SLOT)
+
+    async def main() -> None:
+        executor_in(world)
+        world.deliver([Msg(0, 10, fired_record("job-s", EMAIL))])
+        await until(lambda: world.marks)
+        world.ack_marks()  # the intent
+        await until(lambda: world.ledger)
+        assert not any(topic == DLQ.name for topic, _ in world.written), "nothing to fix"
+        [entry] = [codec().decode(v) for topic, v in world.written if topic == LEDGER.name]
+        assert (entry["outcome"], entry["reason"], entry["attempts"]) == (
+            "suppressed", "not sent: address suppressed", 1)
+        world.ack_ledger()
+        await until(lambda: len(world.marks) == 2)
+        assert world.log[-1] == ("marks sent", [(fid, b"suppressed")])
+
+    asyncio.run(main())
+
+
+def test_the_outcome_of_a_run():
+    from streams.execution.executor import outcome_of
+
+    assert outcome_of(CallResult(True, 200, None)) == "succeeded"
+    assert outcome_of(CallResult(False, 500, "HTTP 500")) == "failed"
+    assert outcome_of(CallResult(False, None, "timeout", final=True, unknown=True)) == "unknown"
+    assert outcome_of(CallResult(False, None, "opted out", final=True, suppressed=True)) == \
+        "suppressed"
 
 
 def test_an_email_intent_is_acknowledged_before_its_only_attempt():
