@@ -37,12 +37,12 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from confluent_kafka import Message
 
-from streams.adapters import dns, ses, tenants
+from streams.adapters import dns, ses, sms, tenants
 from streams.execution import overlap, targets
 from streams.execution.arrivals import Arrival, Position, classify
 from streams.execution.dispatch import RunQueue, Waiting, expiry_reason
@@ -50,7 +50,7 @@ from streams.execution.done_marks import DoneMarks
 from streams.execution.fire_quota import FireQuota
 from streams.execution.offsets import Taken
 from streams.execution.reader import Assigned, FiredReader, Notice
-from streams.execution.retries import retryable
+from streams.execution.retries import retryable, throttle_wait_s
 from streams.handoff import Decisions, ExecutorQueue, Gate
 from streams.ledger import job_entry
 from streams.records import DeadLetter, Fired
@@ -470,6 +470,8 @@ class Executor:
         max_attempts = max(1, fired["retry_max_attempts"])
         result = targets.CallResult(False, None, "not attempted")
         attempt = 1
+        throttled = 0  # attempts the service throttled: made (and counted on the ledger), not
+        # counted against max_attempts while the slot's deadline allows another
         while attempt <= max_attempts:
             await self.region.held()
             result = await self.targets.attempt(fired)
@@ -478,12 +480,25 @@ class Executor:
                             fired["fire_id"], fired["job_id"], fired["tenant"], result.error)
                 continue
             if result.ok or result.final or not retryable(result.status_code):
-                return result, attempt
+                return result, attempt + throttled
+            if result.throttled and fired["run_by_ms"] is not None:
+                wait = throttle_wait_s(throttled + 1, fired["retry_initial_backoff_s"],
+                                       fired["retry_max_backoff_s"], fired["fire_id"],
+                                       self.clock(), fired["run_by_ms"])
+                if wait is None:
+                    log.warning("fire %s of job %s tenant %s: throttled until its deadline; "
+                                "not sent: %s", fired["fire_id"], fired["job_id"],
+                                fired["tenant"], result.error)
+                    return replace(result, error=f"{result.error}; throttled until the slot's "
+                                   "deadline (misfire.max_lateness_s)"), attempt + throttled
+                throttled += 1
+                await asyncio.sleep(wait)
+                continue
             if attempt < max_attempts:
                 await asyncio.sleep(backoff_s(attempt, fired["retry_initial_backoff_s"],
                                                     fired["retry_max_backoff_s"], fired["fire_id"]))
             attempt += 1
-        return result, max_attempts
+        return result, max_attempts + throttled
 
     async def record(self, slot: Slot, decision: str, reason: str | None, outcome: str,
                      attempts: int = 0, result: targets.CallResult | None = None) -> None:
@@ -610,6 +625,7 @@ def register(rt: Runtime, fan_out: targets.FanOut, deciding: Gate,
         targets.Targets(fan_out, lambda: emitter, records, MAX_IN_FLIGHT,
                         dns.Resolver(conf.dns_timeout_s), region=rt.region,
                         ses_client=lambda: ses.client(conf.ses_endpoint_url, conf.aws_region),
+                        sms_client=lambda: sms.client(conf.sms_endpoint_url, conf.aws_region),
                         suppressions=suppressions),
         FiredReader(conf.bootstrap, f"executor-{rt.worker_id}"), Outbox(emitter), deciding,
         per_host=conf.runs_per_host, fires_per_s=records.fires_per_s, region=rt.region,
