@@ -144,8 +144,9 @@ class QuietHours(Strict):
 
 class SmsTarget(Strict):
     """A text-message reminder through AWS End User Messaging SMS, sent at most once per fire id
-    (issue 45). Not in ``Target`` yet: an ``sms`` job is refused until the executor can run one
-    (``streams.execution.targets``)."""
+    (issue 45; ``streams.execution.targets.send_text``), from an origination the operator
+    granted the tenant (``streams.adapters.tenants.sms_refused``, checked at creation and at
+    each send)."""
 
     type: Literal["sms"]
     to: str = Field(..., max_length=32, description="the recipient, E.164 (+15551234567); "
@@ -194,9 +195,8 @@ def sms_target_view(t: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
-# SmsTarget joins this union when the executor runs it (issue 45): until then a job's target
-# cannot be one, so no job is accepted that no worker could send
-Target = Annotated[WebhookTarget | KafkaTarget | EmailTarget, Field(discriminator="type")]
+Target = Annotated[WebhookTarget | KafkaTarget | EmailTarget | SmsTarget,
+                   Field(discriminator="type")]
 
 
 class Misfire(Strict):

@@ -173,7 +173,7 @@ def _tenant(args: argparse.Namespace) -> int:
             requests_per_s=args.requests_per_s, ip_pools=pools, senders=args.sender,
             pools=args.pool, max_campaigns=args.max_campaigns,
             max_recipients=args.max_recipients, max_suppressions=args.max_suppressions,
-            max_fires_per_s=args.max_fires_per_s)
+            max_fires_per_s=args.max_fires_per_s, sms_originations=args.sms_origination)
     except ValueError as exc:
         raise CliError(str(exc), USAGE) from exc
     except RuntimeError as exc:  # the broker did not acknowledge the record
@@ -201,15 +201,18 @@ def _tenant_update(args: argparse.Namespace) -> int:
         record = tenants.update(conf.bootstrap, args.name, partitions=conf.partitions,
                                 grant_senders=args.sender,
                                 revoke_senders=args.revoke_sender, grant_pools=args.pool,
-                                revoke_pools=args.revoke_pool, **limits)
+                                revoke_pools=args.revoke_pool,
+                                grant_sms_originations=args.sms_origination,
+                                revoke_sms_originations=args.revoke_sms_origination, **limits)
     except (ValueError, LookupError) as exc:
         raise CliError(str(exc), USAGE) from exc
     except RuntimeError as exc:  # the broker did not acknowledge the record
         raise CliError(str(exc), FAILED) from exc
-    shown = {k: record[k] for k in ("tenant", "senders", "pools", *limits)}
+    shown = {k: record[k] for k in ("tenant", "senders", "pools", "sms_originations", *limits)}
     print(json.dumps(shown) if args.json else
           f"tenant {args.name}: senders {', '.join(record['senders']) or '(none)'}; pools "
-          f"{', '.join(['default', *record['pools'], *record['ip_pools']])}")
+          f"{', '.join(['default', *record['pools'], *record['ip_pools']])}; sms originations "
+          f"{', '.join(record['sms_originations']) or '(none)'}")
     return 0
 
 
@@ -303,6 +306,11 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--pool", action="append", default=[], metavar="NAME",
                         help="a dedicated IP pool it may send through, besides 'default' "
                         "(repeatable)")
+    create.add_argument("--sms-origination", action="append", default=[], metavar="IDENTITY",
+                        help="an End User Messaging SMS origination its texts may be sent from: "
+                        "an E.164 number, a phone/pool/sender id or ARN, a sender id, or "
+                        "account-default (texts naming none; AWS picks from the account's) "
+                        "(repeatable); none: it sends no text")
     create.add_argument("--max-campaigns", type=int, default=1000)
     create.add_argument("--max-recipients", type=int, default=50_000_000,
                         help="recipients one campaign may hold")
@@ -313,13 +321,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "slots past it wait, and expire past their max_lateness_s")
     create.add_argument("--json", action="store_true", help="print JSON for scripts")
     create.set_defaults(func=_tenant, needs=("kafka",))
-    update = tenant_sub.add_parser("update", help="grant or revoke senders and pools, or change "
-                                   "limits, keeping the tenant's key")
+    update = tenant_sub.add_parser("update", help="grant or revoke senders, pools and SMS "
+                                   "originations, or change limits, keeping the tenant's key")
     update.add_argument("name")
     update.add_argument("--sender", action="append", default=[], metavar="ADDRESS_OR_DOMAIN")
     update.add_argument("--revoke-sender", action="append", default=[], metavar="ADDRESS_OR_DOMAIN")
     update.add_argument("--pool", action="append", default=[], metavar="NAME")
     update.add_argument("--revoke-pool", action="append", default=[], metavar="NAME")
+    update.add_argument("--sms-origination", action="append", default=[], metavar="IDENTITY",
+                        help="grant an SMS origination (as for create; repeatable)")
+    update.add_argument("--revoke-sms-origination", action="append", default=[],
+                        metavar="IDENTITY")
     for limit in ("--max-jobs", "--max-campaigns", "--max-recipients", "--max-suppressions",
                   "--requests-per-s"):
         update.add_argument(limit, type=int, default=None)

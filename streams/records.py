@@ -304,4 +304,5 @@ class Tenant(TypedDict):
     max_recipients: int
     max_suppressions: int
     max_fires_per_s: int
+    sms_originations: list[str]
     created_ms: int

@@ -20,7 +20,8 @@ DECISION_CLASS = {"skipped_paused": "paused", "skipped_overlap": "skipped",
                   "skipped_policy": "skipped", "missed_caught_up": "late",
                   "held_quiet_hours": "late",
                   "expired_stale": "expired"}
-OUTCOME_CLASS = {"succeeded": "ok", "failed": "failed", "not_run": "skipped", "unknown": "pending"}
+OUTCOME_CLASS = {"succeeded": "ok", "failed": "failed", "not_run": "skipped", "unknown": "pending",
+                 "suppressed": "skipped"}
 
 
 def slot_class(decision: str | None, outcome: str | None) -> str:

@@ -97,9 +97,18 @@ def check_job(record: dict[str, Any], tenant: dict[str, Any], now: int) -> None:
         if (target["topic"] or "").startswith(targets.SYSTEM_TOPIC_PREFIXES):
             raise problem(422, "target.topic", "is one of cronstream's own topics")
         raise problem(422, "target.topic", f"must start with '{tenant['tenant']}.'")
-    elif target["type"] == "email" and (
-            refused := tenants.mail_refused(tenant, target["email_from"] or "")) is not None:
+    elif (refused := _identity_refused(target, tenant)) is not None:
         raise problem(422, f"target.{refused[0]}", refused[1], "not_granted")
+
+
+def _identity_refused(target: dict[str, Any], tenant: dict[str, Any]) -> tuple[str, str] | None:
+    """(field, why) when a reminder's identity is not one the operator granted the tenant: an
+    email's sender (``tenants.mail_refused``), a text's origination (``tenants.sms_refused``)."""
+    if target["type"] == "email":
+        return tenants.mail_refused(tenant, target["email_from"] or "")
+    if target["type"] == "sms":
+        return tenants.sms_refused(tenant, target["sms_origination"])
+    return None
 
 
 VET_AT_ONCE = 50  # host names resolved at the same time for one request (an import's)

@@ -4,6 +4,10 @@ What a tenant may send mail as, and through which IP pools, is the operator's gr
 record (``senders``, ``pools``): the SES account is shared, so without it any tenant could send
 in another's name, or through another's dedicated IPs and reputation (issue 40). The rule is
 ``mail_refused``, applied by the API at creation and by the walkers and the executor at each send.
+Text messages likewise (issue 45): the End User Messaging SMS account is shared too, and a
+tenant's reminder leaves only from an origination identity the operator granted it
+(``sms_originations``, the rule ``sms_refused``), or none would stop it sending as another
+tenant's short code or sender id.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Sequence
 from email.utils import parseaddr
 from typing import Any
 
+from streams.adapters import sms_text
 from streams.records import Tenant
 from streams.runtime.clock import now_ms
 
@@ -32,6 +37,11 @@ CONFIGURATION_SET_MAX = 64  # SES's limit on a configuration set's name
 # the schema's default of ``max_fires_per_s``: high enough not to hold a tenant on one box; also
 # the executor's rate for a tenant whose record it has not read
 DEFAULT_FIRES_PER_S = 10_000
+# the grant that lets a tenant's text omit its origination: AWS then picks one of the *account's*
+# identities (any tenant's number or sender id in a shared account), so it is the operator's
+# explicit grant, never implied by another (a tenant granted its own number could otherwise send
+# from whatever AWS picks). Not an origination itself: 15 characters, longer than a sender id.
+SMS_ACCOUNT_DEFAULT = "account-default"
 LIMITS = ("max_jobs", "max_campaigns", "max_recipients", "max_suppressions", "requests_per_s",
           "min_interval_s", "max_fires_per_s")
 
@@ -96,15 +106,52 @@ def mail_refused(tenant: dict[str, Any] | None, sender: str, pool: str | None = 
     return None
 
 
+def sms_origination_checked(identity: str) -> str:
+    """``identity`` as it is granted (a phone number in E.164, ``sms_text.check_origination``),
+    or ``SMS_ACCOUNT_DEFAULT``; ValueError naming it otherwise."""
+    if identity == SMS_ACCOUNT_DEFAULT:
+        return identity
+    try:
+        return sms_text.check_origination(identity)
+    except ValueError as exc:
+        raise ValueError(f"sms origination {identity!r}: {exc} (or {SMS_ACCOUNT_DEFAULT}, the "
+                         "account's own choice)") from exc
+
+
+def sms_refused(tenant: dict[str, Any] | None, origination: str | None) -> tuple[str, str] | None:
+    """(field, why) when the tenant may not send a text from ``origination`` (None: the
+    account's default, which needs the grant ``SMS_ACCOUNT_DEFAULT``), else None. Exact match
+    of what was granted (a phone number both sides normalise to E.164): the id of a resource and
+    its ARN are two grants, as AWS would not tell us they name the same number."""
+    if not tenant:
+        return "tenant", "unknown tenant"
+    granted = set(tenant.get("sms_originations", []))
+    if origination is None:
+        if SMS_ACCOUNT_DEFAULT in granted:
+            return None
+        return "origination", (f"tenant {tenant['tenant']} may not send from the account's "
+                               "default origination: name one of its granted originations "
+                               f"({', '.join(sorted(granted)) or 'none granted'}; cronstream "
+                               f"tenant update --sms-origination {SMS_ACCOUNT_DEFAULT} allows it)")
+    if origination not in granted:
+        return "origination", (f"{origination} is not one of tenant {tenant['tenant']}'s SMS "
+                               "originations (identities the operator grants: cronstream "
+                               "tenant update --sms-origination)")
+    return None
+
+
 def key_hash(api_key: str) -> str:
     return hashlib.sha256(api_key.encode()).hexdigest()
 
 
-def checked_grants(name: str, senders: list[str], pools: list[str]) -> None:
-    """ValueError naming the first sender or pool that cannot be granted."""
+def checked_grants(name: str, senders: list[str], pools: list[str],
+                   sms_originations: Sequence[str] = ()) -> list[str]:
+    """ValueError naming the first sender, pool or SMS origination that cannot be granted; the
+    originations as granted (normalised) otherwise."""
     for problem in [*map(sender_problem, senders), *(pool_problem(name, p) for p in pools)]:
         if problem:
             raise ValueError(problem)
+    return [sms_origination_checked(o) for o in sms_originations]
 
 
 def limits_checked(limits: dict[str, int]) -> None:
@@ -123,12 +170,14 @@ def new_tenant(name: str, allowed_targets: list[str] | None = None, max_jobs: in
                senders: list[str] | None = None, pools: list[str] | None = None,
                max_campaigns: int = 1000, max_recipients: int = 50_000_000,
                max_suppressions: int = 10_000_000,
-               max_fires_per_s: int = DEFAULT_FIRES_PER_S) -> tuple[dict[str, Any], str]:
+               max_fires_per_s: int = DEFAULT_FIRES_PER_S,
+               sms_originations: list[str] | None = None) -> tuple[dict[str, Any], str]:
     """A Tenant record (schemas/tenant.avsc) and the API key that authenticates as it."""
     if (problem := name_problem(name)) is not None:
         raise ValueError(problem)
     limits_checked({"max_fires_per_s": max_fires_per_s})
-    checked_grants(name, list(senders or []), [*(pools or []), *(ip_pools or {})])
+    originations = checked_grants(name, list(senders or []),
+                                  [*(pools or []), *(ip_pools or {})], sms_originations or [])
     api_key = KEY_PREFIX + secrets.token_urlsafe(32)
     record = {
         "tenant": name, "key_sha256": key_hash(api_key),
@@ -137,7 +186,8 @@ def new_tenant(name: str, allowed_targets: list[str] | None = None, max_jobs: in
         "ip_pools": dict(ip_pools or {}), "senders": list(senders or []),
         "pools": list(pools or []), "max_campaigns": max_campaigns,
         "max_recipients": max_recipients, "max_suppressions": max_suppressions,
-        "max_fires_per_s": max_fires_per_s, "created_ms": now_ms(),
+        "max_fires_per_s": max_fires_per_s,
+        "sms_originations": list(dict.fromkeys(originations)), "created_ms": now_ms(),
     }
     return record, api_key
 
@@ -170,22 +220,39 @@ def create(bootstrap: str, name: str, *, partitions: int, **options: Any) -> str
 
 def granted(record: dict[str, Any], grant_senders: Sequence[str] = (),
             revoke_senders: Sequence[str] = (), grant_pools: Sequence[str] = (),
-            revoke_pools: Sequence[str] = (), **limits: int) -> dict[str, Any]:
-    """``record`` with senders and pools granted or revoked and limits set (pure); its key,
-    allow-list and warm-up plans unchanged. ValueError naming what cannot be granted."""
-    checked_grants(record["tenant"], list(grant_senders), list(grant_pools))
+            revoke_pools: Sequence[str] = (), grant_sms_originations: Sequence[str] = (),
+            revoke_sms_originations: Sequence[str] = (), **limits: int) -> dict[str, Any]:
+    """``record`` with senders, pools and SMS originations granted or revoked and limits set
+    (pure); its key, allow-list and warm-up plans unchanged. ValueError naming what cannot be
+    granted. A phone number is revoked as it was granted, whatever its spacing (E.164)."""
+    added = checked_grants(record["tenant"], list(grant_senders), list(grant_pools),
+                           grant_sms_originations)
+    gone = {_granted_form(o) for o in revoke_sms_originations}
+    originations = [o for o in record.get("sms_originations", []) if o not in gone]
+    originations += [o for o in dict.fromkeys(added) if o not in originations]
     revoked_s = {s.lower() for s in revoke_senders}
     senders = [s for s in record.get("senders", []) if s.lower() not in revoked_s]
     senders += [s for s in grant_senders if s.lower() not in {x.lower() for x in senders}]
     pools = [p for p in record.get("pools", []) if p not in set(revoke_pools)]
     pools += [p for p in grant_pools if p not in pools]
     limits_checked(limits)
-    return {**record, "senders": senders, "pools": pools, **limits}
+    return {**record, "senders": senders, "pools": pools, "sms_originations": originations,
+            **limits}
+
+
+def _granted_form(identity: str) -> str:
+    """How ``identity`` was granted (E.164 for a number), or itself when it is not valid: a
+    revocation never fails on what could not have been granted."""
+    try:
+        return sms_origination_checked(identity)
+    except ValueError:
+        return identity
 
 
 def update(bootstrap: str, name: str, *, partitions: int, **changes: Any) -> dict[str, Any]:
-    """Grant or revoke senders and pools, or set limits, on an existing tenant (``granted``),
-    keeping its key; returns the record written. LookupError when there is no such tenant."""
+    """Grant or revoke senders, pools and SMS originations, or set limits, on an existing tenant
+    (``granted``), keeping its key; returns the record written. LookupError when there is no
+    such tenant."""
     from streams.runtime.topic_view import TopicView
     from streams.topology import TENANTS
 

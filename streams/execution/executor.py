@@ -39,12 +39,12 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from confluent_kafka import Message
 
-from streams.adapters import dns, ses, tenants
+from streams.adapters import dns, ses, sms, tenants
 from streams.execution import overlap, targets
 from streams.execution.arrivals import Arrival, Position, classify
 from streams.execution.dispatch import RunQueue, Waiting, expiry_reason
@@ -52,7 +52,7 @@ from streams.execution.done_marks import DoneMarks
 from streams.execution.fire_quota import FireQuota
 from streams.execution.offsets import Taken
 from streams.execution.reader import Assigned, FiredReader, Notice
-from streams.execution.retries import retryable
+from streams.execution.retries import retryable, throttle_wait_s
 from streams.handoff import Decisions, ExecutorQueue, Gate
 from streams.ledger import job_entry
 from streams.records import DeadLetter, Fired
@@ -449,7 +449,7 @@ class Executor:
                 else result.note
             if fired["decision"] == quiet_hours.HELD:
                 reason = quiet_hours.held_run_reason(fired["target"], fired["fired_ms"], reason)
-            outcome = "succeeded" if result.ok else "unknown" if result.unknown else "failed"
+            outcome = outcome_of(result)
             metrics.EXECUTIONS.labels(outcome).inc()
             await self.record(slot, fired["decision"], reason, outcome, attempts, result)
         except Exception:
@@ -491,6 +491,8 @@ class Executor:
         result = targets.CallResult(False, None, "not attempted")
         attempt = 1
         refused = False  # the mark says REFUSED: INTENT again before the next request
+        throttled = 0  # attempts the service throttled: made (and counted on the ledger), not
+        # counted against max_attempts while the slot's deadline allows another
         while attempt <= max_attempts:
             await self.region.held()
             if refused and partition is not None:
@@ -505,7 +507,23 @@ class Executor:
                     refused = True
                 continue
             if result.ok or result.final or not retryable(result.status_code):
-                return result, attempt
+                return result, attempt + throttled
+            if result.throttled and fired["run_by_ms"] is not None:
+                wait = throttle_wait_s(throttled + 1, fired["retry_initial_backoff_s"],
+                                       fired["retry_max_backoff_s"], fired["fire_id"],
+                                       self.clock(), fired["run_by_ms"])
+                if wait is None:
+                    log.warning("fire %s of job %s tenant %s: throttled until its deadline; "
+                                "not sent: %s", fired["fire_id"], fired["job_id"],
+                                fired["tenant"], result.error)
+                    return replace(result, error=f"{result.error}; throttled until the slot's "
+                                   "deadline (misfire.max_lateness_s)"), attempt + throttled
+                throttled += 1
+                if once and partition is not None:
+                    await self.marks.put_acked(partition, fired["fire_id"], REFUSED)
+                    refused = True
+                await asyncio.sleep(wait)
+                continue
             if attempt < max_attempts:
                 if once and partition is not None and not result.unknown:
                     await self.marks.put_acked(partition, fired["fire_id"], REFUSED)
@@ -513,7 +531,7 @@ class Executor:
                 await asyncio.sleep(backoff_s(attempt, fired["retry_initial_backoff_s"],
                                                     fired["retry_max_backoff_s"], fired["fire_id"]))
             attempt += 1
-        return result, max_attempts
+        return result, max_attempts + throttled
 
     async def record(self, slot: Slot, decision: str, reason: str | None, outcome: str,
                      attempts: int = 0, result: targets.CallResult | None = None) -> None:
@@ -594,6 +612,16 @@ class Executor:
                 for part, (fired_ms, next_offset) in list(self.taken_up.items())}
 
 
+def outcome_of(result: targets.CallResult) -> str:
+    """The ledger's outcome of a run: ``suppressed`` is a reminder not sent because its
+    recipient opted out, neither a success nor a failure (no dead letter: nothing to fix)."""
+    if result.ok:
+        return "succeeded"
+    if result.suppressed:
+        return "suppressed"
+    return "unknown" if result.unknown else "failed"
+
+
 INHERITED_REASON = ("region failover: asked before the deposed region's lease ended and not "
                     "replicated as done, so it may have been sent there; not sent again "
                     "(at-most-once)")
@@ -630,6 +658,7 @@ def register(rt: Runtime, fan_out: targets.FanOut, deciding: Gate,
         targets.Targets(fan_out, lambda: emitter, records, MAX_IN_FLIGHT,
                         dns.Resolver(conf.dns_timeout_s), region=rt.region,
                         ses_client=lambda: ses.client(conf.ses_endpoint_url, conf.aws_region),
+                        sms_client=lambda: sms.client(conf.sms_endpoint_url, conf.aws_region),
                         suppressions=suppressions),
         FiredReader(conf.bootstrap, f"executor-{rt.worker_id}"), Outbox(emitter), deciding,
         per_host=conf.runs_per_host, fires_per_s=records.fires_per_s, region=rt.region,

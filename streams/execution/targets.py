@@ -1,5 +1,5 @@
-"""Runs one attempt of a slot against its target: an HTTP webhook, a Kafka record, an email or a
-campaign's fan-out. ``Targets`` is the one switch over the kinds: a new kind of target is a
+"""Runs one attempt of a slot against its target: an HTTP webhook, a Kafka record, an email, a
+text message or a campaign's fan-out. ``Targets`` is the one switch over the kinds: a new kind of target is a
 function here and a line in ``Targets.attempt`` (and, if a repeat could be seen by a person, a
 line in ``AT_MOST_ONCE``), nothing in the executor.
 
@@ -28,7 +28,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from streams.adapters import dns, ses, tenants
+from streams.adapters import dns, ses, sms, sms_text, tenants
 from streams.execution import reminder_opt_outs, ssrf
 from streams.execution.webhook_client import RequestRefused, WebhookClient
 from streams.records import Fired, Target, Tenant
@@ -56,6 +56,14 @@ class CallResult:
     # the region's lease ended before the request left: nothing was sent, and the attempt does
     # not count (the executor waits for the lease and tries again: docs/regions.md)
     lease_lost: bool = False
+    # not sent because the recipient opted out (the tenant's suppressions, or a carrier's or
+    # AWS's opt-out list): final, and recorded on the ledger as ``suppressed``, not ``failed``
+    # (nothing went wrong, and no dead letter asks anyone to look at it)
+    suppressed: bool = False
+    # not sent because the service throttled us (nothing left): the executor retries it with
+    # backoff until the slot's deadline, without counting it against the job's max_attempts
+    # (``streams.execution.retries.throttle_wait_s``): a busy account must never drop a reminder
+    throttled: bool = False
 
 
 def lease_lost(exc: LeaseLost) -> CallResult:
@@ -173,7 +181,8 @@ def send_email(ses_client: Any, fired: Fired, tenant: Tenant | None,
     suppressed for the tenant: the same opt-outs, bounces and complaints as campaigns honour,
     checked after the executor's intent and before SES, so at-most-once is unchanged. Either
     is a final failure naming why (nothing was sent, and retrying cannot help until the grant
-    or the suppression changes); a tenant not read yet is retried. With ``region``, the lease
+    or the suppression changes; a suppressed address is recorded ``suppressed``); a tenant not
+    read yet is retried. With ``region``, the lease
     is checked last, in this thread, right before the request, and its epoch tags the mail.
     ``suppressions``: where the address is checked first (``streams.execution.reminder_opt_outs``,
     given by the worker through ``Targets``; a test or benchmark without a broker gives none)."""
@@ -192,7 +201,7 @@ def send_email(ses_client: Any, fired: Fired, tenant: Tenant | None,
         if found is not None:
             return CallResult(False, None, f"suppressed: {target['email_to']} is suppressed for "
                               f"the tenant ({found['reason']}); not sent", final=True,
-                              note="not sent: address suppressed")
+                              note="not sent: address suppressed", suppressed=True)
     try:
         epoch = (region or NoRegion()).check()
     except LeaseLost as exc:
@@ -210,11 +219,71 @@ def send_email(ses_client: Any, fired: Fired, tenant: Tenant | None,
                       unknown=result.outcome is ses.Outcome.UNKNOWN)
 
 
+def send_text(sms_client: Any, fired: Fired, tenant: Tenant | None, region: Lease | None = None,
+              suppressions: SuppressionLookup | None = None) -> CallResult:
+    """One SendTextMessage attempt for a text reminder (issue 45; blocking: run it in a thread),
+    checked as ``send_email`` is, in the same order and for the same reasons: the tenant's
+    record (not read yet: retried), its grant of the origination (``tenants.sms_refused``: a
+    revoked grant stops the next text; final), the number's suppression for the tenant (the
+    suppressions topic is keyed ``tenant:address``, and a number is an address in E.164: a STOP
+    the inbound handler recorded stops it; final, recorded ``suppressed``), and last, in this
+    thread, the region's lease, whose epoch goes into the text's Context with the tenant and
+    fire id. The answer, as ``streams.adapters.sms`` classifies it: SENT is a success with its
+    message id; THROTTLED and TRANSIENT sent nothing and are retried (throttling until the
+    slot's deadline, ``CallResult.throttled``); OPTED_OUT is AWS's or a carrier's opt-out list,
+    recorded ``suppressed`` like the tenant's own; PERMANENT is a final failure; UNKNOWN may
+    have been delivered, so it is final and ``unknown``: never sent twice (``AT_MOST_ONCE``)."""
+    target = fired["target"]
+    to, origination = target["sms_to"] or "", target["sms_origination"]
+    ids = f"tenant {fired['tenant']} job {fired['job_id']} fire {fired['fire_id']}"
+    if tenant is None:
+        return CallResult(False, None, f"tenant {fired['tenant']} not in the tenants view yet; "
+                          "not sent")
+    if (refused := tenants.sms_refused(tenant, origination)) is not None:
+        log.warning("%s: text not sent: %s", ids, refused[1])
+        return CallResult(False, None, f"not sent: {refused[1]}", final=True,
+                          note="not sent: origination not granted")
+    if not sms_text.is_e164(to):  # the API normalises it; a record from elsewhere may not be
+        return CallResult(False, None, f"not sent: {to!r} is not an E.164 phone number",
+                          final=True, note="not sent: not a phone number")
+    if suppressions is not None:
+        try:
+            found = suppressions.of(fired["tenant"], to)
+        except reminder_opt_outs.ViewBehind as exc:
+            return CallResult(False, None, str(exc))
+        if found is not None:
+            return CallResult(False, None, f"suppressed: {to} is suppressed for the tenant "
+                              f"({found['reason']}); not sent", final=True,
+                              note="not sent: number suppressed", suppressed=True)
+    try:
+        epoch = (region or NoRegion()).check()
+    except LeaseLost as exc:
+        return lease_lost(exc)
+    result = sms.send_text(sms_client, to=to, body=target["sms_body"] or "",
+                           origination=origination,
+                           context=sms.context(fired["tenant"], fired["fire_id"], epoch))
+    outcome = result.outcome
+    if outcome is sms.Outcome.SENT:
+        return CallResult(True, None, None, message_id=result.message_id)
+    error = f"{outcome.value}: {result.error}"
+    if outcome is sms.Outcome.OPTED_OUT:
+        return CallResult(False, None, error, final=True, suppressed=True,
+                          note="not sent: number opted out")
+    if outcome in (sms.Outcome.THROTTLED, sms.Outcome.TRANSIENT):
+        return CallResult(False, None, error, throttled=outcome is sms.Outcome.THROTTLED)
+    if outcome is sms.Outcome.UNKNOWN:
+        log.warning("%s: text to %s may have been sent (%s); recorded unknown, never sent again",
+                    ids, to, result.error)
+        return CallResult(False, None, error, final=True, unknown=True)
+    log.warning("%s: text to %s refused: %s", ids, to, result.error)
+    return CallResult(False, None, error, final=True)
+
+
 # kinds whose attempt a person could receive twice: the executor writes a durable intent before
 # their first attempt, and a slot found with only that intent after a crash is recorded
 # ``unknown`` and never attempted again (streams.execution.arrivals); webhooks and Kafka records
 # are at-least-once (the fire id travels with them so receivers can dedupe)
-AT_MOST_ONCE = frozenset({"email"})
+AT_MOST_ONCE = frozenset({"email", "sms"})
 
 FanOut = Callable[[Fired], Awaitable[tuple[bool, str]]]
 
@@ -267,18 +336,20 @@ class Targets:
 
     def __init__(self, fan_out: FanOut, emitter: Callable[[], Emitter], tenants: TenantRecords,
                  max_connections: int, resolver: dns.Resolver,
-                 ses_client: Callable[[], Any], region: Lease | None = None,
+                 ses_client: Callable[[], Any], sms_client: Callable[[], Any],
+                 region: Lease | None = None,
                  suppressions: SuppressionLookup | None = None) -> None:
         self.fan_out = fan_out  # a campaign's tick becomes its fan-out (streams.campaigns)
         self._emitter, self.tenants = emitter, tenants
-        self.region = region or NoRegion()  # webhooks and emails leave only under its lease
+        self.region = region or NoRegion()  # webhooks, emails and texts leave only under it
         self._max_connections, self._resolver = max_connections, resolver
-        self._ses_client = ses_client
-        # every reminder email checks its address here first (the worker's view of the
+        self._ses_client, self._sms_client = ses_client, sms_client
+        # every reminder email and text checks its address here first (the worker's view of the
         # suppressions topic), handed in rather than set on the module when the worker wires
         self._suppressions = suppressions
         self._client: WebhookClient | None = None
         self._ses: Any = None
+        self._sms: Any = None
 
     @property
     def client(self) -> WebhookClient:
@@ -301,6 +372,12 @@ class Targets:
             if self._ses is None:
                 self._ses = self._ses_client()
             return await asyncio.to_thread(send_email, self._ses, fired,
+                                           await self.tenants.record(fired["tenant"]),
+                                           self.region, self._suppressions)
+        if kind == "sms":
+            if self._sms is None:
+                self._sms = self._sms_client()
+            return await asyncio.to_thread(send_text, self._sms, fired,
                                            await self.tenants.record(fired["tenant"]),
                                            self.region, self._suppressions)
         return CallResult(False, None, f"unknown target type {kind!r}", final=True)

@@ -124,7 +124,7 @@ def test_a_reminder_to_a_suppressed_address_is_not_sent(stack, api):
     assert api.post("/v1/suppressions", json={"email": "grace@example.com"}).status_code == 201
     created = api.post("/v1/jobs", json=job).json()
     row = wait_for(lambda: ledger(stack, job_id=created["id"]), timeout_s=60)[0]
-    assert (row["outcome"], row["reason"]) == ("failed", "not sent: address suppressed"), row
+    assert (row["outcome"], row["reason"]) == ("suppressed", "not sent: address suppressed"), row
     assert sent(stack, row["fire_id"]) == []
     assert api.delete("/v1/suppressions/grace@example.com").status_code == 204
     again = api.post("/v1/jobs", json=job).json()

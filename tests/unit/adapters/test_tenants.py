@@ -65,3 +65,52 @@ def test_configuration_set_names_read_back_one_way_only():
         assert ses.configuration_set_owner(ses.configuration_set(tenant, pool)) == (tenant, pool)
     assert ses.configuration_set_owner("someone-elses") is None
     assert ses.configuration_set_owner("cronstream-acme_") is None
+
+
+def test_a_text_leaves_only_from_an_origination_the_operator_granted():
+    acme = {"tenant": "acme", "sms_originations": ["+18005550100", "AcmeDental"]}
+    assert tenants.sms_refused(acme, "+18005550100") is None
+    assert tenants.sms_refused(acme, "AcmeDental") is None
+    field, why = tenants.sms_refused(acme, "+18005550199")
+    assert field == "origination" and "not one of tenant acme's SMS originations" in why
+    assert tenants.sms_refused(acme, "acmedental")[0] == "origination", "a sender id is exact"
+    assert tenants.sms_refused({"tenant": "old"}, "+18005550100")[0] == "origination", \
+        "a record from before the grants: no text"
+    assert tenants.sms_refused(None, "+18005550100")[0] == "tenant"
+
+
+def test_the_accounts_default_origination_is_its_own_grant_never_implied_by_another():
+    """An origination left out lets AWS pick any of the shared account's identities (another
+    tenant's number or sender id): a tenant granted its own number may not leave it out."""
+    own = {"tenant": "acme", "sms_originations": ["+18005550100"]}
+    field, why = tenants.sms_refused(own, None)
+    assert field == "origination" and "+18005550100" in why and "account-default" in why
+    assert tenants.sms_refused({"tenant": "acme", "sms_originations": []}, None) is not None
+    trusted = {"tenant": "acme", "sms_originations": [tenants.SMS_ACCOUNT_DEFAULT]}
+    assert tenants.sms_refused(trusted, None) is None
+    assert tenants.sms_refused(trusted, "+18005550100") is not None, "the default is not a number"
+
+
+def test_sms_originations_are_checked_normalised_granted_and_revoked():
+    record, _ = tenants.new_tenant("acme", sms_originations=["+1 (800) 555-0100", "AcmeDental",
+                                                              "+18005550100"])
+    assert record["sms_originations"] == ["+18005550100", "AcmeDental"]
+    for bad in ("Acme Dental Care", "18005550100", "default-of-the-account"):
+        with pytest.raises(ValueError, match="sms origination"):
+            tenants.new_tenant("acme", sms_originations=[bad])
+    pool = "pool-" + "a" * 32
+    changed = tenants.granted(record, grant_sms_originations=[pool, "account-default"],
+                              revoke_sms_originations=["+1 800 555 0100"])
+    assert changed["sms_originations"] == ["AcmeDental", pool, "account-default"]
+    assert changed["senders"] == record["senders"] and changed["key_sha256"] == record["key_sha256"]
+    assert tenants.granted({"tenant": "old", "senders": [], "pools": []},
+                           revoke_sms_originations=["not even valid"])["sms_originations"] == []
+    with pytest.raises(ValueError, match="sms origination"):
+        tenants.granted(record, grant_sms_originations=["+0"])
+
+
+def test_a_tenant_record_with_sms_originations_encodes():
+    from streams.runtime.codec import codec
+
+    record, _ = tenants.new_tenant("acme", sms_originations=["+18005550100"])
+    assert codec().decode(codec().encode("Tenant", record))["sms_originations"] == ["+18005550100"]

@@ -159,7 +159,10 @@ BAD_JOBS = [  # a body, where its problem is, what the answer must say about it
      "one of cronstream's own topics"),
     (job(target={"type": "kafka", "topic": "other.events"}), ["body", "target", "topic"],
      "must start with 'acme.'"),
-    (job(target={"type": "sms"}), ["body", "target"], "'webhook', 'kafka', 'email'"),
+    (job(target={"type": "pager"}), ["body", "target"], "'webhook', 'kafka', 'email', 'sms'"),
+    (job(target={"type": "sms", "body": "hi"}), ["body", "target", "sms", "to"], "Field required"),
+    (job(target={"type": "sms", "to": "555 1234", "body": "hi"}), ["body", "target", "sms", "to"],
+     "E.164"),
 ]
 
 

@@ -183,7 +183,7 @@ def test_the_email_target_and_the_walker_tag_their_sends():
         {"Name": "cronstream-fire", "Value": "j1_2026-11-26T00_00_00Z"}]
 
 
-def test_a_reminder_to_a_suppressed_address_fails_before_ses_with_the_reason():
+def test_a_reminder_to_a_suppressed_address_is_suppressed_before_ses_with_the_reason():
     from streams.execution import reminder_opt_outs, targets
 
     class Lookup:
@@ -206,7 +206,9 @@ def test_a_reminder_to_a_suppressed_address_fails_before_ses_with_the_reason():
     lookup = Lookup({"reason": "bounce"})
     result = targets.send_email(Client(), fired, GRANTED, suppressions=lookup)
     assert not result.ok and result.final and "(bounce)" in (result.error or "")
+    assert result.suppressed and not result.unknown, "recorded suppressed, not failed"
     assert lookup.asked == [("acme", "b@example.org")]
     result = targets.send_email(Client(), fired, GRANTED,
                                 suppressions=Lookup(reminder_opt_outs.ViewBehind("behind")))
     assert not result.ok and not result.final and not result.unknown, "retried: nothing left"
+    assert not result.suppressed

@@ -9,6 +9,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from bench.spike import job, webhook_target
 from streams.execution.done_marks import DoneMarks
 from streams.execution.executor import BACKLOG_EVERY_S, TURN, Executor
@@ -202,13 +204,51 @@ def test_a_failed_run_writes_its_dead_letter_before_the_mark():
     asyncio.run(main())
 
 
-def test_an_email_intent_is_acknowledged_before_its_only_attempt():
+def test_a_reminder_not_sent_to_a_suppressed_recipient_is_recorded_suppressed_not_dead_lettered():
+    world = World(CallResult(False, None, "suppressed: b@example.com is suppressed for the tenant "
+                             "(bounce); not sent", final=True, note="not sent: address suppressed",
+                             suppressed=True))
+    fid = fire_id("job-s", SLOT)
+
+    async def main() -> None:
+        executor_in(world)
+        world.deliver([Msg(0, 10, fired_record("job-s", EMAIL))])
+        await until(lambda: world.marks)
+        world.ack_marks()  # the intent
+        await until(lambda: world.ledger)
+        assert not any(topic == DLQ.name for topic, _ in world.sent), "nothing to fix"
+        [entry] = [codec().decode(v) for topic, v in world.sent if topic == LEDGER.name]
+        assert (entry["outcome"], entry["reason"], entry["attempts"]) == (
+            "suppressed", "not sent: address suppressed", 1)
+        world.ack_ledger()
+        await until(lambda: len(world.marks) == 2)
+        assert world.log[-1] == ("marks sent", [(fid, b"suppressed")])
+
+    asyncio.run(main())
+
+
+def test_the_outcome_of_a_run():
+    from streams.execution.executor import outcome_of
+
+    assert outcome_of(CallResult(True, 200, None)) == "succeeded"
+    assert outcome_of(CallResult(False, 500, "HTTP 500")) == "failed"
+    assert outcome_of(CallResult(False, None, "timeout", final=True, unknown=True)) == "unknown"
+    assert outcome_of(CallResult(False, None, "opted out", final=True, suppressed=True)) == \
+        "suppressed"
+
+
+SMS = {"type": "sms", "sms_to": "+15551234567", "sms_body": "Dentist at 9",
+       "sms_origination": "+18005550100"}
+
+
+@pytest.mark.parametrize("target", [EMAIL, SMS], ids=["email", "sms"])
+def test_an_email_or_text_intent_is_acknowledged_before_its_only_attempt(target):
     world = World()
     fid = fire_id("job-e", SLOT)
 
     async def main() -> None:
         executor_in(world)
-        world.deliver([Msg(0, 10, fired_record("job-e", EMAIL))])
+        world.deliver([Msg(0, 10, fired_record("job-e", target))])
         await until(lambda: world.marks)
         assert world.log[-1] == ("marks sent", [(fid, INTENT)])
         assert ("attempt", fid) not in world.log, "attempted before the intent was durable"
@@ -498,6 +538,8 @@ def test_a_held_texts_run_records_held_quiet_hours_with_the_hour_it_was_held_unt
     async def main() -> None:
         executor_in(world, clock=lambda: NY_MORNING + 50)
         world.deliver([Msg(0, 10, state._emitter.values[0])])
+        await until(lambda: world.marks)  # a text's intent, durable before its attempt
+        world.ack_marks()
         await until(lambda: world.ledger)
         assert ("attempt", fid) in world.log
         entry = codec().decode(world.sent[0][1])
@@ -505,3 +547,68 @@ def test_a_held_texts_run_records_held_quiet_hours_with_the_hour_it_was_held_unt
         assert entry["reason"] == "quiet_hours: held until 2027-01-15T08:00-05:00"
 
     asyncio.run(main())
+
+
+class Throttled:
+    """A target throttled ``times`` times, then ``then`` (the attempts' order in ``calls``)."""
+
+    def __init__(self, times: int, then: CallResult) -> None:
+        self.times, self.then, self.calls = times, then, 0
+
+    async def attempt(self, fired: dict[str, Any]) -> CallResult:
+        self.calls += 1
+        if self.calls <= self.times:
+            return CallResult(False, None, "throttled: ThrottlingException: slow down",
+                              throttled=True)
+        return self.then
+
+
+def attempts_with(target: Any, monkeypatch: Any, run_by_ms: int | None, now: list[int],
+                  max_attempts: int = 3) -> tuple[CallResult, int, list[float]]:
+    """``Executor.attempts`` of a fired sms record against ``target``, its sleeps recorded and
+    moving the clock ``now`` instead of waiting."""
+    slept: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += int(seconds * 1000)
+        await real_sleep(0)
+
+    fired = codec().decode(fired_record("job-t", {"type": "sms", "sms_to": "+15551234567",
+                                                  "sms_body": "hi"}))
+    fired.update(run_by_ms=run_by_ms, retry_max_attempts=max_attempts)
+
+    async def main() -> tuple[CallResult, int]:
+        world = World()  # not started: no task of its own sleeps meanwhile
+        executor = Executor(DoneMarks(world, world, CHANGELOG), target, world, world, Gate(),
+                            clock=lambda: now[0], partitions=PARTITIONS)
+        monkeypatch.setattr(asyncio, "sleep", sleep)
+        try:
+            return await executor.attempts(fired)
+        finally:
+            monkeypatch.setattr(asyncio, "sleep", real_sleep)
+
+    result, attempts = asyncio.run(main())
+    return result, attempts, slept
+
+
+def test_throttling_is_retried_with_backoff_past_max_attempts_until_it_is_sent(monkeypatch):
+    target = Throttled(10, CallResult(True, None, None, message_id="m-1"))
+    result, attempts, slept = attempts_with(target, monkeypatch, SLOT + 3_600_000, [SLOT])
+    assert result.ok and target.calls == 11 and attempts == 11, "each call is on the ledger"
+    assert len(slept) == 10 and slept[-1] > slept[0], "backing off"
+
+
+def test_throttling_ends_at_the_slots_deadline_as_a_failure_that_says_so(monkeypatch):
+    now = [SLOT]
+    target = Throttled(1_000, CallResult(True, None, None))
+    result, attempts, slept = attempts_with(target, monkeypatch, SLOT + 120_000, now)
+    assert not result.ok and "throttled until the slot's deadline" in (result.error or "")
+    assert now[0] <= SLOT + 120_000 and target.calls == attempts == len(slept) + 1 > 3
+
+
+def test_a_throttled_record_without_a_deadline_counts_its_attempts(monkeypatch):
+    target = Throttled(1_000, CallResult(True, None, None))
+    result, attempts, _ = attempts_with(target, monkeypatch, None, [SLOT])
+    assert not result.ok and result.throttled and target.calls == attempts == 3

@@ -252,7 +252,7 @@ HISTORY_FINGERPRINTS = {
     "job.1.avsc": "5ab1eddbc12de458", "job.2.avsc": "d75def1e7d64e72f",
     "ledger.1.avsc": "d4413d2123f2c93e", "suppression.1.avsc": "f422b2463eb50fbe",
     "tenant.1.avsc": "44ac1e77abcd1bea", "tenant.2.avsc": "f70585b8b99876bf",
-    "tenant.3.avsc": "3d66611d810efef2",
+    "tenant.3.avsc": "3d66611d810efef2", "tenant.4.avsc": "6136ce3ae0caff73",
 }
 
 
@@ -280,3 +280,16 @@ def test_a_job_written_before_the_sms_fields_reads_with_them_null():
     assert all(target[name] is None for name in ("sms_to", "sms_body", "sms_origination",
                                                  "sms_quiet_start", "sms_quiet_end",
                                                  "sms_quiet_timezone"))
+
+
+def test_a_tenant_written_before_sms_originations_reads_with_none_granted():
+    """schemas/history/tenant.4.avsc predates ``sms_originations``: its tenants send no text
+    (``streams.adapters.tenants.sms_refused``) until the operator grants one."""
+    data = encode_with_history("tenant.4.avsc", {
+        "tenant": "acme", "key_sha256": "ab", "allowed_targets": [], "max_jobs": 5,
+        "min_interval_s": 1, "requests_per_s": 9, "senders": ["acme.example"],
+        "max_fires_per_s": 7, "created_ms": 1})
+    assert data[2:10] != codec().fingerprint("Tenant")
+    record = codec().decode(data)
+    assert record["sms_originations"] == [] and record["max_fires_per_s"] == 7
+    assert record["senders"] == ["acme.example"]

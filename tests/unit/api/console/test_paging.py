@@ -15,6 +15,7 @@ def test_a_slot_is_coloured_by_why_it_did_not_run_else_by_its_outcome():
     assert paging.slot_class("expired_stale", "not_run") == "expired"
     assert paging.slot_class("fired", "succeeded") == "ok"
     assert paging.slot_class("fired", "failed") == "failed"
+    assert paging.slot_class("fired", "suppressed") == "skipped", "a reminder not sent, no fault"
     assert paging.slot_class("fired", None) == "pending"
 
 
