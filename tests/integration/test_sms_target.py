@@ -101,13 +101,20 @@ def test_a_text_whose_answer_never_came_is_unknown_and_never_sent_again(stack, t
 
 
 def test_bad_numbers_and_bodies_are_422s_naming_the_field(texter):
-    bad = reminder("555-1234")
-    answer = texter.post("/v1/jobs", json=bad)
-    assert answer.status_code == 422 and "target.to" in answer.text, answer.text
-    long = reminder()
-    long["target"]["body"] = "x" * 1_531  # 10 GSM-7 parts hold 1,530
-    answer = texter.post("/v1/jobs", json=long)
-    assert answer.status_code == 422 and "target.body" in answer.text, answer.text
+    def refused(target_change: dict) -> tuple[list, str]:
+        bad = reminder()
+        bad["target"].update(target_change)
+        answer = texter.post("/v1/jobs", json=bad)
+        assert answer.status_code == 422, answer.text
+        [problem] = answer.json()["detail"]
+        return problem["loc"], problem["msg"]
+
+    loc, msg = refused({"to": "555-1234"})
+    assert (loc[1], loc[-1]) == ("target", "to") and "E.164" in msg, (loc, msg)
+    loc, msg = refused({"body": "x" * 1_531})  # 10 GSM-7 parts hold 1,530
+    assert (loc[1], loc[-1]) == ("target", "body") and "at most 10 parts" in msg, (loc, msg)
+    loc, msg = refused({"origination": "+18005550199"})  # not granted to the tenant
+    assert (loc[1], loc[-1]) == ("target", "origination"), (loc, msg)
 
 
 def test_a_suppressed_number_is_recorded_suppressed_and_not_texted(stack, texter):
