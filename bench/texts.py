@@ -20,8 +20,8 @@ once. At most once per text: the restarted worker finds the intents of the texts
 were out at the kill and records them ``unknown`` without sending them again. Printed: the
 unknowns, how many of them the server had accepted (sent) and how many it had not (the request
 died on the wire or had not left), against the bound: the requests a worker has out at once
-(the executor's per-host limit, ``CRONSTREAM_MAX_PER_HOST``: every text of an origination is one
-host). Afterwards every benchmark job is deleted (tombstones).
+(the executor's per-host limit, ``CRONSTREAM_RUNS_PER_HOST``: every text is in one lane,
+``targets.host_of``). Afterwards every benchmark job is deleted (tombstones).
 """
 
 from __future__ import annotations
