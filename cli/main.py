@@ -92,8 +92,13 @@ def _api(args: argparse.Namespace) -> int:
     conf.kafka_security  # noqa: B018 - a setting that cannot work stops here, in one line
     # here too, not only in the app's start: uvicorn logs a failed start with its traceback
     admin.check_reachable(conf.bootstrap)
+    # an idle keep-alive connection outlives its clients' pools: uvicorn closes one after 5 s by
+    # default, exactly when httpx's pool (keepalive_expiry 5 s) may still reuse it, and the
+    # request sent as the server closes gets "Server disconnected without sending a response"
+    # (encode/httpx#96; seen in a fresh-clone run's 30 concurrent opt-outs). Load balancers idle
+    # out at 60 s (AWS ALB), so the server waits longer than any of them
     uvicorn.run("api.app:create_app", factory=True, host=args.host or conf.api_host,
-                port=args.port or conf.api_port, log_level="info")
+                port=args.port or conf.api_port, log_level="info", timeout_keep_alive=75)
     return 0
 
 
