@@ -281,7 +281,7 @@ class SmsServer:
         if not body.get("endpoint"):
             return JSONResponse({"subscribed": False})
         config = {"topic_arn": INBOUND_TOPIC_ARN, **body}
-        self.inbound_publisher = Publisher(str(request.base_url).rstrip("/"), config,
+        self.inbound_publisher = Publisher(own_base_url(request), config,
                                            self.inbound_log)
         answer = await self.inbound_publisher.subscribe()
         return JSONResponse({**answer, **self.inbound_publisher.describe()})
@@ -334,6 +334,18 @@ class SmsServer:
         if self.inbound_publisher is not None:  # its publishing task ends with the server
             await self.inbound_publisher.close()
         self._log.close()
+
+
+def own_base_url(request: Request) -> str:
+    """This app's own address, where its SNS links (the signing certificate, the subscription's
+    confirmation) must lead. Mounted under ``/sms`` (``stack/messaging_server.py``), Starlette's
+    ``base_url`` is the top app's (``app_root_path``), whose routes of the same paths are the SES
+    server's: the mount's own part of ``root_path`` is added back."""
+    scope = request.scope
+    base = str(request.base_url).rstrip("/")
+    if "app_root_path" not in scope:  # base_url is root_path's already
+        return base
+    return base + str(scope.get("root_path", ""))[len(str(scope["app_root_path"])):]
 
 
 def _epoch(context: dict[str, str]) -> int | None:

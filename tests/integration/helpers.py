@@ -22,7 +22,7 @@ from tests.conftest import cluster_partitions
 from tests.waiting import wait_for
 
 COLUMNS = ("fire_id", "nominal_time", "decision", "reason", "outcome", "status_code",
-           "attempts", "epoch")
+           "attempts", "epoch", "job_id", "message_id")
 
 
 def ledger(stack, **where: str) -> list[dict[str, Any]]:
