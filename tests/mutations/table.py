@@ -84,7 +84,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/integration/test_campaign_faults.py::test_worker_sigkilled_mid_fanout",),
         "an address was mailed twice"),
     mutation(
-        "no-email-intent", "at most once per reminder email",
+        "no-email-intent", "at most once per reminder email or text",
         "streams/execution/executor.py",
         "                await self.marks.put_acked(slot.partition, fid, INTENT)\n",
         "                pass  # MUTATION: no intent before the send\n",
