@@ -108,6 +108,19 @@ class Faults:
         self.window_count += recipients
         return False
 
+    async def delay(self) -> None:
+        """``latency_ms`` before an answer, while the faults hold."""
+        if self.latency_ms and self.active():
+            await asyncio.sleep(self.latency_ms / 1000)
+
+    async def hang(self, stats: dict[str, int]) -> None:
+        """Once a request is accepted and logged, its answer held past the client's timeout
+        (``timeout_after_accept_ratio`` of the calls; counted in ``stats["timeouts"]``)."""
+        if self.active() and self.timeout_after_accept_ratio and \
+                random.random() < self.timeout_after_accept_ratio:
+            stats["timeouts"] += 1
+            await asyncio.sleep(self.timeout_s)
+
 
 class SesServer:
     def __init__(self, log_path: Path) -> None:
@@ -184,21 +197,10 @@ class SesServer:
                 self._log.write("\n".join(lines) + "\n")
                 self._log.flush()
 
-    async def _latency(self) -> None:
-        f = self.faults
-        if f.latency_ms and f.active():
-            await asyncio.sleep(f.latency_ms / 1000)
-
-    async def _maybe_hang(self) -> None:
-        f = self.faults
-        if f.active() and f.timeout_after_accept_ratio and random.random() < f.timeout_after_accept_ratio:
-            self.stats["timeouts"] += 1
-            await asyncio.sleep(f.timeout_s)
-
     async def send_email(self, request: Request) -> JSONResponse:
         body = await request.json()
         self.stats["calls"] += 1
-        await self._latency()
+        await self.faults.delay()
         to = body.get("Destination", {}).get("ToAddresses", [])
         if not to or "FromEmailAddress" not in body:
             return _error(400, "BadRequestException", "Destination.ToAddresses and "
@@ -219,14 +221,14 @@ class SesServer:
             # one mail with every To address: SES's events of it name them all
             self.events.accepted(ids[-1], body["FromEmailAddress"], list(to),
                                  body.get("ConfigurationSetName"), tags)
-        await self._maybe_hang()
+        await self.faults.hang(self.stats)
         return JSONResponse({"MessageId": ids[-1]})
 
     async def send_bulk(self, request: Request) -> JSONResponse:
         arrived_ms = time.time_ns() // 1_000_000
         body = await request.json()
         self.stats["calls"] += 1
-        await self._latency()
+        await self.faults.delay()
         entries = body.get("BulkEmailEntries", [])
         if not entries or len(entries) > MAX_BULK:
             return _error(400, "BadRequestException", f"BulkEmailEntries must hold 1 to {MAX_BULK}")
@@ -268,7 +270,7 @@ class SesServer:
                 self.events.accepted(result["MessageId"], body.get("FromEmailAddress", ""),
                                      entry["Destination"]["ToAddresses"],
                                      body.get("ConfigurationSetName"), tags)
-        await self._maybe_hang()
+        await self.faults.hang(self.stats)
         self._called(common_tags, arrived_ms, "accepted")
         return JSONResponse({"BulkEmailEntryResults": results})
 

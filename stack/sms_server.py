@@ -41,7 +41,6 @@ Signatures are not checked: this is a loopback test double of the wire protocol,
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import random
@@ -180,7 +179,7 @@ class SmsServer:
 
     async def send_text_message(self, body: dict[str, Any]) -> Response:
         self.stats["calls"] += 1
-        await self._latency()
+        await self.faults.delay()
         try:
             text = check_send(body)
         except Refusal:
@@ -209,7 +208,7 @@ class SmsServer:
             self._log.flush()
         self.stats["sent"] += 1
         self.stats["parts"] += size.parts
-        await self._maybe_hang()
+        await self.faults.hang(self.stats)
         return self._answer({"MessageId": message_id})
 
     @staticmethod
@@ -234,17 +233,6 @@ class SmsServer:
             self.stats["throttled"] += 1
             return True
         return False
-
-    async def _latency(self) -> None:
-        f = self.faults
-        if f.latency_ms and f.active():
-            await asyncio.sleep(f.latency_ms / 1000)
-
-    async def _maybe_hang(self) -> None:
-        f = self.faults
-        if f.active() and f.timeout_after_accept_ratio and random.random() < f.timeout_after_accept_ratio:
-            self.stats["timeouts"] += 1
-            await asyncio.sleep(f.timeout_s)
 
     # -- the test surface ------------------------------------------------------------------------
     async def set_faults(self, request: Request) -> JSONResponse:

@@ -172,6 +172,25 @@ class SuppressionLookup(Protocol):
     def of(self, tenant: str, to: str) -> dict[str, Any] | None: ...
 
 
+def suppression_of(suppressions: SuppressionLookup | None, tenant: str, to: str,
+                   what: str) -> CallResult | None:
+    """A reminder's check of its address (``what``: address or number) against the tenant's
+    suppressions, the same for an email and a text: None when it may go; ``suppressed`` (final,
+    nothing sent) when it is suppressed; a retryable failure when the view cannot say
+    (``reminder_opt_outs.ViewBehind``: nothing sent either)."""
+    if suppressions is None:
+        return None
+    try:
+        found = suppressions.of(tenant, to)
+    except reminder_opt_outs.ViewBehind as exc:
+        return CallResult(False, None, str(exc))
+    if found is None:
+        return None
+    return CallResult(False, None, f"suppressed: {to} is suppressed for the tenant "
+                      f"({found['reason']}); not sent", final=True,
+                      note=f"not sent: {what} suppressed", suppressed=True)
+
+
 def send_email(ses_client: Any, fired: Fired, tenant: Tenant | None,
                region: Lease | None = None,
                suppressions: SuppressionLookup | None = None) -> CallResult:
@@ -193,15 +212,9 @@ def send_email(ses_client: Any, fired: Fired, tenant: Tenant | None,
     if (refused := tenants.mail_refused(tenant, target["email_from"] or "")) is not None:
         return CallResult(False, None, f"not sent: {refused[1]}", final=True,
                           note="not sent: sender not granted")
-    if suppressions is not None:
-        try:
-            found = suppressions.of(fired["tenant"], target["email_to"])
-        except reminder_opt_outs.ViewBehind as exc:
-            return CallResult(False, None, str(exc))
-        if found is not None:
-            return CallResult(False, None, f"suppressed: {target['email_to']} is suppressed for "
-                              f"the tenant ({found['reason']}); not sent", final=True,
-                              note="not sent: address suppressed", suppressed=True)
+    if (stopped := suppression_of(suppressions, fired["tenant"], target["email_to"],
+                                  "address")) is not None:
+        return stopped
     try:
         epoch = (region or NoRegion()).check()
     except LeaseLost as exc:
@@ -246,15 +259,8 @@ def send_text(sms_client: Any, fired: Fired, tenant: Tenant | None, region: Leas
     if not sms_text.is_e164(to):  # the API normalises it; a record from elsewhere may not be
         return CallResult(False, None, f"not sent: {to!r} is not an E.164 phone number",
                           final=True, note="not sent: not a phone number")
-    if suppressions is not None:
-        try:
-            found = suppressions.of(fired["tenant"], to)
-        except reminder_opt_outs.ViewBehind as exc:
-            return CallResult(False, None, str(exc))
-        if found is not None:
-            return CallResult(False, None, f"suppressed: {to} is suppressed for the tenant "
-                              f"({found['reason']}); not sent", final=True,
-                              note="not sent: number suppressed", suppressed=True)
+    if (stopped := suppression_of(suppressions, fired["tenant"], to, "number")) is not None:
+        return stopped
     try:
         epoch = (region or NoRegion()).check()
     except LeaseLost as exc:

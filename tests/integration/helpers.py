@@ -155,9 +155,10 @@ def group_positions(stack) -> str:
 
 
 @contextmanager
-def ses_faults(stack, **settings: float) -> Iterator[None]:
-    """Trouble injected into the local SES server (stack/ses_server.py), reset afterwards."""
-    url = f"{stack.s.ses_endpoint}/_local/faults"
+def _faults(server: str, settings: dict[str, float]) -> Iterator[None]:
+    """Trouble injected into a local AWS server at ``server`` (its ``/_local/faults``, the same
+    fields for SES and SMS: ``stack.ses_server.Faults``), reset afterwards."""
+    url = f"{server}/_local/faults"
     httpx.post(url, json=settings, timeout=5).raise_for_status()
     try:
         yield
@@ -165,16 +166,15 @@ def ses_faults(stack, **settings: float) -> Iterator[None]:
         httpx.post(url, json={}, timeout=5).raise_for_status()
 
 
-@contextmanager
-def sms_faults(stack, **settings: float) -> Iterator[None]:
+def ses_faults(stack, **settings: float) -> Any:
+    """Trouble injected into the local SES server (stack/ses_server.py), reset afterwards."""
+    return _faults(stack.s.ses_endpoint, settings)
+
+
+def sms_faults(stack, **settings: float) -> Any:
     """Trouble injected into the local SMS server (stack/sms_server.py, under the messaging
     server's ``/sms``), reset afterwards."""
-    url = f"{stack.s.local_sms_endpoint}/_local/faults"
-    httpx.post(url, json=settings, timeout=5).raise_for_status()
-    try:
-        yield
-    finally:
-        httpx.post(url, json={}, timeout=5).raise_for_status()
+    return _faults(stack.s.local_sms_endpoint, settings)
 
 
 def sms_log_end(stack) -> int:
