@@ -493,18 +493,22 @@ class Executor:
         refused = False  # the mark says REFUSED: INTENT again before the next request
         throttled = 0  # attempts the service throttled: made (and counted on the ledger), not
         # counted against max_attempts while the slot's deadline allows another
+
+        async def mark(value: bytes) -> bool:
+            """Mark the run (at most once only), acknowledged; whether it now says REFUSED."""
+            if once and partition is not None:
+                await self.marks.put_acked(partition, fired["fire_id"], value)
+            return once and value == REFUSED
+
         while attempt <= max_attempts:
             await self.region.held()
-            if refused and partition is not None:
-                await self.marks.put_acked(partition, fired["fire_id"], INTENT)
-                refused = False
+            if refused:
+                refused = await mark(INTENT)
             result = await self.targets.attempt(fired)
             if result.lease_lost:
                 log.warning("fire %s of job %s tenant %s: %s; waiting for the lease",
                             fired["fire_id"], fired["job_id"], fired["tenant"], result.error)
-                if once and partition is not None:
-                    await self.marks.put_acked(partition, fired["fire_id"], REFUSED)
-                    refused = True
+                refused = await mark(REFUSED)
                 continue
             if result.ok or result.final or not retryable(result.status_code):
                 return result, attempt + throttled
@@ -519,15 +523,12 @@ class Executor:
                     return replace(result, error=f"{result.error}; throttled until the slot's "
                                    "deadline (misfire.max_lateness_s)"), attempt + throttled
                 throttled += 1
-                if once and partition is not None:
-                    await self.marks.put_acked(partition, fired["fire_id"], REFUSED)
-                    refused = True
+                refused = await mark(REFUSED)
                 await asyncio.sleep(wait)
                 continue
             if attempt < max_attempts:
-                if once and partition is not None and not result.unknown:
-                    await self.marks.put_acked(partition, fired["fire_id"], REFUSED)
-                    refused = True
+                if not result.unknown:
+                    refused = await mark(REFUSED)
                 await asyncio.sleep(backoff_s(attempt, fired["retry_initial_backoff_s"],
                                                     fired["retry_max_backoff_s"], fired["fire_id"]))
             attempt += 1
