@@ -189,3 +189,24 @@ def test_an_inbound_text_nobody_owns_or_malformed_is_answered_and_ignored(api: A
     bad = post(api, inbound("STOP", "sns-s-5", destinationNumber="not a number"))
     assert bad.status_code == 200 and "number" in bad.json()["ignored"], bad.text
     assert api.emitter.sent == []
+
+
+def test_a_forged_or_replayed_stop_suppresses_nothing(api: Api, intake):
+    """An inbound STOP is only as good as its SNS signature: forged (another key), from a topic
+    nobody configured, or replayed (the same MessageId again), it writes no suppression."""
+    api.tenant("acme")
+    record = api.state.tenants.get("acme")
+    api.state.tenants.put("acme", {**record, "sms_originations": ["+18005550100"]})
+    text = json.loads(sms_inbound.payload("+15551234567", "+18005550100", "STOP", "in-x"))
+    base = {"Type": "Notification", "MessageId": "sns-f-1", "TopicArn": TOPIC,
+            "Message": json.dumps(text), "Timestamp": stamp(), "SigningCertURL": CERT_URL}
+    forged = sns.sign(base, other_key())
+    assert post(api, forged).status_code in (400, 403), "a forged signature is refused"
+    elsewhere = message(message_id="sns-f-2", Message=json.dumps(text),
+                        TopicArn="arn:aws:sns:us-east-1:000000000000:not-ours")
+    assert post(api, elsewhere).status_code == 403
+    assert api.emitter.sent == [] and api.state.suppressions.get("acme:+15551234567") is None
+    genuine = message(message_id="sns-f-3", Message=json.dumps(text))
+    assert post(api, genuine).json()["written"] == 1
+    assert post(api, genuine).json() == {"written": 0, "duplicate": True}, "a replay writes nothing"
+    assert len(api.emitter.sent) == 1

@@ -52,3 +52,16 @@ def test_a_phone_number_is_suppressed_as_an_address_is_and_bad_input_names_its_f
     assert api.client.get("/v1/suppressions/+1", headers=acme).status_code == 422
     assert api.client.delete("/v1/suppressions/+15551234567", headers=acme).status_code == 204
     assert api.client.get("/v1/suppressions/+15551234567", headers=acme).status_code == 404
+
+
+def test_ugly_phone_numbers_are_422s_and_another_tenants_number_is_theirs(api):
+    acme, other = api.tenant("acme"), api.tenant("other")
+    for ugly in ("+", "+0155512345", "+1" + "5" * 20, "+１５５５１２３４５６７", "+15551234567\nX",
+                 "+1555abc4567", "+" + "1" * 40, "+1 555 123 4567 ext 9"):
+        answer = api.client.post("/v1/suppressions", json={"phone": ugly}, headers=acme)
+        assert answer.status_code == 422 and "phone" in answer.text, (ugly, answer.text)
+    assert api.emitter.sent == [], "nothing written for a refused number"
+    assert api.client.post("/v1/suppressions", json={"phone": "+15551234567"},
+                           headers=acme).status_code == 201
+    assert api.client.get("/v1/suppressions/+15551234567", headers=other).status_code == 404
+    assert api.client.get("/v1/suppressions/+15551234567").status_code == 401, "no key"
