@@ -195,7 +195,60 @@ def sms_target_view(t: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
-Target = Annotated[WebhookTarget | KafkaTarget | EmailTarget | SmsTarget,
+Channel = Annotated[EmailTarget | SmsTarget, Field(discriminator="type")]
+
+
+class ReminderTarget(Strict):
+    """A reminder on both channels, an email and a text for each slot (seed 002, issue 45;
+    ``streams.execution.reminders``): ``channels`` in the order of preference, each sent at
+    most once and recorded as its own ledger entry (``<fire id>#email``, ``<fire id>#sms``).
+    ``deliver``: ``all`` sends both; ``fallback`` sends the first, and the second only when the
+    first was not sent because its address or number is suppressed (or the text is inside its
+    quiet hours)."""
+
+    type: Literal["reminder"]
+    channels: list[Channel] = Field(..., min_length=2, max_length=2,
+                                    description="one email and one sms channel, the preferred "
+                                                "first")
+    deliver: Literal["all", "fallback"] = "all"
+
+    @model_validator(mode="after")
+    def _one_of_each(self) -> ReminderTarget:
+        if {c.type for c in self.channels} != {"email", "sms"}:
+            raise ValueError("channels: one email and one sms channel")
+        return self
+
+
+def email_target_record(t: EmailTarget) -> dict[str, Any]:
+    """The email fields of the flat Avro ``Target``."""
+    return {"email_to": str(t.to), "email_from": str(t.from_), "subject": t.subject,
+            "text": t.text, "html": t.html}
+
+
+def email_target_view(t: dict[str, Any]) -> dict[str, Any]:
+    """The public JSON of an ``email`` target record (the inverse of ``email_target_record``)."""
+    return {"type": "email", "to": t["email_to"], "from": t["email_from"],
+            "subject": t["subject"], "text": t["text"], "html": t["html"]}
+
+
+def reminder_target_record(t: ReminderTarget) -> dict[str, Any]:
+    """A reminder's fields of the flat Avro ``Target``: both channels' own, and their order."""
+    record: dict[str, Any] = {"reminder_channels": [c.type for c in t.channels],
+                              "reminder_deliver": t.deliver}
+    for channel in t.channels:
+        record.update(email_target_record(channel) if isinstance(channel, EmailTarget)
+                      else sms_target_record(channel))
+    return record
+
+
+def reminder_target_view(t: dict[str, Any]) -> dict[str, Any]:
+    """The public JSON of a ``reminder`` target record."""
+    views = {"email": email_target_view, "sms": sms_target_view}
+    return {"type": "reminder", "channels": [views[c](t) for c in t["reminder_channels"] or []],
+            "deliver": t["reminder_deliver"]}
+
+
+Target = Annotated[WebhookTarget | KafkaTarget | EmailTarget | SmsTarget | ReminderTarget,
                    Field(discriminator="type")]
 
 
@@ -329,10 +382,11 @@ def job_record(body: JobIn, *, job_id: str, tenant: str, revision: int, created_
         target.update(url=str(t.url), method=t.method, headers=t.headers, body=t.body,
                       timeout_s=t.timeout_s)
     elif isinstance(t, EmailTarget):
-        target.update(email_to=str(t.to), email_from=str(t.from_), subject=t.subject,
-                      text=t.text, html=t.html)
+        target.update(email_target_record(t))
     elif isinstance(t, SmsTarget):
         target.update(sms_target_record(t))
+    elif isinstance(t, ReminderTarget):
+        target.update(reminder_target_record(t))
     else:
         target.update(topic=t.topic, key=t.key, value=t.value)
     return {
@@ -366,10 +420,11 @@ def job_view(job: dict[str, Any], now_ms: int) -> dict[str, Any]:
     if t["type"] == "webhook":
         target = {k: t[k] for k in ("type", "url", "method", "headers", "body", "timeout_s")}
     elif t["type"] == "email":
-        target = {"type": "email", "to": t["email_to"], "from": t["email_from"],
-                  "subject": t["subject"], "text": t["text"], "html": t["html"]}
+        target = email_target_view(t)
     elif t["type"] == "sms":
         target = sms_target_view(t)
+    elif t["type"] == "reminder":
+        target = reminder_target_view(t)
     else:
         target = {k: t[k] for k in ("type", "topic", "key", "value")}
     return {

@@ -47,8 +47,11 @@ CREATE TABLE IF NOT EXISTS ledger (
     completed_at timestamp(6),
     message_id   text,
     campaign_id  text,
-    email        text
+    email        text,
+    channel      text
 );
+-- a table made before the ledger's channel field (schemas/history/ledger.2.avsc)
+ALTER TABLE ledger ADD COLUMN IF NOT EXISTS channel text;
 
 -- A job's slots, newest first, one page at a time (GET /v1/jobs/{id}/runs, the console's job
 -- page): without it that query read the whole table, 318 ms a page beside a million other rows
@@ -108,10 +111,10 @@ BEGIN
     WITH written AS (
         INSERT INTO ledger (record_id, kind, tenant, job_id, fire_id, nominal_time, decision,
                             reason, lateness_ms, epoch, attempts, outcome, completed_at,
-                            message_id, campaign_id, email)
+                            message_id, campaign_id, email, channel)
         SELECT c.record_id, 'campaign', NEW.tenant, 'campaign-' || NEW.campaign_id, NEW.fire_id,
                NEW.nominal_time, 'campaign_send', c.reason, lateness, NEW.epoch, c.attempts,
-               c.outcome, NEW.completed_at, c.message_id, NEW.campaign_id, c.email
+               c.outcome, NEW.completed_at, c.message_id, NEW.campaign_id, c.email, 'email'
           FROM cronstream_chunk_rows(NEW.campaign_id, NEW.emails, NEW.outcomes, NEW.reasons,
                                      NEW.message_ids, NEW.attempts) AS c
         ON CONFLICT (record_id) DO NOTHING

@@ -24,11 +24,14 @@ def job_entry(*, fire_id: str, job: Job | Fired, nominal_ms: int, decision: str,
               reason: str | None, lateness_ms: int, epoch: int, outcome: str,
               attempts: int = 0, status_code: int | None = None, error: str | None = None,
               fired_ms: int | None = None, completed_ms: int | None = None,
-              message_id: str | None = None) -> LedgerEntry:
+              message_id: str | None = None, record_id: str | None = None,
+              channel: str | None = None) -> LedgerEntry:
     """The entry of slot ``fire_id``; ``job`` is the job or the fired record (both carry its
-    tenant and id)."""
+    tenant, id and target). ``record_id`` and ``channel``: one channel of a reminder's run, its
+    own entry (``streams.execution.reminders.channel_id``); else the slot's, keyed by its fire
+    id, its channel the target's type (the ledger's texts beside its emails, docs/sql.md)."""
     return {
-        "record_id": fire_id,
+        "record_id": record_id or fire_id,
         "kind": "job",
         "tenant": job["tenant"],
         "job_id": job["job_id"],
@@ -47,6 +50,7 @@ def job_entry(*, fire_id: str, job: Job | Fired, nominal_ms: int, decision: str,
         "message_id": message_id,
         "campaign_id": None,
         "email": None,
+        "channel": channel or job["target"]["type"],
     }
 
 

@@ -55,6 +55,8 @@ class Target(TypedDict):
     sms_quiet_start: str | None
     sms_quiet_end: str | None
     sms_quiet_timezone: str | None
+    reminder_channels: list[str] | None
+    reminder_deliver: str | None
 
 
 class OffsetRange(TypedDict):
@@ -199,6 +201,7 @@ class LedgerEntry(TypedDict):
     message_id: str | None
     campaign_id: str | None
     email: str | None
+    channel: str | None
 
 
 class RecipientChunk(TypedDict):

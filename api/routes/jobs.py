@@ -32,7 +32,7 @@ from api.models import (
 )
 from api.state import ApiState, api_state
 from streams.adapters import tenants
-from streams.execution import ssrf, targets
+from streams.execution import reminders, ssrf, targets
 from streams.runtime import clock
 from streams.runtime.codec import codec
 from streams.scheduling import schedule
@@ -103,11 +103,17 @@ def check_job(record: dict[str, Any], tenant: dict[str, Any], now: int) -> None:
 
 def _identity_refused(target: dict[str, Any], tenant: dict[str, Any]) -> tuple[str, str] | None:
     """(field, why) when a reminder's identity is not one the operator granted the tenant: an
-    email's sender (``tenants.mail_refused``), a text's origination (``tenants.sms_refused``)."""
+    email's sender (``tenants.mail_refused``), a text's origination (``tenants.sms_refused``),
+    each channel's of a reminder on both (the field ``channels.<i>.<field>``)."""
     if target["type"] == "email":
         return tenants.mail_refused(tenant, target["email_from"] or "")
     if target["type"] == "sms":
         return tenants.sms_refused(tenant, target["sms_origination"])
+    if target["type"] == reminders.REMINDER:
+        for i, channel in enumerate(reminders.channels_of(target)):
+            refused = _identity_refused({**target, "type": channel}, tenant)
+            if refused is not None:
+                return f"channels.{i}.{refused[0]}", refused[1]
     return None
 
 
@@ -360,27 +366,29 @@ async def next_slots(job_id: str, request: Request, tenant: Tenant,
 
 
 RUN_COLUMNS = ("fire_id", "nominal_time", "decision", "reason", "attempts", "outcome",
-               "status_code", "error", "fired_at", "completed_at", "lateness_ms")
+               "status_code", "error", "fired_at", "completed_at", "lateness_ms", "channel")
 
 
-# ``only``: the slots that did not run (skipped, expired, recorded not_run: the console's "why
-# didn't my job run?" filter), or those that failed (each was also written to the DLQ)
+# ``only``: the slots that did not run or sent nothing (skipped, expired, recorded not_run, a
+# reminder whose recipient is suppressed: the console's "why didn't my job run?" filter), or
+# those that failed (each was also written to the DLQ)
 RUN_FILTERS = {
     "not_run": " AND (decision LIKE 'skipped%%' OR decision = 'expired_stale' "
-               "OR outcome = 'not_run')",
+               "OR outcome IN ('not_run', 'suppressed'))",
     "failed": " AND outcome = 'failed'",
 }
 
 
 def _runs(dsn: str, tenant: str, job_id: str, before: int | None, limit: int,
           only: str | None = None) -> list[dict[str, Any]]:
-    """One page of a job's slots from the ledger's sink, newest first, before ``before``."""
+    """Up to ``limit`` rows of a job's slots from the ledger's sink, newest first, before
+    ``before`` (a reminder's slot is a row per channel, in the channels' record id order)."""
     # kind = 'job': the slots' rows, read through the partial index ledger_job_slots
     query = (f"SELECT {', '.join(RUN_COLUMNS)} FROM ledger WHERE kind = 'job' AND tenant = %s "
              "AND job_id = %s "
              "AND (%s::bigint IS NULL OR nominal_time < to_timestamp(%s::bigint / 1000.0) "
              f"AT TIME ZONE 'UTC'){RUN_FILTERS.get(only or '', '')} "
-             "ORDER BY nominal_time DESC LIMIT %s")
+             "ORDER BY nominal_time DESC, record_id LIMIT %s")
     out = []
     for row in sink.rows(dsn, query, (tenant, job_id, before, before, limit)):
         run = dict(zip(RUN_COLUMNS, row, strict=True))
@@ -390,19 +398,32 @@ def _runs(dsn: str, tenant: str, job_id: str, before: int | None, limit: int,
     return out
 
 
+def runs_page(rows: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]], int | None]:
+    """A page of at most ``limit`` slots' rows out of ``rows`` (read with ``limit`` + 1), and
+    the cursor of the next page (None: none). The cursor is a slot's nominal time, so a page
+    ends at a slot's last row: a reminder's two channels are one slot, and a page that split
+    them would lose the second. A single slot with more rows than ``limit`` is a page alone."""
+    if len(rows) <= limit:
+        return rows, None
+    page, last = rows[:limit], rows[limit - 1]["nominal_time"]
+    if rows[limit]["nominal_time"] == last:
+        whole = [r for r in page if r["nominal_time"] != last]
+        page = whole or [r for r in rows if r["nominal_time"] == last]
+    return page, ms(datetime.fromisoformat(page[-1]["nominal_time"].replace("Z", "+00:00")))
+
+
 @router.get("/{job_id}/runs", summary="Run history from the ledger (newest first)")
 async def job_runs(job_id: str, request: Request, tenant: Tenant,
                    cursor: Annotated[int | None, EmptyIsAbsent,
                                      Query(description="from next_cursor")] = None,
                    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
                    only: Annotated[Literal["not_run", "failed"] | None, EmptyIsAbsent, Query(
-                       description="not_run: only the slots that did not run; failed: only "
-                                   "the failed ones (those dead-lettered)")] = None,
+                       description="not_run: only the slots that did not run or sent "
+                                   "nothing (a suppressed recipient); failed: only the failed "
+                                   "ones (those dead-lettered)")] = None,
                    ) -> dict[str, Any]:
     job = _own_job(request, tenant, job_id)
-    runs = await run_in_threadpool(_runs, api_state(request).conf.pg_dsn, tenant["tenant"],
-                                   job["job_id"], cursor, limit, only)
-    next_cursor = None
-    if len(runs) == limit:
-        next_cursor = ms(datetime.fromisoformat(runs[-1]["nominal_time"].replace("Z", "+00:00")))
+    rows = await run_in_threadpool(_runs, api_state(request).conf.pg_dsn, tenant["tenant"],
+                                   job["job_id"], cursor, limit + 1, only)
+    runs, next_cursor = runs_page(rows, limit)
     return {"items": runs, "next_cursor": next_cursor}

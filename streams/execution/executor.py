@@ -45,7 +45,7 @@ from typing import Any, Protocol
 from confluent_kafka import Message
 
 from streams.adapters import dns, ses, sms, tenants
-from streams.execution import overlap, targets
+from streams.execution import overlap, reminders, targets
 from streams.execution.arrivals import Arrival, Position, classify
 from streams.execution.dispatch import RunQueue, Waiting, expiry_reason
 from streams.execution.done_marks import DoneMarks
@@ -66,7 +66,17 @@ from streams.runtime.emit import Emitter, Outbox
 from streams.runtime.fencing import EpochFence
 from streams.runtime.topic_view import TopicView
 from streams.scheduling import quiet_hours
-from streams.topology import APP_ID, DLQ, DONE_TABLE, INTENT, JOBS, LEDGER, REFUSED, TENANTS
+from streams.topology import (
+    APP_ID,
+    BEGUN,
+    DLQ,
+    DONE_TABLE,
+    INTENT,
+    JOBS,
+    LEDGER,
+    REFUSED,
+    TENANTS,
+)
 
 log = logging.getLogger(__name__)
 
@@ -314,8 +324,7 @@ class Executor:
             # a send begun before a crash may have left: never again (Borgcron: prefer a skip to
             # a double); it is resolved as unknown, and said so
             self.resolve(Waiting(slot, fired["tenant"], "", fired["nominal_ms"], None),
-                         fired["decision"], "at-most-once: the send began before a crash and its "
-                         "outcome is unknown; not re-sent", outcome="unknown")
+                         fired["decision"], UNKNOWN_REASON, outcome="unknown")
             return
         if arrival is Arrival.REDELIVERED:
             log.info("fire %s of job %s: its running record (partition %d offset %d) read "
@@ -414,6 +423,7 @@ class Executor:
     async def resolved(self, slot: Slot, decision: str, reason: str, outcome: str) -> None:
         try:
             await self.record(slot, decision, reason, outcome)
+            self.done(slot, outcome)
         except Exception:
             self._not_recorded(slot, decision)
         finally:
@@ -429,6 +439,13 @@ class Executor:
         host_held = True  # the host's room is held while its target is called, no longer
         try:
             metrics.FIRE_LATENESS.observe(max(0, self.clock() - fired["nominal_ms"]) / 1000)
+            if fired["target"]["type"] == reminders.REMINDER:
+                outcome = await self.run_reminder(slot)
+                self.waiting.ended(chosen.host)
+                host_held = False
+                self.wake()
+                self.done(slot, outcome)
+                return
             inherited = None
             if fired["target"]["type"] in targets.AT_MOST_ONCE:
                 await self.region.held()  # the horizon is the lease's: known once it holds
@@ -452,6 +469,7 @@ class Executor:
             outcome = outcome_of(result)
             metrics.EXECUTIONS.labels(outcome).inc()
             await self.record(slot, fired["decision"], reason, outcome, attempts, result)
+            self.done(slot, outcome)
         except Exception:
             self._not_recorded(slot, fired["decision"])
         finally:
@@ -474,8 +492,8 @@ class Executor:
                       fired["fire_id"], fired["job_id"], fired["tenant"], slot.partition,
                       slot.offset, decision)
 
-    async def attempts(self, fired: Fired, partition: int | None = None
-                       ) -> tuple[targets.CallResult, int]:
+    async def attempts(self, fired: Fired, partition: int | None = None,
+                       mark_id: str | None = None) -> tuple[targets.CallResult, int]:
         """The target's attempts with their retries, each started under the region's lease: an
         attempt that found it gone sent nothing and does not count.
 
@@ -485,7 +503,8 @@ class Executor:
         mark says ``REFUSED``, and ``INTENT`` again before the next attempt: a crash during the
         wait leaves a run to make again, not an ``unknown`` send. What is ``unknown`` after a
         crash is then only what had a request out (issue 45's target: a burst of texts under
-        throttling spends most of its time waiting, not sending)."""
+        throttling spends most of its time waiting, not sending). ``mark_id``: the mark's key
+        when it is not the fire id (a reminder's channel, ``reminders.channel_id``)."""
         max_attempts = max(1, fired["retry_max_attempts"])
         once = partition is not None and fired["target"]["type"] in targets.AT_MOST_ONCE
         result = targets.CallResult(False, None, "not attempted")
@@ -497,7 +516,7 @@ class Executor:
         async def mark(value: bytes) -> bool:
             """Mark the run (at most once only), acknowledged; whether it now says REFUSED."""
             if once and partition is not None:
-                await self.marks.put_acked(partition, fired["fire_id"], value)
+                await self.marks.put_acked(partition, mark_id or fired["fire_id"], value)
             return once and value == REFUSED
 
         while attempt <= max_attempts:
@@ -535,13 +554,14 @@ class Executor:
         return result, max_attempts + throttled
 
     async def record(self, slot: Slot, decision: str, reason: str | None, outcome: str,
-                     attempts: int = 0, result: targets.CallResult | None = None) -> None:
-        """Steps 4 and 5: the outcome on the ledger (and a dead letter if the run failed),
-        acknowledged, the scheduler told, then the done mark, whose acknowledgement resolves the
-        record for the commit. The mark never runs ahead of the ledger, so a slot whose outcome
-        was lost in a crash is run (or resolved) again rather than taken for done."""
+                     attempts: int = 0, result: targets.CallResult | None = None,
+                     channel: str | None = None) -> None:
+        """Step 4: the outcome on the ledger (and a dead letter if the run failed),
+        acknowledged. ``channel``: one channel of a reminder's run, its own entry and dead
+        letter (``reminders.channel_id``)."""
         fired = slot.fired
         fid = fired["fire_id"]
+        key = fid if channel is None else reminders.channel_id(fid, channel)
         entry = job_entry(
             fire_id=fid, job=fired, nominal_ms=fired["nominal_ms"], decision=decision,
             reason=reason, lateness_ms=max(0, fired["fired_ms"] - fired["nominal_ms"]),
@@ -550,28 +570,91 @@ class Executor:
             error=result.error if result else None,
             message_id=result.message_id if result else None,
             fired_ms=fired["fired_ms"] if attempts else None, completed_ms=self.clock(),
+            record_id=key, channel=channel,
         )
         records: list[tuple[Any, bytes, int | None]] = [
             (LEDGER, codec().encode("LedgerEntry", entry), slot.partition)]
         if outcome == "failed" and result is not None:
-            log.warning("fire %s of job %s tenant %s failed after %d attempts: %s", fid,
-                        fired["job_id"], fired["tenant"], attempts, result.error)
+            log.warning("fire %s of job %s tenant %s%s failed after %d attempts: %s", fid,
+                        fired["job_id"], fired["tenant"], f" channel {channel}" if channel
+                        else "", attempts, result.error)
+            sent = fired if channel is None else reminders.channel_fired(fired, channel)
             records.append((DLQ, codec().encode("DeadLetter", self.dead_letter(
-                fired, attempts, result)), None))
-        await self._acknowledged(slot, records)
+                sent, attempts, result)), None))
+        await self._acknowledged(slot, key, records)
+
+    def done(self, slot: Slot, outcome: str) -> None:
+        """Step 5, once the slot's ledger is acknowledged: the scheduler told, then the done
+        mark, whose acknowledgement resolves the record for the commit. The mark never runs
+        ahead of the ledger, so a slot whose outcome was lost in a crash is run (or resolved)
+        again rather than taken for done."""
+        fid = slot.fired["fire_id"]
         if self.decisions is not None:
             self.decisions.slot_decided(fid)
         self.marks.mark(slot.partition, fid, outcome.encode(),
                         lambda: self.taken.resolve(slot.partition, slot.offset))
 
-    async def _acknowledged(self, slot: Slot, records: list[tuple[Any, bytes, int | None]]) -> None:
-        """Produce ``records`` and wait for the broker, again after a refusal (backoff) while
-        the partition is this worker's: the run has happened, only its record is missing."""
+    async def run_reminder(self, slot: Slot) -> str:
+        """A reminder's run (``reminders``): its channels in the order of preference, each as
+        ``run`` runs a lone email or text (under the lease, its own durable intent, attempts,
+        ledger entry and done mark, keyed ``<fire id>#<channel>``), a fallback's next channel
+        only when the one before was not sent for its recipient's sake. A channel found begun
+        before a crash is ``unknown`` and not sent again; one found done is not run again, and
+        its verdict decides the fallback as it did. Returns the slot's outcome."""
+        fired = slot.fired
+        target = fired["target"]
+        channels = reminders.channels_of(target)
+        verdicts: list[str] = []
+        for channel in channels:
+            if reminders.goes_on(target["reminder_deliver"], verdicts):
+                verdicts.append(await self.run_channel(slot, channel))
+                continue
+            reason = reminders.not_needed_reason(channels, verdicts)
+            await self.record(slot, fired["decision"], reason, "not_run", channel=channel)
+            verdicts.append(reminders.NOT_NEEDED)
+        return reminders.slot_outcome(verdicts)
+
+    async def run_channel(self, slot: Slot, channel: str) -> str:
+        """One channel of a reminder: its verdict (``reminders``), on the ledger and in its done
+        mark (acknowledged: a run again after a crash finds it)."""
+        fired, part = slot.fired, slot.partition
+        key = reminders.channel_id(fired["fire_id"], channel)
+        held = self.marks.get(part, key)
+        if held is not None and held not in BEGUN:
+            return held.decode()  # recorded before a crash: its entry is on the ledger
+        sent = reminders.channel_fired(fired, channel)
+        attempts, result = 0, None
+        if held == INTENT:
+            log.warning("fire %s of job %s tenant %s channel %s: its send began before a crash; "
+                        "recorded unknown, not sent again", fired["fire_id"], fired["job_id"],
+                        fired["tenant"], channel)
+            verdict, reason = "unknown", UNKNOWN_REASON
+        elif (quiet := quiet_hours.refused_at_run(sent["target"], self.clock())) is not None:
+            verdict, reason = reminders.QUIET, quiet
+        else:
+            await self.region.held()
+            result = inherited_send(fired, self.region.horizon_ms())
+            if result is None:
+                await self.marks.put_acked(part, key, INTENT)
+                result, attempts = await self.attempts(sent, part, mark_id=key)
+            verdict, reason = outcome_of(result), result.note
+        outcome = reminders.ledger_outcome(verdict)
+        metrics.EXECUTIONS.labels(outcome).inc()
+        await self.record(slot, fired["decision"], reason, outcome, attempts, result,
+                          channel=channel)
+        await self.marks.put_acked(part, key, verdict.encode())
+        return verdict
+
+    async def _acknowledged(self, slot: Slot, key: str,
+                            records: list[tuple[Any, bytes, int | None]]) -> None:
+        """Produce ``records`` under ``key`` (the ledger's record id) and wait for the broker,
+        again after a refusal (backoff) while the partition is this worker's: the run has
+        happened, only its record is missing."""
         fid = slot.fired["fire_id"]
         attempt = 0
         while True:
             try:
-                await asyncio.gather(*(self.outbox.send(topic, fid, value, partition)
+                await asyncio.gather(*(self.outbox.send(topic, key, value, partition)
                                        for topic, value, partition in records))
                 return
             except Exception as exc:
@@ -623,6 +706,8 @@ def outcome_of(result: targets.CallResult) -> str:
     return "unknown" if result.unknown else "failed"
 
 
+UNKNOWN_REASON = ("at-most-once: the send began before a crash and its outcome is unknown; "
+                  "not re-sent")
 INHERITED_REASON = ("region failover: asked before the deposed region's lease ended and not "
                     "replicated as done, so it may have been sent there; not sent again "
                     "(at-most-once)")

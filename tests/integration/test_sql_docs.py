@@ -48,8 +48,8 @@ def answers_every_run(stack, api, port: int) -> None:
     values = {"job_id": job["id"], "tenant": api.tenant, "campaign_id": campaign["id"],
               "email": f"user3@{domain}", "window_s": "86400"}
     found = [run(stack, sql, **values) for sql in queries()]
-    assert len(found) == 11
-    runs, not_run, late, one_address, kept, counts, sent_to, unknown, failed, delivery, \
+    assert len(found) == 12
+    runs, not_run, channels, late, one_address, kept, counts, sent_to, unknown, failed, delivery, \
         feedback = found
     assert unknown == []  # tests/integration/test_unknown_resolved.py lists some
     assert len(runs) >= 2 and {r[0].split("@")[0] for r in runs} == {job["id"]}
@@ -57,6 +57,8 @@ def answers_every_run(stack, api, port: int) -> None:
     assert one_address == [(campaign["id"], f"user3@{domain}", "sent", None,
                             one_address[0][4], one_address[0][5])] and one_address[0][4]
     assert counts == [("sent", 20)] and kept == counts  # the kept counts equal a recount
+    # the campaign's mails (tests/integration/test_reminder_channels.py has a reminder's texts)
+    assert channels == [("campaign", "email", "sent", 20)]
     assert [r[0] for r in sent_to] == [campaign["id"]]
     assert failed == [] and isinstance(not_run, list)
     # no SES events subscribed here (tests/integration/test_feedback_suppressions.py has them)

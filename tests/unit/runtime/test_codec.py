@@ -249,8 +249,10 @@ def test_every_history_schema_is_self_contained():
 HISTORY_FINGERPRINTS = {
     "dead_letter.1.avsc": "c4c459c3980f46c8", "fired.1.avsc": "4ddd886583bd2b87",
     "fired.2.avsc": "a9bc4714b6336605", "fired.3.avsc": "cc054d3b370494d3",
-    "job.1.avsc": "5ab1eddbc12de458", "job.2.avsc": "d75def1e7d64e72f",
-    "ledger.1.avsc": "d4413d2123f2c93e", "suppression.1.avsc": "f422b2463eb50fbe",
+    "fired.4.avsc": "7e468e240432ad49", "job.1.avsc": "5ab1eddbc12de458",
+    "job.2.avsc": "d75def1e7d64e72f", "job.3.avsc": "fad53f1232e2e478",
+    "ledger.1.avsc": "d4413d2123f2c93e", "ledger.2.avsc": "d1ed6f821a4a3f08",
+    "suppression.1.avsc": "f422b2463eb50fbe",
     "tenant.1.avsc": "44ac1e77abcd1bea", "tenant.2.avsc": "f70585b8b99876bf",
     "tenant.3.avsc": "3d66611d810efef2", "tenant.4.avsc": "6136ce3ae0caff73",
 }
@@ -280,6 +282,22 @@ def test_a_job_written_before_the_sms_fields_reads_with_them_null():
     assert all(target[name] is None for name in ("sms_to", "sms_body", "sms_origination",
                                                  "sms_quiet_start", "sms_quiet_end",
                                                  "sms_quiet_timezone"))
+
+
+def test_a_job_written_before_reminders_reads_with_no_channels():
+    """schemas/history/job.3.avsc predates the reminder target's fields: an older job's target
+    is read with them null (``streams.execution.reminders.channels_of``: none)."""
+    data = encode_with_history("job.3.avsc", _job())
+    assert data[2:10] != codec().fingerprint("Job")
+    target = codec().decode(data)["target"]
+    assert target["reminder_channels"] is None and target["reminder_deliver"] is None
+
+
+def test_a_ledger_entry_written_before_channels_reads_with_none():
+    old = {**LEDGER_1, "message_id": None, "campaign_id": None, "email": None}
+    data = encode_with_history("ledger.2.avsc", old)
+    assert data[2:10] != codec().fingerprint("LedgerEntry")
+    assert codec().decode(data)["channel"] is None
 
 
 def test_a_tenant_written_before_sms_originations_reads_with_none_granted():
