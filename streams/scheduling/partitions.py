@@ -52,7 +52,10 @@ class Partitions:
         by it for every job it had read, so those resume from the mark."""
         index = self.indexes.get(partition)
         if index is not None:
-            index_job(index, job, None if live else self.fired_through.get(partition, 0))
+            if live:
+                index_job(index, job, None, owed=index.next_slot(job["job_id"]))
+            else:
+                index_job(index, job, self.fired_through.get(partition, 0))
             if not live and job["delete_after_completion"] and job["job_id"] not in index:
                 # its last slot was decided before this worker took the partition
                 self.completed.append((partition, job["job_id"]))

@@ -54,9 +54,15 @@ class Prepared(NamedTuple):
         return self.prepared_ms < self.slot
 
 
-def index_job(index: DueIndex, job: dict[str, Any], mark: int | None) -> None:
+def index_job(index: DueIndex, job: dict[str, Any], mark: int | None,
+              owed: int | None = None) -> None:
     """Index ``job``'s first slot after its update, or its first slot not yet decided by a
     previous owner whose fired-through ``mark`` is later.
+
+    ``owed``: the slot the live index owed the job when this revision arrived. One due before
+    the update and still a slot of the new schedule stays owed: a text held by its quiet hours
+    (indexed at their end), or a slot due and not yet reached, would otherwise get no decision
+    at all (every slot gets one). Only the live index knows it: a standby's entries lag.
 
     The mark is a due time and a jittered slot falls due up to ``jitter_s`` after its
     nominal time, so the slots nominally in the last ``jitter_s`` before the mark are
@@ -70,6 +76,9 @@ def index_job(index: DueIndex, job: dict[str, Any], mark: int | None) -> None:
     at = job["schedule"]["at_ms"]
     if at is not None:  # a one-off may be set in the (recent) past: it is still owed
         after = min(after, at - 1)
+    if owed is not None and owed <= after \
+            and schedule.next_after(job["schedule"], job["job_id"], owed - 1) == owed:
+        after = owed - 1
     if mark is not None:
         mark = owed_through(job, mark)
         after = max(mark - job["jitter_s"] * 1000, after)
@@ -110,7 +119,8 @@ def last_due_after(job: dict[str, Any], now: int) -> bool:
     sched, job_id = job["schedule"], job["job_id"]
     at = sched["at_ms"]
     if at is not None:
-        return max(due_ms(job, at), job["updated_ms"]) >= now
+        due = max(due_ms(job, at), job["updated_ms"])
+        return max(due, held_to_ms(job, at, due)) >= now
     # jitter only delays (by less than jitter_s): a slot nominally before now - jitter_s is
     # due before now, and one nominally at or after now is due at or after it, so the loop
     # looks at the slots in the last jitter_s at most
@@ -120,6 +130,18 @@ def last_due_after(job: dict[str, Any], now: int) -> bool:
             return True
         slot = schedule.next_after(sched, job_id, slot)
     return False
+
+
+def held_to_ms(job: dict[str, Any], slot: int, due: int) -> int:
+    """When a text's slot due at ``due`` is sent: the end of the quiet hours it falls due in,
+    when they hold it (``deciding.quiet_slot``: not ``skip``, and they end before its
+    deadline), else ``due``. A one-off text held overnight is not ``completed`` at 22:00."""
+    window = quiet_hours.window_of(job["target"])
+    if window is None:
+        return due
+    held = quiet_hours.decide(window, due, slot + job["max_lateness_s"] * 1000,
+                              job["misfire_policy"] == "skip")
+    return held.until_ms if held.verdict is quiet_hours.Verdict.HOLD and held.until_ms else due
 
 
 def job_state(job: dict[str, Any], now: int) -> str:

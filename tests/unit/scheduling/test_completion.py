@@ -46,6 +46,22 @@ def test_a_one_off_written_after_its_time_is_owed_from_when_it_was_written():
     assert slots.job_state(late, T + 5_001) == "completed"
 
 
+def test_a_one_off_text_held_by_its_quiet_hours_completes_when_they_end():
+    quiet = {"type": "sms", "sms_to": "+15551234567", "sms_body": "b", "sms_quiet_start": "00:00",
+             "sms_quiet_end": "01:00", "sms_quiet_timezone": "UTC"}
+    midnight = T - T % (24 * 3_600_000)
+    once = one_off(at=midnight + 10 * MIN, written=midnight - MIN, max_lateness_s=7_200,
+                   misfire_policy="fire_once")
+    once["target"] = {**once["target"], **quiet}
+    assert slots.job_state(once, midnight + 20 * MIN) == "active", "held until 01:00"
+    assert slots.job_state(once, midnight + 60 * MIN) == "active"
+    assert slots.job_state(once, midnight + 60 * MIN + 1) == "completed"
+    assert slots.job_state({**once, "misfire_policy": "skip"}, midnight + 20 * MIN) == \
+        "completed", "skip expires it at its time: nothing is left to come"
+    assert slots.job_state({**once, "max_lateness_s": 600}, midnight + 20 * MIN) == \
+        "completed", "the window outlasts its deadline: expired at its time"
+
+
 def test_jitter_delays_completion_to_the_last_slots_due_time():
     once = one_off(jitter_s=30)
     delay = jitter_ms(fire_id("once", T), 30)

@@ -155,6 +155,44 @@ def test_a_held_slot_is_owed_again_by_a_scheduler_taking_the_partition_over():
     assert fired["fire_id"] == fire_id("pill", SLOT)
 
 
+def test_a_held_text_stays_owed_when_its_job_is_updated_while_it_waits():
+    """A job updated in the night (its body edited) while its 22:00 text is held: the held
+    slot is still owed (``Partitions.track``, live), and goes at the window's end with the new
+    revision; without ``owed`` it would get no decision at all. A schedule that no longer has
+    that slot owes it nothing."""
+    text = sms_job("pill", "fire_once", 12 * 3600)
+    state, clock = state_with(text, at=SLOT + 20)
+    state.fire_due()
+    index = state.partitions.indexes[0]
+    assert index.next_slot("pill") == SLOT and index.peek() == MORNING  # held
+
+    clock.at = SLOT + HOUR
+    edited = {**text, "revision": 2, "updated_ms": SLOT + HOUR,
+              "target": {**text["target"], "sms_body": "take two pills"}}
+    state.partitions.track(0, edited, live=True)
+    assert index.next_slot("pill") == SLOT, "the held slot is still owed"
+    state.jobs = Jobs({"pill": codec().encode("Job", edited)})
+    state.fire_due()
+    assert records(state) == [] and index.peek() == MORNING, "held again, not sent at night"
+    clock.at = MORNING + 30
+    state.fire_due()
+    ((topic, fired),) = records(state)
+    assert fired["fire_id"] == fire_id("pill", SLOT) and fired["decision"] == quiet_hours.HELD
+    assert fired["target"]["sms_body"] == "take two pills"
+
+
+def test_a_held_slot_the_updated_schedule_no_longer_has_is_not_owed():
+    text = sms_job("pill", "fire_once", 12 * 3600)
+    state, clock = state_with(text, at=SLOT + 20)
+    state.fire_due()
+    index = state.partitions.indexes[0]
+    assert index.next_slot("pill") == SLOT  # held
+    moved = {**text, "revision": 2, "updated_ms": SLOT + HOUR,
+             "schedule": {**text["schedule"], "cron": "0 30 2 * * *"}}
+    state.partitions.track(0, moved, live=True)
+    assert index.next_slot("pill") == NEXT + 30 * 60_000, "02:00 is not a slot of 02:30's"
+
+
 def test_held_since_is_the_windows_start_bounded_by_the_jobs_lateness():
     w = quiet_hours.parse("21:00", "08:00", "America/New_York")
     start = ms("2026-06-10T21:00:00-04:00")
