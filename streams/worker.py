@@ -44,7 +44,8 @@ def wire(rt: Runtime) -> None:
     # reminder emails honour the tenant's suppressions, read from a view of the whole topic
     lookup = reminder_opt_outs.Suppressions(
         rt.settings.bootstrap, rt.settings.home / "workers" / f"{rt.worker_id}-suppressions.sqlite3")
-    runs = executor.register(rt, fan_out=campaigns.fan_out, deciding=deciding, suppressions=lookup)
+    runs = executor.register(rt, fan_out=campaigns.fan_out, deciding=deciding, suppressions=lookup,
+                             suppress=campaigns.suppress)
     window = imports.ImportWindow()  # the import copier's copies apply_jobs has not applied
     schedule = agents.register(rt, runs, deciding, window)
     runs.decisions = schedule  # an outcome on the ledger resolves its slot

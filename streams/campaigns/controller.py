@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from streams.campaigns import suppressions
 from streams.campaigns.campaign_views import CampaignViews
 from streams.records import Fired
 from streams.runtime.clock import now_ms
@@ -21,9 +22,18 @@ from streams.topology import FANOUT
 
 
 class Controller:
-    def __init__(self, records: CampaignViews, emitter: Callable[[], Emitter]) -> None:
+    def __init__(self, records: CampaignViews, emitter: Callable[[], Emitter],
+                 partitions: int) -> None:
         self.records = records
         self.emitter = emitter  # the fan-out's producer, created in the worker's event loop
+        self.partitions = partitions  # Settings.partitions: a suppression's address partition
+
+    async def suppress(self, tenant: str, address: str, reason: str, source: str) -> None:
+        """Suppress ``address`` for ``tenant`` through the one path (``suppressions``), for the
+        executor, which may not import this layer (``streams.worker`` wires it): a number AWS
+        answered is on its opt-out list joins the tenant's own."""
+        await suppressions.suppress(self.emitter(), suppressions.record(
+            tenant, address, reason, source), self.partitions)
 
     async def fan_out(self, fired: Fired) -> tuple[bool, str]:
         """The campaign controller: one order per recipient partition holding the upload."""

@@ -84,4 +84,4 @@ def register(rt: Runtime) -> Controller:
             if tp.topic == FANOUT.name:
                 walker.revoke(tp.partition)
 
-    return Controller(records, lambda: walker.emitter)
+    return Controller(records, lambda: walker.emitter, rt.settings.partitions)

@@ -728,12 +728,14 @@ def inherited_send(fired: Fired, horizon_ms: int) -> targets.CallResult | None:
 
 
 def register(rt: Runtime, fan_out: targets.FanOut, deciding: Gate,
-             suppressions: targets.SuppressionLookup | None = None) -> Executor:
+             suppressions: targets.SuppressionLookup | None = None,
+             suppress: targets.Suppress | None = None) -> Executor:
     """The executor's sub-topology on ``rt``'s app: the done table, the fired topic's reader
     (started with the worker, given the worker's partitions after each recovery), ``fan_out``
     runs a campaign's tick (``streams.campaigns.fanout``), ``deciding`` is the scheduler's gate,
     which a burst's runs wait behind (``streams.handoff.Gate``), ``suppressions`` what
-    every reminder email's address is checked against first (``streams.execution.reminder_opt_outs``)."""
+    every reminder email's address is checked against first (``streams.execution.reminder_opt_outs``),
+    ``suppress`` writes a suppression (a number AWS says opted out: ``Targets.opted_out``)."""
     app, conf = rt.app, rt.settings
     done_table = rt.table(DONE_TABLE)
     emitter = Emitter(conf.bootstrap, f"executor-{rt.worker_id}")
@@ -745,7 +747,7 @@ def register(rt: Runtime, fan_out: targets.FanOut, deciding: Gate,
                         dns.Resolver(conf.dns_timeout_s), region=rt.region,
                         ses_client=lambda: ses.client(conf.ses_endpoint_url, conf.aws_region),
                         sms_client=lambda: sms.client(conf.sms_endpoint_url, conf.aws_region),
-                        suppressions=suppressions),
+                        suppressions=suppressions, suppress=suppress),
         FiredReader(conf.bootstrap, f"executor-{rt.worker_id}"), Outbox(emitter), deciding,
         per_host=conf.runs_per_host, fires_per_s=records.fires_per_s, region=rt.region,
         partitions=conf.partitions)

@@ -64,6 +64,9 @@ class CallResult:
     # backoff until the slot's deadline, without counting it against the job's max_attempts
     # (``streams.execution.retries.throttle_wait_s``): a busy account must never drop a reminder
     throttled: bool = False
+    # refused because the number is on AWS's (or a carrier's) opt-out list: ``suppressed``, and
+    # written back to the tenant's suppressions (``Targets``), where its lists show it
+    opted_out: bool = False
 
 
 def lease_lost(exc: LeaseLost) -> CallResult:
@@ -273,7 +276,7 @@ def send_text(sms_client: Any, fired: Fired, tenant: Tenant | None, region: Leas
         return CallResult(True, None, None, message_id=result.message_id)
     error = f"{outcome.value}: {result.error}"
     if outcome is sms.Outcome.OPTED_OUT:
-        return CallResult(False, None, error, final=True, suppressed=True,
+        return CallResult(False, None, error, final=True, suppressed=True, opted_out=True,
                           note="not sent: number opted out")
     if outcome in (sms.Outcome.THROTTLED, sms.Outcome.TRANSIENT):
         return CallResult(False, None, error, throttled=outcome is sms.Outcome.THROTTLED)
@@ -292,6 +295,10 @@ def send_text(sms_client: Any, fired: Fired, tenant: Tenant | None, region: Leas
 AT_MOST_ONCE = frozenset({"email", "sms"})
 
 FanOut = Callable[[Fired], Awaitable[tuple[bool, str]]]
+# suppress (tenant, address, reason, source) through the one suppression path, acknowledged
+# (``streams.campaigns.controller.Controller.suppress``, wired by ``streams.worker``)
+Suppress = Callable[[str, str, str, str], Awaitable[None]]
+OPTED_OUT_SOURCE = "sms_opted_out"
 
 
 class TenantRecords:
@@ -344,8 +351,11 @@ class Targets:
                  max_connections: int, resolver: dns.Resolver,
                  ses_client: Callable[[], Any], sms_client: Callable[[], Any],
                  region: Lease | None = None,
-                 suppressions: SuppressionLookup | None = None) -> None:
+                 suppressions: SuppressionLookup | None = None,
+                 suppress: Suppress | None = None) -> None:
         self.fan_out = fan_out  # a campaign's tick becomes its fan-out (streams.campaigns)
+        # a number AWS answered is opted out joins the tenant's suppressions (``opted_out``)
+        self._suppress = suppress
         self._emitter, self.tenants = emitter, tenants
         self.region = region or NoRegion()  # webhooks, emails and texts leave only under it
         self._max_connections, self._resolver = max_connections, resolver
@@ -356,6 +366,23 @@ class Targets:
         self._client: WebhookClient | None = None
         self._ses: Any = None
         self._sms: Any = None
+
+    async def opted_out(self, fired: Fired, result: CallResult) -> None:
+        """A text refused because its number is on AWS's opt-out list (a STOP AWS handled, or
+        one texted before the account's two-way messages reached cronstream): the tenant's
+        suppressions learn it, so ``GET /v1/suppressions`` shows why its texts stop and the next
+        one is refused here without a request. A failure to write it is logged, not the run's:
+        the text was not sent either way, and the next refusal writes it again."""
+        if self._suppress is None:
+            return
+        number = fired["target"]["sms_to"] or ""
+        try:
+            await self._suppress(fired["tenant"], number, f"AWS opt-out list: {result.error}",
+                                 OPTED_OUT_SOURCE)
+        except Exception:  # noqa: BLE001 - logged with its ids; the run's outcome stands
+            log.exception("tenant %s job %s fire %s: %s is on AWS's opt-out list; its "
+                          "suppression was not written", fired["tenant"], fired["job_id"],
+                          fired["fire_id"], number)
 
     @property
     def client(self) -> WebhookClient:
@@ -383,7 +410,10 @@ class Targets:
         if kind == "sms":
             if self._sms is None:
                 self._sms = self._sms_client()
-            return await asyncio.to_thread(send_text, self._sms, fired,
-                                           await self.tenants.record(fired["tenant"]),
-                                           self.region, self._suppressions)
+            result = await asyncio.to_thread(send_text, self._sms, fired,
+                                             await self.tenants.record(fired["tenant"]),
+                                             self.region, self._suppressions)
+            if result.opted_out:
+                await self.opted_out(fired, result)
+            return result
         return CallResult(False, None, f"unknown target type {kind!r}", final=True)

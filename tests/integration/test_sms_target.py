@@ -160,3 +160,18 @@ def test_stop_texted_back_suppresses_the_number_before_the_next_text(stack, text
     finally:
         httpx.post(f"{sms}/_local/inbound-subscription", json={"endpoint": None}, timeout=5)
         httpx.post(f"{sms}/_local/opt-outs", json={"self_managed": False}, timeout=5)
+
+
+def test_a_number_on_awss_opt_out_list_is_suppressed_for_the_tenant_too(stack, texter):
+    """AWS refuses a text to a number on the account's opt-out list (a STOP it handled itself):
+    the run is ``suppressed`` and the tenant's suppressions learn the number (source
+    ``sms_opted_out``), so ``GET /v1/suppressions`` shows why its texts stop."""
+    number = "+15551230006"
+    sms = stack.s.local_sms_endpoint
+    httpx.post(f"{sms}/_local/opt-outs", json={"add": [number]}, timeout=5).raise_for_status()
+    row = decided(stack, texter, reminder(number))
+    assert (row["outcome"], row["reason"]) == ("suppressed", "not sent: number opted out"), row
+    assert to(stack, number) == [], "refused by the server: never sent"
+    got = wait_for(lambda: (r := texter.get(f"/v1/suppressions/{number}")).status_code == 200
+                   and r.json(), timeout_s=60)
+    assert got["source"] == "sms_opted_out" and "opt-out list" in got["reason"], got

@@ -180,3 +180,41 @@ def test_a_text_is_at_most_once_and_attempted_through_targets():
     assert first.ok and second.ok and first.message_id == "m-1"
     assert len(made) == 1 and len(made[0].requests) == 2, "one client, made on first use"
     assert targets.host_of(FIRED["target"]) == "sms"
+
+
+def test_a_number_on_awss_opt_out_list_joins_the_tenants_suppressions():
+    """``Targets.opted_out``: AWS refused the text (the number is on its opt-out list), so the
+    tenant's suppressions learn it through the one suppression path; a write that fails is
+    logged and leaves the run ``suppressed``. A text refused for the tenant's own suppression
+    writes nothing (it is there already)."""
+
+    class Records:
+        async def record(self, tenant: str) -> dict[str, Any]:
+            return GRANTED
+
+    written: list[tuple[str, str, str, str]] = []
+
+    async def suppress(tenant: str, address: str, reason: str, source: str) -> None:
+        written.append((tenant, address, reason, source))
+        if address == "+15550000000":
+            raise RuntimeError("broker refused")
+
+    def chosen(answer: Any, lookup: Lookup | None = None) -> targets.Targets:
+        return targets.Targets(fan_out=None, emitter=None, tenants=Records(),  # type: ignore[arg-type]
+                               max_connections=1, resolver=None,  # type: ignore[arg-type]
+                               ses_client=lambda: None, sms_client=lambda: Client(answer),
+                               suppressions=lookup, suppress=suppress)
+
+    opted_out = client_error("ConflictException", 400, "DESTINATION_PHONE_NUMBER_OPTED_OUT")
+    result = asyncio.run(chosen(opted_out).attempt(FIRED))
+    assert result.suppressed and result.opted_out
+    [(tenant, number, reason, source)] = written
+    assert (tenant, number, source) == ("acme", "+15551234567", "sms_opted_out")
+    assert reason.startswith("AWS opt-out list: ") and "OPTED_OUT" in reason
+
+    failing = {**FIRED, "target": {**FIRED["target"], "sms_to": "+15550000000"}}
+    result = asyncio.run(chosen(opted_out).attempt(failing))
+    assert result.suppressed and len(written) == 2, "the run's outcome stands"
+
+    ours = asyncio.run(chosen(None, Lookup({"reason": "api"})).attempt(FIRED))
+    assert ours.suppressed and not ours.opted_out and len(written) == 2
