@@ -35,7 +35,9 @@ def _last_runs(dsn: str, tenant: str, job_ids: list[str]) -> dict[str, dict[str,
         return {}
     query = ("SELECT DISTINCT ON (job_id) job_id, decision, outcome, nominal_time FROM ledger "
              "WHERE kind = 'job' AND tenant = %s AND job_id = ANY(%s) "
-             "ORDER BY job_id, nominal_time DESC")
+             # a reminder's slot is a row per channel: the one that says most (sent first)
+             "ORDER BY job_id, nominal_time DESC, outcome = 'succeeded' DESC, "
+             "outcome = 'not_run'")
     return {r[0]: {"decision": r[1], "outcome": r[2], "at": r[3]}
             for r in sink.rows(dsn, query, (tenant, job_ids))}
 

@@ -374,7 +374,8 @@ RUN_COLUMNS = ("fire_id", "nominal_time", "decision", "reason", "attempts", "out
 # those that failed (each was also written to the DLQ)
 RUN_FILTERS = {
     "not_run": " AND (decision LIKE 'skipped%%' OR decision = 'expired_stale' "
-               "OR outcome IN ('not_run', 'suppressed'))",
+               "OR outcome IN ('not_run', 'suppressed')) "
+               f"AND coalesce(reason, '') NOT LIKE '{reminders.NOT_NEEDED_REASON}%%'",
     "failed": " AND outcome = 'failed'",
 }
 
@@ -398,11 +399,17 @@ def _runs(dsn: str, tenant: str, job_id: str, before: int | None, limit: int,
     return out
 
 
+# the most rows one slot has on the ledger: a reminder's two channels, and a slot-wide row the
+# reconciler may have written beside them; a page reads this many past its limit
+SLOT_ROWS = 3
+
+
 def runs_page(rows: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]], int | None]:
-    """A page of at most ``limit`` slots' rows out of ``rows`` (read with ``limit`` + 1), and
-    the cursor of the next page (None: none). The cursor is a slot's nominal time, so a page
-    ends at a slot's last row: a reminder's two channels are one slot, and a page that split
-    them would lose the second. A single slot with more rows than ``limit`` is a page alone."""
+    """A page of at most ``limit`` slots' rows out of ``rows`` (read with ``limit`` +
+    ``SLOT_ROWS``), and the cursor of the next page (None: none). The cursor is a slot's
+    nominal time, so a page ends at a slot's last row: a reminder's two channels are one slot,
+    and a page that split them would lose the second. A single slot with more rows than
+    ``limit`` is a page alone, all of its rows read."""
     if len(rows) <= limit:
         return rows, None
     page, last = rows[:limit], rows[limit - 1]["nominal_time"]
@@ -424,6 +431,6 @@ async def job_runs(job_id: str, request: Request, tenant: Tenant,
                    ) -> dict[str, Any]:
     job = _own_job(request, tenant, job_id)
     rows = await run_in_threadpool(_runs, api_state(request).conf.pg_dsn, tenant["tenant"],
-                                   job["job_id"], cursor, limit + 1, only)
+                                   job["job_id"], cursor, limit + SLOT_ROWS, only)
     runs, next_cursor = runs_page(rows, limit)
     return {"items": runs, "next_cursor": next_cursor}

@@ -422,7 +422,10 @@ class Executor:
 
     async def resolved(self, slot: Slot, decision: str, reason: str, outcome: str) -> None:
         try:
-            await self.record(slot, decision, reason, outcome)
+            if slot.fired["target"]["type"] == reminders.REMINDER and self.channels_begun(slot):
+                outcome = await self.settle_reminder(slot, decision, reason, outcome)
+            else:
+                await self.record(slot, decision, reason, outcome)
             self.done(slot, outcome)
         except Exception:
             self._not_recorded(slot, decision)
@@ -457,7 +460,7 @@ class Executor:
                     # the durable intent: acknowledged before the first attempt, so a worker
                     # that takes over after a crash knows the send may have happened and does
                     # not repeat it
-                    await self.marks.put_acked(slot.partition, fid, INTENT)
+                    await self.intend(slot.partition, fid, fid)
                 result, attempts = await self.attempts(fired, slot.partition)
             self.waiting.ended(chosen.host)
             host_held = False
@@ -484,6 +487,17 @@ class Executor:
             if held is not None:
                 self.waiting.push(held)  # its turn again, now that the run it waited for ended
             self.wake()
+
+    async def intend(self, partition: int, key: str, fid: str) -> None:
+        """The durable intent before a send (``key``: the fire id, or a reminder's channel),
+        only while ``partition`` is this worker's. A run started before a revocation finishes,
+        but must begin no send after it: the new owner recovered the done table before this
+        intent, would never see it, and would send too. Raises ``PartitionGone`` then: the
+        record stays uncommitted, and the new owner runs what is left."""
+        if partition not in self.partitions:
+            raise PartitionGone(f"fire {fid}: partition {partition} was revoked before {key} "
+                                "was sent; left to its next owner")
+        await self.marks.put_acked(partition, key, INTENT)
 
     def _not_recorded(self, slot: Slot, decision: str) -> None:
         fired = slot.fired
@@ -516,7 +530,11 @@ class Executor:
         async def mark(value: bytes) -> bool:
             """Mark the run (at most once only), acknowledged; whether it now says REFUSED."""
             if once and partition is not None:
-                await self.marks.put_acked(partition, mark_id or fired["fire_id"], value)
+                key = mark_id or fired["fire_id"]
+                if value == INTENT:
+                    await self.intend(partition, key, fired["fire_id"])
+                else:
+                    await self.marks.put_acked(partition, key, value)
             return once and value == REFUSED
 
         while attempt <= max_attempts:
@@ -572,16 +590,16 @@ class Executor:
             fired_ms=fired["fired_ms"] if attempts else None, completed_ms=self.clock(),
             record_id=key, channel=channel,
         )
-        records: list[tuple[Any, bytes, int | None]] = [
-            (LEDGER, codec().encode("LedgerEntry", entry), slot.partition)]
+        records: list[tuple[Any, str, bytes, int | None]] = [
+            (LEDGER, key, codec().encode("LedgerEntry", entry), slot.partition)]
         if outcome == "failed" and result is not None:
             log.warning("fire %s of job %s tenant %s%s failed after %d attempts: %s", fid,
                         fired["job_id"], fired["tenant"], f" channel {channel}" if channel
                         else "", attempts, result.error)
             sent = fired if channel is None else reminders.channel_fired(fired, channel)
-            records.append((DLQ, codec().encode("DeadLetter", self.dead_letter(
+            records.append((DLQ, fid, codec().encode("DeadLetter", self.dead_letter(
                 sent, attempts, result)), None))
-        await self._acknowledged(slot, key, records)
+        await self._acknowledged(slot, records)
 
     def done(self, slot: Slot, outcome: str) -> None:
         """Step 5, once the slot's ledger is acknowledged: the scheduler told, then the done
@@ -604,6 +622,9 @@ class Executor:
         fired = slot.fired
         target = fired["target"]
         channels = reminders.channels_of(target)
+        if not channels:  # the API refuses it; a record written another way is said to fail
+            await self.record(slot, fired["decision"], "a reminder without channels", "failed")
+            return "failed"
         verdicts: list[str] = []
         for channel in channels:
             if reminders.goes_on(target["reminder_deliver"], verdicts):
@@ -612,6 +633,36 @@ class Executor:
             reason = reminders.not_needed_reason(channels, verdicts)
             await self.record(slot, fired["decision"], reason, "not_run", channel=channel)
             verdicts.append(reminders.NOT_NEEDED)
+        return reminders.slot_outcome(verdicts)
+
+    def channels_begun(self, slot: Slot) -> bool:
+        """Whether a channel of a reminder slot has a mark: it ran in part before a crash."""
+        fid = slot.fired["fire_id"]
+        return any(self.marks.get(slot.partition, reminders.channel_id(fid, c)) is not None
+                   for c in reminders.channels_of(slot.fired["target"]))
+
+    async def settle_reminder(self, slot: Slot, decision: str, reason: str, outcome: str
+                              ) -> str:
+        """A reminder resolved without a run (expired, skipped) after a crash cut its run short:
+        a channel recorded stays as it is, one begun is ``unknown`` (never sent again), and the
+        rest get the slot's decision, each its own entry as a run writes them. The slot's
+        outcome, as ``run_reminder``'s."""
+        fired, part = slot.fired, slot.partition
+        verdicts = []
+        for channel in reminders.channels_of(fired["target"]):
+            key = reminders.channel_id(fired["fire_id"], channel)
+            held = self.marks.get(part, key)
+            if held is not None and held not in BEGUN:
+                verdicts.append(held.decode())
+                continue
+            if held == INTENT:
+                verdict, said = "unknown", UNKNOWN_REASON
+            else:
+                verdict, said = outcome, reason
+            await self.record(slot, decision, said, reminders.ledger_outcome(verdict),
+                              channel=channel)
+            await self.marks.put_acked(part, key, verdict.encode())
+            verdicts.append(verdict)
         return reminders.slot_outcome(verdicts)
 
     async def run_channel(self, slot: Slot, channel: str) -> str:
@@ -635,9 +686,11 @@ class Executor:
             await self.region.held()
             result = inherited_send(fired, self.region.horizon_ms())
             if result is None:
-                await self.marks.put_acked(part, key, INTENT)
+                await self.intend(part, key, fired["fire_id"])
                 result, attempts = await self.attempts(sent, part, mark_id=key)
             verdict, reason = outcome_of(result), result.note
+        if fired["redrives"]:
+            reason = f"re-driven by the reconciler ({fired['redrives']})"
         outcome = reminders.ledger_outcome(verdict)
         metrics.EXECUTIONS.labels(outcome).inc()
         await self.record(slot, fired["decision"], reason, outcome, attempts, result,
@@ -645,17 +698,18 @@ class Executor:
         await self.marks.put_acked(part, key, verdict.encode())
         return verdict
 
-    async def _acknowledged(self, slot: Slot, key: str,
-                            records: list[tuple[Any, bytes, int | None]]) -> None:
-        """Produce ``records`` under ``key`` (the ledger's record id) and wait for the broker,
-        again after a refusal (backoff) while the partition is this worker's: the run has
-        happened, only its record is missing."""
+    async def _acknowledged(self, slot: Slot,
+                            records: list[tuple[Any, str, bytes, int | None]]) -> None:
+        """Produce ``records`` (topic, key, value, partition: the ledger's keyed by its record
+        id, the dead letter's by the fire id) and wait for the broker, again after a refusal
+        (backoff) while the partition is this worker's: the run has happened, only its record
+        is missing."""
         fid = slot.fired["fire_id"]
         attempt = 0
         while True:
             try:
                 await asyncio.gather(*(self.outbox.send(topic, key, value, partition)
-                                       for topic, value, partition in records))
+                                       for topic, key, value, partition in records))
                 return
             except Exception as exc:
                 attempt += 1
@@ -694,6 +748,10 @@ class Executor:
         against the partition's end (``ends``, read from the broker just before)."""
         return {part: ExecutorQueue(fired_ms, next_offset, ends.get(part))
                 for part, (fired_ms, next_offset) in list(self.taken_up.items())}
+
+
+class PartitionGone(Exception):
+    """A send not begun because its partition is no longer this worker's (``intend``)."""
 
 
 def outcome_of(result: targets.CallResult) -> str:

@@ -65,9 +65,14 @@ def ledger_outcome(verdict: str) -> str:
     return "not_run" if verdict in (QUIET, NOT_NEEDED) else verdict
 
 
+# the reason a fallback channel not needed begins with: the runs' ``only=not_run`` leaves those
+# rows out (the reminder was sent, or its first channel settled it: nothing to look into)
+NOT_NEEDED_REASON = "fallback: not needed"
+
+
 def not_needed_reason(channels: Sequence[str], verdicts: Sequence[str]) -> str:
     """Why a fallback channel was not sent: the channel before it, and how it ended."""
-    return (f"fallback: not needed, the {channels[len(verdicts) - 1]} channel ended "
+    return (f"{NOT_NEEDED_REASON}, the {channels[len(verdicts) - 1]} channel ended "
             f"{ledger_outcome(verdicts[-1])}")
 
 

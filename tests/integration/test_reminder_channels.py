@@ -90,13 +90,17 @@ def test_a_reminder_on_both_channels_sends_each_once_as_its_own_entry(stack, cli
 def test_a_fallback_emails_only_when_the_number_is_suppressed(stack, client):
     number = "+15551239002"
     assert client.post("/v1/suppressions", json={"phone": number}).status_code == 201
-    _, found = decided(stack, client, job(number, "kim@example.net", "fallback"))
+    job_id, found = decided(stack, client, job(number, "kim@example.net", "fallback"))
     fire = found["sms"]["fire_id"]
     assert (found["sms"]["outcome"], found["email"]["outcome"]) == ("suppressed", "succeeded")
+    not_run = client.get(f"/v1/jobs/{job_id}/runs", params={"only": "not_run"}).json()["items"]
+    assert [(r["channel"], r["outcome"]) for r in not_run] == [("sms", "suppressed")]
     assert texts(stack, fire) == [] and len(mails(stack, fire)) == 1
 
-    _, found = decided(stack, client, job("+15551239003", "lee@example.net", "fallback"))
+    job_id, found = decided(stack, client, job("+15551239003", "lee@example.net", "fallback"))
     fire = found["sms"]["fire_id"]
     assert (found["sms"]["outcome"], found["email"]["outcome"]) == ("succeeded", "not_run")
     assert found["email"]["reason"] == "fallback: not needed, the sms channel ended succeeded"
     assert len(texts(stack, fire)) == 1 and mails(stack, fire) == [], "the text went: no email"
+    assert client.get(f"/v1/jobs/{job_id}/runs", params={"only": "not_run"}).json()["items"] == \
+        [], "a reminder sent is not among the slots that did not run"

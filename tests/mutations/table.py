@@ -86,8 +86,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     mutation(
         "no-email-intent", "at most once per reminder email or text",
         "streams/execution/executor.py",
-        "                await self.marks.put_acked(slot.partition, fid, INTENT)\n",
-        "                pass  # MUTATION: no intent before the send\n",
+        "        await self.marks.put_acked(partition, key, INTENT)\n",
+        "        pass  # MUTATION: no intent before the send\n",
         ("tests/integration/test_email_target.py::"
          "test_a_send_with_unknown_outcome_is_not_repeated",),
         "accepted once and never sent again"),

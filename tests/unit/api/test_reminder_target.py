@@ -89,9 +89,11 @@ def row(at: str, channel: str) -> dict[str, str]:
 def test_a_page_ends_at_a_slots_last_row():
     rows = [row("3", "email"), row("3", "sms"), row("2", "email"), row("2", "sms"),
             row("1", "email")]
-    page, cursor = runs_page(rows[:4], 3)  # read with limit + 1
+    page, cursor = runs_page(rows, 3)  # read with limit + SLOT_ROWS
     assert page == rows[:2], "slot 2's second channel would have been lost"
     assert cursor == 1_796_029_203_000
     assert runs_page(rows[2:], 5) == (rows[2:], None)
-    page, cursor = runs_page(rows[:2], 1)  # one slot longer than the page: the slot alone
+    page, cursor = runs_page(rows[:4], 1)  # one slot longer than the page: the slot alone
     assert page == rows[:2] and cursor == 1_796_029_203_000
+    three = [row("3", "reminder"), row("3", "email"), row("3", "sms"), row("2", "email")]
+    assert runs_page(three, 1)[0] == three[:3], "every row of the slot, read past the limit"

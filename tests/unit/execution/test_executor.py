@@ -297,6 +297,41 @@ def test_a_refused_attempt_says_so_while_it_waits_and_intends_again_before_the_n
     asyncio.run(main())
 
 
+def test_an_email_waiting_out_a_refusal_sends_nothing_once_its_partition_is_revoked():
+    """The run started before the revocation finishes, but its next attempt would need a new
+    intent, which the new owner (its done table recovered already) would never see: it stops
+    there, its record left uncommitted for the new owner, which finds ``REFUSED`` and sends."""
+    world = World()
+    answers = [CallResult(False, None, "throttled: slow down"), CallResult(True, None, None)]
+
+    async def attempt(fired: dict[str, Any]) -> CallResult:
+        world.log.append(("attempt", fired["fire_id"]))
+        return answers.pop(0)
+
+    world.attempt = attempt  # type: ignore[method-assign]
+    state = schedule_state()
+    retried = {**codec().decode(job("job-t", "0 * * * * *", SLOT - 60_000, target=EMAIL)),
+               "retry_max_attempts": 3, "retry_initial_backoff_s": 0.01,
+               "retry_max_backoff_s": 0.01}
+    fid = fire_id("job-t", SLOT)
+    state.emit_fired(0, retried, fid, SLOT, "fired", SLOT + 5)
+
+    async def main() -> Executor:
+        executor = executor_in(world)
+        world.deliver([Msg(0, 10, state._emitter.values[0])])
+        for expected in (INTENT, REFUSED):
+            await until(lambda mark=expected: world.log[-1] == ("marks sent", [(fid, mark)]))
+            if expected == REFUSED:
+                executor.revoke({0})
+            world.ack_marks()
+        await until(lambda: executor.active == 0)
+        return executor
+
+    asyncio.run(main())
+    assert [e for e in world.log if e[0] == "attempt"] == [("attempt", fid)], "sent again"
+    assert not world.ledger, "nothing recorded: the record is the new owner's"
+
+
 def test_a_record_of_a_done_fire_id_is_resolved_without_a_run():
     world = World()
     fid = fire_id("job-d", SLOT)

@@ -171,6 +171,7 @@ def test_a_failed_channel_is_dead_lettered_as_that_channel():
     fid, executor = run(world, reminder())
     [letter] = [codec().decode(v) for topic, v in world.sent if topic == DLQ.name]
     assert letter["target"]["type"] == "email" and letter["fire_id"] == fid
+    assert (f"{DLQ.name} sent", fid) in world.log, "keyed by the fire id, as the topic says"
     assert executor.done_mark(0, fid) == b"succeeded", "the text was sent"
 
 
@@ -202,3 +203,57 @@ def test_after_a_crash_a_fallbacks_done_verdict_decides_as_it_did():
     # the text was inside its quiet hours then; now it is not: the email still goes, no text
     run(world, reminder(deliver="fallback"), rows={f"{fid}#sms".encode(): b"quiet_hours"})
     assert world.attempted == ["email"]
+
+
+def test_a_reminders_next_channel_is_not_begun_once_its_partition_is_revoked():
+    """A run started before a revocation finishes, but begins no send after it: the new owner
+    recovered the done table before this worker's next intent, would not see it, and would
+    send the channel too. The text in flight at the revocation is left as it was."""
+    fid = fire_id("job-r", SLOT)
+
+    class Held(Channels):
+        def __init__(self) -> None:
+            super().__init__()
+            self.release = asyncio.Event()
+
+        async def attempt(self, fired: dict[str, Any]) -> CallResult:
+            result = await super().attempt(fired)
+            await self.release.wait()
+            return result
+
+    world = Held()
+
+    async def main() -> Any:
+        executor = executor_in(world)
+        world.deliver([Msg(0, 10, fired_record("job-r", reminder()))])
+        await settle(world, lambda: world.attempted == ["sms"])
+        executor.revoke({0})
+        world.release.set()
+        await settle(world, lambda: executor.active == 0)
+        return executor
+
+    executor = asyncio.run(main())
+    assert world.attempted == ["sms"], "the email was begun after the revocation"
+    marks = [m for entry in world.log if entry[0] == "marks sent" for m in entry[1]]
+    assert (f"{fid}#email", INTENT) not in marks
+    assert executor.done_mark(0, fid) is None, "the slot is left to the next owner"
+
+
+def test_a_reminder_cut_short_by_a_crash_and_then_expired_keeps_its_channels():
+    """The text was sent and marked, the email's intent written, then the worker died; the
+    slot's record, read again too late, is expired: the text's entry stands, the email is
+    ``unknown`` (never sent), and no slot-wide ``not_run`` row says the reminder never ran."""
+    fid = fire_id("job-r", SLOT)
+    world = Channels()
+    _, executor = run(world, reminder(), rows={f"{fid}#sms".encode(): b"succeeded",
+                                               f"{fid}#email".encode(): INTENT},
+                      clock=lambda: SLOT + 10 * 86_400_000)
+    assert world.attempted == []
+    found = entries(world)
+    assert list(found) == [f"{fid}#email"] and found[f"{fid}#email"]["outcome"] == "unknown"
+    assert executor.done_mark(0, fid) == b"succeeded"
+
+    world = Channels()  # never begun: the slot's one row, as for any expired slot
+    _, executor = run(world, reminder(), clock=lambda: SLOT + 10 * 86_400_000)
+    [(key, entry)] = entries(world).items()
+    assert key == fid and (entry["decision"], entry["channel"]) == ("expired_stale", "reminder")
