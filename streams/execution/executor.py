@@ -573,10 +573,10 @@ class Executor:
 
     async def record(self, slot: Slot, decision: str, reason: str | None, outcome: str,
                      attempts: int = 0, result: targets.CallResult | None = None,
-                     channel: str | None = None) -> None:
-        """Step 4: the outcome on the ledger (and a dead letter if the run failed),
-        acknowledged. ``channel``: one channel of a reminder's run, its own entry and dead
-        letter (``reminders.channel_id``)."""
+                     channel: str | None = None, letter: bool = True) -> None:
+        """Step 4: the outcome on the ledger (and a dead letter if the run failed, unless not
+        ``letter``), acknowledged. ``channel``: one channel of a reminder's run, its own entry
+        and dead letter (``reminders.channel_id``)."""
         fired = slot.fired
         fid = fired["fire_id"]
         key = fid if channel is None else reminders.channel_id(fid, channel)
@@ -592,7 +592,7 @@ class Executor:
         )
         records: list[tuple[Any, str, bytes, int | None]] = [
             (LEDGER, key, codec().encode("LedgerEntry", entry), slot.partition)]
-        if outcome == "failed" and result is not None:
+        if outcome == "failed" and result is not None and letter:
             log.warning("fire %s of job %s tenant %s%s failed after %d attempts: %s", fid,
                         fired["job_id"], fired["tenant"], f" channel {channel}" if channel
                         else "", attempts, result.error)
@@ -653,26 +653,28 @@ class Executor:
             key = reminders.channel_id(fired["fire_id"], channel)
             held = self.marks.get(part, key)
             if held is not None and held not in BEGUN:
-                verdicts.append(held.decode())
-                continue
-            if held == INTENT:
-                verdict, said = "unknown", UNKNOWN_REASON
+                recorded = reminders.Recorded.decode(held)
+                await self.record_channel(slot, channel, recorded, letter=False)
             else:
-                verdict, said = outcome, reason
-            await self.record(slot, decision, said, reminders.ledger_outcome(verdict),
-                              channel=channel)
-            await self.marks.put_acked(part, key, verdict.encode())
-            verdicts.append(verdict)
+                recorded = reminders.Recorded(outcome, decision, reason)
+                if held == INTENT:
+                    recorded = reminders.Recorded("unknown", decision, UNKNOWN_REASON)
+                await self.marks.put_acked(part, key, recorded.encode())
+                await self.record_channel(slot, channel, recorded)
+            verdicts.append(recorded.verdict)
         return reminders.slot_outcome(verdicts)
 
     async def run_channel(self, slot: Slot, channel: str) -> str:
-        """One channel of a reminder: its verdict (``reminders``), on the ledger and in its done
-        mark (acknowledged: a run again after a crash finds it)."""
+        """One channel of a reminder: its verdict (``reminders``), in its done mark (acknowledged
+        first) and on the ledger. A channel found recorded by a run a crash cut short has its
+        entry written again from the mark (``reminders.Recorded``), and is not run again."""
         fired, part = slot.fired, slot.partition
         key = reminders.channel_id(fired["fire_id"], channel)
         held = self.marks.get(part, key)
         if held is not None and held not in BEGUN:
-            return held.decode()  # recorded before a crash: its entry is on the ledger
+            recorded = reminders.Recorded.decode(held)
+            await self.record_channel(slot, channel, recorded, letter=False)
+            return recorded.verdict
         sent = reminders.channel_fired(fired, channel)
         attempts, result = 0, None
         if held == INTENT:
@@ -691,12 +693,24 @@ class Executor:
             verdict, reason = outcome_of(result), result.note
         if fired["redrives"]:
             reason = f"re-driven by the reconciler ({fired['redrives']})"
-        outcome = reminders.ledger_outcome(verdict)
-        metrics.EXECUTIONS.labels(outcome).inc()
-        await self.record(slot, fired["decision"], reason, outcome, attempts, result,
-                          channel=channel)
-        await self.marks.put_acked(part, key, verdict.encode())
+        recorded = reminders.Recorded(
+            verdict, fired["decision"], reason, attempts,
+            result.status_code if result else None, result.error if result else None,
+            result.message_id if result else None)
+        metrics.EXECUTIONS.labels(reminders.ledger_outcome(verdict)).inc()
+        await self.marks.put_acked(part, key, recorded.encode())
+        await self.record_channel(slot, channel, recorded)
         return verdict
+
+    async def record_channel(self, slot: Slot, channel: str, recorded: reminders.Recorded,
+                             letter: bool = True) -> None:
+        """A channel's entry on the ledger as its mark has it (``letter``: with its dead letter
+        if it failed; not when written again after a crash: the first run wrote it)."""
+        result = targets.CallResult(False, recorded.status_code, recorded.error,
+                                    message_id=recorded.message_id)
+        await self.record(slot, recorded.decision, recorded.reason,
+                          reminders.ledger_outcome(recorded.verdict), recorded.attempts,
+                          result, channel=channel, letter=letter)
 
     async def _acknowledged(self, slot: Slot,
                             records: list[tuple[Any, str, bytes, int | None]]) -> None:

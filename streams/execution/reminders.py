@@ -5,7 +5,8 @@ as its fallback (``deliver: fallback``). Pure decisions; the executor runs them
 
 Each channel is run as a lone email or text is, at most once, and recorded as its own ledger
 entry: record id ``<fire id>#<channel>`` (``channel_id``), its done mark under the same key, so a
-crash between the channels sends neither again. A fire id ends in ``Z`` (``schedule.fire_id``),
+crash between the channels sends neither again. The mark holds the entry (``Recorded``) and is
+acknowledged before it, so a run again after a crash writes the same entry again. A fire id ends in ``Z`` (``schedule.fire_id``),
 so a channel's id is never another slot's.
 
 Fallback passes on to the next channel only when the one before was not sent for its
@@ -18,7 +19,9 @@ email would wait too): the text is recorded not run for that slot, with the wind
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 
 from streams.records import Fired, Target
 
@@ -85,3 +88,26 @@ def slot_outcome(verdicts: Sequence[str]) -> str:
         if outcome in outcomes:
             return outcome
     return "not_run"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A channel's verdict and its ledger entry's fields, kept in its done mark. The mark is
+    acknowledged before the entry is written, and a run again after a crash writes the entry
+    again from it: a crash between the two never turns a channel recorded ``suppressed`` (or
+    sent) into ``unknown``, which would stop a fallback that was owed."""
+
+    verdict: str
+    decision: str
+    reason: str | None = None
+    attempts: int = 0
+    status_code: int | None = None
+    error: str | None = None
+    message_id: str | None = None
+
+    def encode(self) -> bytes:
+        return json.dumps(asdict(self), separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Recorded:
+        return cls(**json.loads(raw))

@@ -21,6 +21,8 @@ SUPPRESSED = CallResult(False, None, "suppressed: opted out", final=True,
                         note="not sent: number suppressed", suppressed=True)
 UNKNOWN = CallResult(False, None, "unknown: timed out", final=True, unknown=True)
 FAILED = CallResult(False, None, "permanent: refused", final=True)
+# a text's done mark as a run writes it once sent (``reminders.Recorded``)
+SENT_MARK = reminders.Recorded("succeeded", "fired", None, 1, None, None, "m-1").encode()
 
 
 def reminder(channels: tuple[str, ...] = ("sms", "email"), deliver: str = "all",
@@ -130,7 +132,12 @@ def test_both_channels_are_sent_each_under_its_own_intent_and_entry():
     marks = [m for entry in world.log if entry[0] == "marks sent" for m in entry[1]]
     assert marks.index((f"{fid}#sms", INTENT)) < world.log.index(("attempt", fid, "sms"))
     assert marks.index((f"{fid}#email", INTENT)) < world.log.index(("attempt", fid, "email"))
-    assert marks.index((f"{fid}#sms", b"succeeded")) < marks.index((f"{fid}#email", INTENT))
+    [sms_done] = [i for i, (k, v) in enumerate(marks) if k == f"{fid}#sms" and v != INTENT]
+    assert sms_done < marks.index((f"{fid}#email", INTENT))
+    assert reminders.Recorded.decode(marks[sms_done][1]).verdict == "succeeded"
+    done_at = world.log.index(("marks sent", [marks[sms_done]]))
+    entry_at = world.log.index((f"{LEDGER.name} sent", f"{fid}#sms"))
+    assert done_at < entry_at, "the channel's mark first: its entry is written again from it"
     found = entries(world)
     assert set(found) == {f"{fid}#sms", f"{fid}#email"}, "an entry per channel, none for the slot"
     assert [(e["channel"], e["outcome"], e["fire_id"], e["message_id"])
@@ -188,12 +195,13 @@ def test_after_a_crash_a_channel_begun_is_unknown_and_one_done_is_not_sent_again
     fid = fire_id("job-r", SLOT)
     world = Channels()
     # the text was sent and marked; the email's intent was written, then the worker died
-    _, executor = run(world, reminder(), rows={f"{fid}#sms".encode(): b"succeeded",
+    _, executor = run(world, reminder(), rows={f"{fid}#sms".encode(): SENT_MARK,
                                                f"{fid}#email".encode(): INTENT})
     assert world.attempted == [], "neither channel is sent again"
     found = entries(world)
-    assert list(found) == [f"{fid}#email"], "the text's entry is already on the ledger"
     assert found[f"{fid}#email"]["outcome"] == "unknown"
+    assert (found[f"{fid}#sms"]["outcome"], found[f"{fid}#sms"]["message_id"]) == (
+        "succeeded", "m-1"), "the text's entry written again as its mark has it"
     assert executor.done_mark(0, fid) == b"succeeded"
 
 
@@ -201,8 +209,24 @@ def test_after_a_crash_a_fallbacks_done_verdict_decides_as_it_did():
     fid = fire_id("job-r", SLOT)
     world = Channels()
     # the text was inside its quiet hours then; now it is not: the email still goes, no text
-    run(world, reminder(deliver="fallback"), rows={f"{fid}#sms".encode(): b"quiet_hours"})
+    run(world, reminder(deliver="fallback"), rows={f"{fid}#sms".encode(): reminders.Recorded(
+        reminders.QUIET, "fired", "quiet_hours: until 08:00").encode()})
     assert world.attempted == ["email"]
+
+
+def test_a_crash_between_a_channels_mark_and_its_entry_loses_neither_it_nor_the_fallback():
+    """The text was refused for a suppressed number and its mark written; the worker died
+    before its entry: the run again writes the entry from the mark, ``suppressed`` (not
+    ``unknown``), and the fallback email the reminder is owed goes."""
+    fid = fire_id("job-r", SLOT)
+    world = Channels()
+    mark = reminders.Recorded("suppressed", "fired", "not sent: number suppressed", 1)
+    run(world, reminder(deliver="fallback"), rows={f"{fid}#sms".encode(): mark.encode()})
+    assert world.attempted == ["email"]
+    found = entries(world)
+    assert (found[f"{fid}#sms"]["outcome"], found[f"{fid}#sms"]["reason"]) == (
+        "suppressed", "not sent: number suppressed")
+    assert found[f"{fid}#email"]["outcome"] == "succeeded"
 
 
 def test_a_reminders_next_channel_is_not_begun_once_its_partition_is_revoked():
@@ -245,12 +269,14 @@ def test_a_reminder_cut_short_by_a_crash_and_then_expired_keeps_its_channels():
     ``unknown`` (never sent), and no slot-wide ``not_run`` row says the reminder never ran."""
     fid = fire_id("job-r", SLOT)
     world = Channels()
-    _, executor = run(world, reminder(), rows={f"{fid}#sms".encode(): b"succeeded",
+    _, executor = run(world, reminder(), rows={f"{fid}#sms".encode(): SENT_MARK,
                                                f"{fid}#email".encode(): INTENT},
                       clock=lambda: SLOT + 10 * 86_400_000)
     assert world.attempted == []
     found = entries(world)
-    assert list(found) == [f"{fid}#email"] and found[f"{fid}#email"]["outcome"] == "unknown"
+    assert set(found) == {f"{fid}#sms", f"{fid}#email"}, "no slot-wide row"
+    assert found[f"{fid}#sms"]["outcome"] == "succeeded"
+    assert found[f"{fid}#email"]["outcome"] == "unknown"
     assert executor.done_mark(0, fid) == b"succeeded"
 
     world = Channels()  # never begun: the slot's one row, as for any expired slot
