@@ -6,8 +6,8 @@ as its fallback (``deliver: fallback``). Pure decisions; the executor runs them
 Each channel is run as a lone email or text is, at most once, and recorded as its own ledger
 entry: record id ``<fire id>#<channel>`` (``channel_id``), its done mark under the same key, so a
 crash between the channels sends neither again. The mark holds the entry (``Recorded``) and is
-acknowledged before it, so a run again after a crash writes the same entry again. A fire id ends in ``Z`` (``schedule.fire_id``),
-so a channel's id is never another slot's.
+acknowledged before it, so a run again after a crash writes the same entry again. A fire id
+ends in ``Z`` (``schedule.fire_id``), so a channel's id is never another slot's.
 
 Fallback passes on to the next channel only when the one before was not sent for its
 recipient's sake: suppressed (opted out, bounced, complained: the ledger's ``suppressed``) or
