@@ -260,12 +260,9 @@ def test_an_email_or_text_intent_is_acknowledged_before_its_only_attempt(target)
     asyncio.run(main())
 
 
-def test_a_refused_attempt_says_so_while_it_waits_and_intends_again_before_the_next():
-    """At most once, and ``unknown`` only for what was on the wire: an email throttled (nothing
-    left) has its mark say ``REFUSED`` while the executor backs off, so a crash then leaves a
-    run to make again; ``INTENT`` is durable again before the next request. (Without it, every
-    reminder waiting out a throttle at a crash was recorded ``unknown``, never sent.)"""
-    world = World()
+def throttled_once(world: World) -> tuple[str, bytes]:
+    """An email job's fired record whose first attempt ``world`` answers throttled and whose
+    second it sends, retried after 10 ms: its fire id and the record."""
     answers = [CallResult(False, None, "throttled: slow down"), CallResult(True, None, None)]
 
     async def attempt(fired: dict[str, Any]) -> CallResult:
@@ -279,10 +276,20 @@ def test_a_refused_attempt_says_so_while_it_waits_and_intends_again_before_the_n
                "retry_max_backoff_s": 0.01}
     fid = fire_id("job-t", SLOT)
     state.emit_fired(0, retried, fid, SLOT, "fired", SLOT + 5)
+    return fid, state._emitter.values[0]
+
+
+def test_a_refused_attempt_says_so_while_it_waits_and_intends_again_before_the_next():
+    """At most once, and ``unknown`` only for what was on the wire: an email throttled (nothing
+    left) has its mark say ``REFUSED`` while the executor backs off, so a crash then leaves a
+    run to make again; ``INTENT`` is durable again before the next request. (Without it, every
+    reminder waiting out a throttle at a crash was recorded ``unknown``, never sent.)"""
+    world = World()
+    fid, record = throttled_once(world)
 
     async def main() -> None:
         executor_in(world)
-        world.deliver([Msg(0, 10, state._emitter.values[0])])
+        world.deliver([Msg(0, 10, record)])
         for expected in (INTENT, REFUSED, INTENT):
             await until(lambda mark=expected: world.log[-1] == ("marks sent", [(fid, mark)]))
             world.ack_marks()
@@ -302,30 +309,17 @@ def test_an_email_waiting_out_a_refusal_sends_nothing_once_its_partition_is_revo
     intent, which the new owner (its done table recovered already) would never see: it stops
     there, its record left uncommitted for the new owner, which finds ``REFUSED`` and sends."""
     world = World()
-    answers = [CallResult(False, None, "throttled: slow down"), CallResult(True, None, None)]
+    fid, record = throttled_once(world)
 
-    async def attempt(fired: dict[str, Any]) -> CallResult:
-        world.log.append(("attempt", fired["fire_id"]))
-        return answers.pop(0)
-
-    world.attempt = attempt  # type: ignore[method-assign]
-    state = schedule_state()
-    retried = {**codec().decode(job("job-t", "0 * * * * *", SLOT - 60_000, target=EMAIL)),
-               "retry_max_attempts": 3, "retry_initial_backoff_s": 0.01,
-               "retry_max_backoff_s": 0.01}
-    fid = fire_id("job-t", SLOT)
-    state.emit_fired(0, retried, fid, SLOT, "fired", SLOT + 5)
-
-    async def main() -> Executor:
+    async def main() -> None:
         executor = executor_in(world)
-        world.deliver([Msg(0, 10, state._emitter.values[0])])
+        world.deliver([Msg(0, 10, record)])
         for expected in (INTENT, REFUSED):
             await until(lambda mark=expected: world.log[-1] == ("marks sent", [(fid, mark)]))
             if expected == REFUSED:
                 executor.revoke({0})
             world.ack_marks()
         await until(lambda: executor.active == 0)
-        return executor
 
     asyncio.run(main())
     assert [e for e in world.log if e[0] == "attempt"] == [("attempt", fid)], "sent again"
