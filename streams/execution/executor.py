@@ -449,24 +449,14 @@ class Executor:
                 self.wake()
                 self.done(slot, outcome)
                 return
-            inherited = None
             if fired["target"]["type"] in targets.AT_MOST_ONCE:
-                await self.region.held()  # the horizon is the lease's: known once it holds
-                inherited = inherited_send(fired, self.region.horizon_ms())
-            if inherited is not None:
-                result, attempts = inherited, 0
+                result, attempts = await self.send_once(slot, fired, fid)
             else:
-                if fired["target"]["type"] in targets.AT_MOST_ONCE:
-                    # the durable intent: acknowledged before the first attempt, so a worker
-                    # that takes over after a crash knows the send may have happened and does
-                    # not repeat it
-                    await self.intend(slot.partition, fid, fid)
                 result, attempts = await self.attempts(fired, slot.partition)
             self.waiting.ended(chosen.host)
             host_held = False
             self.wake()  # the host has room for its next call now, not after the ledger
-            reason = f"re-driven by the reconciler ({fired['redrives']})" if fired["redrives"] \
-                else result.note
+            reason = run_reason(fired, result.note)
             if fired["decision"] == quiet_hours.HELD:
                 reason = quiet_hours.held_run_reason(fired["target"], fired["fired_ms"], reason)
             outcome = outcome_of(result)
@@ -487,6 +477,21 @@ class Executor:
             if held is not None:
                 self.waiting.push(held)  # its turn again, now that the run it waited for ended
             self.wake()
+
+    async def send_once(self, slot: Slot, sent: Fired, key: str
+                        ) -> tuple[targets.CallResult, int]:
+        """An email's or a text's attempts, at most once: ``sent`` is the slot's record, or a
+        reminder channel's (``reminders.channel_fired``), ``key`` its mark. Under the region's
+        lease; ``unknown`` without a request when a deposed region may have sent it
+        (``inherited_send``); else after the durable intent, acknowledged before the first
+        attempt, so a worker that takes over after a crash knows the send may have happened
+        and does not repeat it."""
+        await self.region.held()  # the horizon is the lease's: known once it holds
+        inherited = inherited_send(sent, self.region.horizon_ms())
+        if inherited is not None:
+            return inherited, 0
+        await self.intend(slot.partition, key, sent["fire_id"])
+        return await self.attempts(sent, slot.partition, mark_id=key)
 
     async def intend(self, partition: int, key: str, fid: str) -> None:
         """The durable intent before a send (``key``: the fire id, or a reminder's channel),
@@ -685,14 +690,8 @@ class Executor:
         elif (quiet := quiet_hours.refused_at_run(sent["target"], self.clock())) is not None:
             verdict, reason = reminders.QUIET, quiet
         else:
-            await self.region.held()
-            result = inherited_send(fired, self.region.horizon_ms())
-            if result is None:
-                await self.intend(part, key, fired["fire_id"])
-                result, attempts = await self.attempts(sent, part, mark_id=key)
-            verdict, reason = outcome_of(result), result.note
-        if fired["redrives"]:
-            reason = f"re-driven by the reconciler ({fired['redrives']})"
+            result, attempts = await self.send_once(slot, sent, key)
+            verdict, reason = outcome_of(result), run_reason(fired, result.note)
         recorded = reminders.Recorded(
             verdict, fired["decision"], reason, attempts,
             result.status_code if result else None, result.error if result else None,
@@ -776,6 +775,11 @@ def outcome_of(result: targets.CallResult) -> str:
     if result.suppressed:
         return "suppressed"
     return "unknown" if result.unknown else "failed"
+
+
+def run_reason(fired: Fired, note: str | None) -> str | None:
+    """A run's reason on the ledger: a re-drive says so, else what the target noted."""
+    return f"re-driven by the reconciler ({fired['redrives']})" if fired["redrives"] else note
 
 
 UNKNOWN_REASON = ("at-most-once: the send began before a crash and its outcome is unknown; "
