@@ -1,0 +1,229 @@
+"""The API's store of the jobs view: the records (``SqliteStore``, indexed by tenant) and, beside
+each, what a list at ten million jobs filters and sorts by: the job's state, its next run, its
+name, with the number of jobs in each state per tenant kept as they change.
+
+Why kept rather than computed per request: a tenant's list opens on the jobs it runs, soonest
+first, with a count per state; computing a state and a next run is ~30 µs a job (the schedule's
+cron math), so 10M jobs would take five minutes a page. Kept, a page is a range of an index.
+
+A job's state and next run change with time, not only with its record: a one-off completes
+after its slot, a cron's next run moves on at each slot. Each job's facets therefore carry the
+moment they go stale (``stale_ms``: its next run, when the next one becomes another), and
+``refresh`` recomputes the stale ones, oldest first. The work is one job per slot that passes,
+the scheduler's own rate (a 100k-job spike: ~3 s of one core), done by the API's refresher
+thread every second and before every filtered read, so a read sees facets current to its
+moment. The facets' definitions are the job view's (``slots.job_state``; the next nominal slot
+after now, as a job's page previews it), so a list filtered by state agrees with the ``state``
+of each job it shows.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from streams.runtime import clock
+from streams.runtime.codec import codec
+from streams.runtime.record_stores import IN_CHUNK, Row, SqliteStore
+from streams.scheduling import schedule, slots
+
+log = logging.getLogger(__name__)
+
+STATES = ("active", "paused", "completed")
+REFRESH_CHUNK = 500  # jobs recomputed per hold of the store's lock (~20 ms of it)
+REFRESH_EVERY_S = 1.0  # the refresher thread's period
+# a job whose last nominal slot has passed while it is still due (jitter, quiet hours): looked at
+# again this much later, until it is completed
+STILL_DUE_RECHECK_MS = 1000
+
+_FACETS = """
+CREATE TABLE IF NOT EXISTS facets (
+    key TEXT PRIMARY KEY, tenant TEXT NOT NULL, state TEXT NOT NULL, name TEXT NOT NULL,
+    next_ms INTEGER NOT NULL, stale_ms INTEGER) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS facets_by_next ON facets (tenant, state, next_ms, key);
+CREATE INDEX IF NOT EXISTS facets_by_name ON facets (tenant, name, key);
+CREATE INDEX IF NOT EXISTS facets_stale ON facets (stale_ms) WHERE stale_ms IS NOT NULL;
+CREATE TABLE IF NOT EXISTS state_counts (
+    tenant TEXT NOT NULL, state TEXT NOT NULL, n INTEGER NOT NULL,
+    PRIMARY KEY (tenant, state)) WITHOUT ROWID;
+"""
+
+
+@dataclass(frozen=True)
+class Facets:
+    """What a list filters and sorts a job by, as of a moment."""
+
+    tenant: str
+    state: str  # ``slots.job_state``: active, paused or completed
+    name: str
+    next_ms: int  # the next nominal slot after the moment; 0 when there is none
+    stale_ms: int | None  # when these stop being true; None: not before the record changes
+
+
+def facets_of(job: dict[str, Any], now: int) -> Facets:
+    """A job's facets at ``now``. A completed job stays completed until its record changes; an
+    active or paused one's next run is true until that slot (then the next is another)."""
+    state = slots.job_state(job, now)
+    name = job["name"] or ""
+    if state == "completed":
+        return Facets(job["tenant"], state, name, 0, None)
+    following = schedule.next_after(job["schedule"], job["job_id"], now)
+    if following is None:  # the last slot's time has passed, but it is still due
+        return Facets(job["tenant"], state, name, 0, now + STILL_DUE_RECHECK_MS)
+    return Facets(job["tenant"], state, name, following, following)
+
+
+def encode_cursor(*parts: str | int) -> str:
+    """An opaque page cursor: the sort key of a page's last job."""
+    return base64.urlsafe_b64encode(json.dumps(parts).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, types: tuple[type, ...]) -> tuple[Any, ...]:
+    """A cursor ``encode_cursor`` made of values of ``types``; ValueError for any other text."""
+    try:
+        parts = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, binascii.Error) as exc:
+        raise ValueError("not a cursor of this list") from exc
+    if (not isinstance(parts, list) or len(parts) != len(types)
+            or not all(type(p) is t for p, t in zip(parts, types, strict=True))):
+        raise ValueError("not a cursor of this list")
+    return tuple(parts)
+
+
+class JobStore(SqliteStore):
+    """The jobs view's records and their facets (module docstring). ``now_ms`` is the clock the
+    facets are computed by: passed in, so a test moves time without sleeping."""
+
+    SCHEMA = SqliteStore.SCHEMA + _FACETS
+    TABLES = (*SqliteStore.TABLES, "facets", "state_counts")
+
+    def __init__(self, path: Path, now_ms: Callable[[], int] | None = None) -> None:
+        super().__init__(path, "Job", "tenant")
+        self._now = now_ms or (lambda: clock.now_ms())  # read at each call: tests set it
+
+    def prepare(self, key: str, value: bytes | None) -> Row:
+        if value is None:
+            return key, None
+        job = codec().decode(value)
+        return key, (job["tenant"], value, facets_of(job, self._now()))
+
+    def _keep_more(self, latest: dict[str, Any]) -> None:
+        self._set_facets({key: None if kept is None else kept[2] for key, kept in latest.items()})
+
+    def _set_facets(self, facets: dict[str, Facets | None]) -> None:
+        """Write jobs' facets (None: the job is gone) and move the per-state counts by the
+        change; inside the caller's transaction, under the lock."""
+        keys = list(facets)
+        before: dict[str, tuple[str, str]] = {}
+        for at in range(0, len(keys), IN_CHUNK):
+            chunk = keys[at:at + IN_CHUNK]
+            before.update((k, (t, s)) for k, t, s in self._db.execute(
+                f"SELECT key, tenant, state FROM facets WHERE key IN ({','.join('?' * len(chunk))})",
+                chunk))
+        moves: Counter[tuple[str, str]] = Counter()
+        for key, new in facets.items():
+            if key in before:
+                moves[before[key]] -= 1
+            if new is not None:
+                moves[new.tenant, new.state] += 1
+        self._db.executemany(
+            "INSERT OR REPLACE INTO facets (key, tenant, state, name, next_ms, stale_ms) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [(key, f.tenant, f.state, f.name, f.next_ms, f.stale_ms)
+             for key, f in facets.items() if f is not None])
+        self._db.executemany("DELETE FROM facets WHERE key = ?",
+                             [(key,) for key, f in facets.items() if f is None])
+        self._db.executemany(
+            "INSERT INTO state_counts (tenant, state, n) VALUES (?, ?, ?) "
+            "ON CONFLICT (tenant, state) DO UPDATE SET n = n + excluded.n",
+            [(tenant, state, n) for (tenant, state), n in moves.items() if n])
+        self._db.execute("DELETE FROM state_counts WHERE n = 0")
+
+    def refresh(self, now: int | None = None) -> int:
+        """Recompute every job's facets gone stale by ``now`` (default: the clock's now), a
+        chunk per hold of the lock, oldest first; how many were recomputed. Reads and writes of
+        a chunk share one hold, so a record written meanwhile is never overwritten by facets of
+        its previous version."""
+        at = self._now() if now is None else now
+        done = 0
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT f.key, r.value FROM facets f JOIN records r ON r.key = f.key "
+                    "WHERE f.stale_ms <= ? ORDER BY f.stale_ms LIMIT ?",
+                    (at, REFRESH_CHUNK)).fetchall()
+                if not rows:
+                    return done
+                self._db.execute("BEGIN")
+                try:
+                    self._set_facets({key: facets_of(codec().decode(value), at)
+                                      for key, value in rows})
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+            done += len(rows)
+
+    def state_counts(self, tenant: str) -> dict[str, int]:
+        """The tenant's jobs in each state (kept by every write and refresh)."""
+        with self._lock:
+            found = dict(self._db.execute(
+                "SELECT state, n FROM state_counts WHERE tenant = ?", (tenant,)))
+        return {state: int(found.get(state, 0)) for state in STATES}
+
+    def by_next_run(self, tenant: str, state: str, after: tuple[int, str] | None, limit: int
+                    ) -> list[tuple[str, int]]:
+        """Up to ``limit`` (key, next run) of the tenant's jobs in ``state``, soonest next run
+        first (a completed job has none: those in id order), after the cursor ``after``."""
+        next_ms, key = after if after is not None else (-1, "")
+        with self._lock:
+            return self._db.execute(
+                "SELECT key, next_ms FROM facets WHERE tenant = ? AND state = ? "
+                "AND (next_ms, key) > (?, ?) ORDER BY next_ms, key LIMIT ?",
+                (tenant, state, next_ms, key, limit)).fetchall()
+
+    def by_name(self, tenant: str, prefix: str, state: str | None,
+                after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` (key, name) of the tenant's jobs whose name starts with ``prefix``
+        (and in ``state``, if given), in name order, after the cursor ``after``."""
+        name, key = after if after is not None else (prefix, "")
+        # the names starting with prefix sort from prefix to prefix + the highest code point
+        query = ("SELECT key, name FROM facets WHERE tenant = ? AND name >= ? AND name < ? "
+                 "AND (name, key) > (?, ?)" + (" AND state = ?" if state else "")
+                 + " ORDER BY name, key LIMIT ?")
+        args: list[Any] = [tenant, prefix, prefix + "\U0010ffff", name, key]
+        with self._lock:
+            return self._db.execute(query, (*args, *([state] if state else []), limit)
+                                    ).fetchall()
+
+
+class Refresher:
+    """The API's thread that keeps the facets current (``JobStore.refresh`` every second)."""
+
+    def __init__(self, store: JobStore, every_s: float = REFRESH_EVERY_S) -> None:
+        self._store, self._every_s = store, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="job-facets", daemon=True)
+
+    def start(self) -> Refresher:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every_s):
+            try:
+                self._store.refresh()
+            except Exception:  # a full disk, a closed store at exit: try again next second
+                log.exception("job facets: refresh failed")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)

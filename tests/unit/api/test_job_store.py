@@ -1,0 +1,135 @@
+"""The jobs view's store: each job's state and next run kept beside it, current as time passes,
+and the per-state counts and pages a list at ten million jobs reads (``api.job_store``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from api.job_store import (
+    STILL_DUE_RECHECK_MS,
+    JobStore,
+    decode_cursor,
+    encode_cursor,
+    facets_of,
+)
+from streams.runtime.codec import codec
+from streams.runtime.record_stores import Checkpoint
+
+MIN = 60_000
+NOW = 1_800_000_000_000 - 1_800_000_000_000 % MIN  # on a minute
+
+
+def _job(job_id: str, tenant: str = "acme", *, cron: str | None = "* * * * *",
+         at_ms: int | None = None, paused: bool = False, name: str | None = None,
+         jitter_s: int = 0, revision: int = 1) -> dict:
+    return {"job_id": job_id, "tenant": tenant, "revision": revision, "paused": paused,
+            "name": name, "jitter_s": jitter_s,
+            "schedule": {"cron": None if at_ms else cron, "at_ms": at_ms, "timezone": "UTC"},
+            "target": {"type": "kafka", "topic": f"{tenant}.t", "value": "v"},
+            "created_ms": 1, "updated_ms": 1}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def store(tmp_path, clock):
+    opened = JobStore(tmp_path / "jobs.sqlite3", clock)
+    opened.resume(Checkpoint("t", {}, {0: 10}, 86_400_000, NOW))
+    yield opened
+    opened.close()
+
+
+def _put(store: JobStore, *jobs: dict) -> None:
+    store.write([store.prepare(j["job_id"], codec().encode("Job", j)) for j in jobs], {})
+
+
+def test_facets_say_a_cron_jobs_next_run_and_that_it_goes_stale_then():
+    f = facets_of(_job("j"), NOW + 1)
+    assert (f.state, f.next_ms, f.stale_ms) == ("active", NOW + MIN, NOW + MIN)
+    assert facets_of(_job("j", paused=True), NOW + 1).state == "paused"
+
+
+def test_a_one_off_is_completed_after_its_slot_and_then_never_stale():
+    one_off = _job("j", at_ms=NOW + 5000)
+    before = facets_of(one_off, NOW)
+    assert (before.state, before.next_ms, before.stale_ms) == ("active", NOW + 5000, NOW + 5000)
+    after = facets_of(one_off, NOW + 5001)
+    assert (after.state, after.next_ms, after.stale_ms) == ("completed", 0, None)
+
+
+def test_a_slot_still_due_after_its_nominal_time_is_looked_at_again_until_completed():
+    """Jitter delays a one-off past its nominal time: the view says ``active`` until it is due,
+    so the facets must not wait for a next slot there is none of."""
+    jittery = _job("j", at_ms=NOW, jitter_s=3600)
+    f = facets_of(jittery, NOW + 1)  # its fire id draws a jitter of more than a millisecond
+    assert (f.state, f.next_ms, f.stale_ms) == ("active", 0, NOW + 1 + STILL_DUE_RECHECK_MS)
+    assert facets_of(jittery, NOW + 3_600_001).state == "completed"
+
+
+def test_counts_per_state_follow_writes_changes_and_deletes(store):
+    _put(store, _job("a"), _job("b"), _job("c", paused=True), _job("d", at_ms=NOW - 1),
+         _job("x", tenant="other"))
+    assert store.state_counts("acme") == {"active": 2, "paused": 1, "completed": 1}
+    _put(store, _job("a", paused=True, revision=2))
+    store.write([("b", None)], {})
+    assert store.state_counts("acme") == {"active": 0, "paused": 2, "completed": 1}
+    assert store.state_counts("other") == {"active": 1, "paused": 0, "completed": 0}
+
+
+def test_time_passing_completes_a_one_off_and_moves_the_next_runs_once_refreshed(store, clock):
+    _put(store, _job("soon", at_ms=NOW + 2000), _job("cron"))
+    assert [k for k, _ in store.by_next_run("acme", "active", None, 10)] == ["soon", "cron"]
+    clock.now = NOW + MIN + 1
+    assert store.refresh() == 2  # both stale: the one-off's slot and the cron's passed
+    assert store.state_counts("acme") == {"active": 1, "paused": 0, "completed": 1}
+    assert store.by_next_run("acme", "active", None, 10) == [("cron", NOW + 2 * MIN)]
+    assert store.by_next_run("acme", "completed", None, 10) == [("soon", 0)]
+    assert store.refresh() == 0  # nothing stale until the next minute
+
+
+def test_pages_by_next_run_follow_their_cursor_without_repeats_or_gaps(store):
+    jobs = [_job(f"j{i:02}", at_ms=NOW + (i % 5) * 1000 + 1000) for i in range(20)]
+    _put(store, *jobs)
+    seen, after = [], None
+    while True:
+        page = store.by_next_run("acme", "active", after, 6)
+        seen += page
+        if len(page) < 6:
+            break
+        after = (page[-1][1], page[-1][0])
+    assert seen == sorted(((j["job_id"], j["schedule"]["at_ms"]) for j in jobs),
+                          key=lambda kv: (kv[1], kv[0]))
+
+
+def test_names_are_listed_by_prefix_in_name_order_and_within_a_state(store):
+    _put(store, _job("1", name="nightly-b"), _job("2", name="nightly-a", paused=True),
+         _job("3", name="hourly"), _job("4", name="nightly-c", tenant="other"))
+    assert store.by_name("acme", "nightly", None, None, 10) == [("2", "nightly-a"),
+                                                                 ("1", "nightly-b")]
+    assert store.by_name("acme", "nightly", "active", None, 10) == [("1", "nightly-b")]
+    assert store.by_name("acme", "nightly", None, ("nightly-a", "2"), 10) == [("1", "nightly-b")]
+
+
+def test_a_rebuilt_store_forgets_the_facets_with_the_records(store):
+    _put(store, _job("a"))
+    store.resume(Checkpoint("another-topic", {}, {0: 10}, 86_400_000, NOW))
+    assert store.state_counts("acme") == {"active": 0, "paused": 0, "completed": 0}
+    assert store.by_next_run("acme", "active", None, 10) == []
+
+
+def test_a_cursor_reads_back_only_as_the_kind_it_was_made():
+    assert decode_cursor(encode_cursor(5, "k"), (int, str)) == (5, "k")
+    for bad in ("", "nonsense!", encode_cursor("a", "k"), encode_cursor(5)):
+        with pytest.raises(ValueError):
+            decode_cursor(bad, (int, str))
