@@ -2,9 +2,10 @@
 topics, rate limiters.
 
 The API owns no database of record: it writes commands to topics and reads state back from views
-of the compacted topics (``streams.runtime.topic_view``) and run history from the ledger's sink in Postgres.
-The jobs view keeps its records in a SQLite file (``SqliteStore``, indexed by tenant) under the
-stack's home: millions of jobs fit neither a dict nor a restart that reads the whole topic.
+of the compacted topics (``streams.runtime.topic_view``) and run history from the ledger's sink in
+Postgres. The jobs view keeps its records in a SQLite file (``api.job_store.JobStore``: indexed
+by tenant, each job's state and next run kept current beside it) under the stack's home:
+millions of jobs fit neither a dict nor a restart that reads the whole topic.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Protocol
 from starlette.requests import Request
 
 from api.heavy import TenantWork
+from api.job_store import JobStore, Refresher
 from api.quotas import Quotas
 from api.rate_limit import TenantRates
 from streams.adapters import dns
@@ -34,8 +36,8 @@ def jobs_store_path(conf: Settings) -> Path:
     return conf.home / "api" / "jobs.sqlite3"
 
 
-def jobs_store(conf: Settings) -> SqliteStore:
-    return SqliteStore(jobs_store_path(conf), "Job", "tenant")
+def jobs_store(conf: Settings) -> JobStore:
+    return JobStore(jobs_store_path(conf))
 
 
 def suppressions_store(conf: Settings) -> SqliteStore:
@@ -90,6 +92,7 @@ class ApiState:
         self.work = TenantWork()  # CPU-bound request work, off the loop, capped per tenant
         self.quotas = Quotas()  # counts reserved from a quota's check until the write is held
         self._views: list[TopicView] = []
+        self._refresher: Refresher | None = None
         # cronstream.recipients' retention.ms as the cluster applies it (-1: kept until pruned,
         # streams.campaigns.retention); asked at each campaign create and schedule
         self.recipients_retention_ms: Callable[[], int] = lambda: -1
@@ -105,6 +108,7 @@ class ApiState:
                         TopicView(conf.bootstrap, CAMPAIGNS, state.campaigns).start(),
                         TopicView(conf.bootstrap, SUPPRESSIONS, state.suppressions
                                   ).start(API_START_S)]
+        state._refresher = Refresher(state.jobs).start()
         return state
 
     def _index_key(self, name: str, tenant: dict[str, Any] | None) -> None:
@@ -139,6 +143,8 @@ class ApiState:
         return self.rates.allow(tenant["tenant"], tenant["requests_per_s"])
 
     def close(self) -> None:
+        if self._refresher is not None:
+            self._refresher.stop()
         stopped = [view.stop() for view in self._views]
         if all(stopped):  # else a view's thread may still write: the process is exiting anyway
             self.jobs.close()

@@ -58,6 +58,7 @@ def jobs(args: argparse.Namespace) -> int:
     elif args.action == "list":
         # --limit: that many jobs (pages of at most 500), not every page of a 20,000-job tenant
         params: dict[str, Any] = {"label": args.label} if args.label else {}
+        params.update({k: v for k, v in (("state", args.state), ("name", args.name)) if v})
         if args.limit is not None:
             params["limit"] = max(1, min(args.limit, 500))
         items = list(islice(api.pages("/v1/jobs", **params), args.limit))
@@ -155,6 +156,10 @@ def add_parsers(sub: Any) -> None:
                         f"first (default {RUNS_LIMIT})")
     p.add_argument("--label", action="append", default=[], metavar="KEY[:VALUE]",
                    help="list: only jobs with this label (repeat: all of them)")
+    p.add_argument("--state", choices=["active", "paused", "completed"], default=None,
+                   help="list: only jobs in this state (active, paused: soonest next run first)")
+    p.add_argument("--name", default=None, metavar="PREFIX",
+                   help="list: only jobs whose name starts with this, in name order")
     p.set_defaults(func=jobs)
 
     p = resource("campaigns", ["create", "upload", "schedule", "watch", "get", "pause", "resume",

@@ -42,27 +42,29 @@ def _last_runs(dsn: str, tenant: str, job_ids: list[str]) -> dict[str, dict[str,
             for r in sink.rows(dsn, query, (tenant, job_ids))}
 
 
-async def _search(request: Request, tenant: dict[str, Any], q: str, cursor: str | None
-                  ) -> tuple[list[dict[str, Any]], str | None]:
-    """One page of the tenant's jobs: all of them, a label filter, or a text search over id,
+async def _search(request: Request, tenant: dict[str, Any], q: str, state: str | None,
+                  cursor: str | None) -> tuple[list[dict[str, Any]], str | None, dict[str, int]]:
+    """One page of the tenant's jobs in ``state`` (None: all), and its counts per state: all
+    of them (soonest next run first within a state), a label filter, or a text search over id,
     name and labels (bounded like the API's label filter: ``FILTER_SCAN`` jobs a page)."""
     if not q or paging.is_label_filter(q):
-        page = await api_jobs.list_jobs(request, tenant, cursor, paging.PAGE, [q] if q else None)
-        return page["items"], page["next_cursor"]
+        page = await api_jobs.list_jobs(request, tenant, cursor, paging.PAGE, [q] if q else None,
+                                        state, None)
+        return page["items"], page["next_cursor"], page["counts"]
     found: list[dict[str, Any]] = []
     scanned, after = 0, cursor
     while scanned < api_jobs.FILTER_SCAN:
-        page = await api_jobs.list_jobs(request, tenant, after, 500, None)
+        page = await api_jobs.list_jobs(request, tenant, after, 500, None, None, None)
         for view in page["items"]:
             scanned += 1
-            if paging.matches(view, q):
+            if paging.matches(view, q) and state in (None, view["state"]):
                 found.append(view)
                 if len(found) == paging.PAGE:
-                    return found, view["id"]
+                    return found, view["id"], page["counts"]
         if page["next_cursor"] is None:
-            return found, None
+            return found, None, page["counts"]
         after = page["next_cursor"]
-    return found, after
+    return found, after, page["counts"]
 
 
 def _next_slots(records: list[dict[str, Any] | None], now: int) -> dict[str, list[int]]:
@@ -71,16 +73,22 @@ def _next_slots(records: list[dict[str, Any] | None], now: int) -> dict[str, lis
             for r in records if r is not None}
 
 
+# the list's tabs: a user opens on the jobs that run, not on the one-offs that did
+TABS = ("active", "paused", "completed", "all")
+
+
 @router.get("/jobs")
-async def jobs_page(request: Request, who: Who, q: str = "", cursor: str | None = None
-                    ) -> Response:
+async def jobs_page(request: Request, who: Who, q: str = "", cursor: str | None = None,
+                    state: str = "active") -> Response:
     tenant = tenant_of(who)
     api, now = api_state(request), clock.now_ms()
+    tab = state if state in TABS else "active"
     try:
-        items, next_cursor = await _search(request, tenant, q.strip(), cursor or None)
+        items, next_cursor, counts = await _search(request, tenant, q.strip(),
+                                                   None if tab == "all" else tab, cursor or None)
     except HTTPException as exc:
         return render(request, "jobs.html", who, status=exc.status_code, rows=[], q=q,
-                      next_cursor=None, error=problem_text(exc))
+                      next_cursor=None, error=problem_text(exc), tab=tab, tabs=[])
     records = {view["id"]: api_jobs.find_job(api, tenant["tenant"], view["id"]) for view in items}
     stored = [r["job_id"] for r in records.values() if r is not None]
     last = await run_in_threadpool(_last_runs, api.conf.pg_dsn, tenant["tenant"], stored)
@@ -94,7 +102,10 @@ async def jobs_page(request: Request, who: Who, q: str = "", cursor: str | None 
         rows.append({"view": view, "words": paging.schedule_words(view, record and record["job_id"]),
                      "next": iso(nxt[0]) if nxt else None, "last": run,
                      "last_class": paging.slot_class(run["decision"], run["outcome"]) if run else ""})
-    return render(request, "jobs.html", who, rows=rows, q=q, next_cursor=next_cursor)
+    counted = {**counts, "all": sum(counts.values())}
+    tabs = [(name, counted[name]) for name in TABS]
+    return render(request, "jobs.html", who, rows=rows, q=q, next_cursor=next_cursor, tab=tab,
+                  tabs=tabs)
 
 
 @router.post("/jobs")

@@ -16,6 +16,7 @@ from fastapi.concurrency import run_in_threadpool
 from api import sink
 from api.auth import current_tenant
 from api.errors import problem
+from api.job_store import decode_cursor, encode_cursor
 from api.models import (
     LABEL_KEY,
     Backfill,
@@ -230,7 +231,16 @@ def _matches(job: dict[str, Any], filters: list[tuple[str, str | None]]) -> bool
                for key, value in filters)
 
 
-@router.get("", summary="List jobs, paged by job id; label=key:value filters (repeat: all)")
+State = Literal["active", "paused", "completed"]
+
+
+def _bad_cursor() -> HTTPException:
+    return HTTPException(422, detail=[{"loc": ["query", "cursor"], "type": "value_error",
+                                       "msg": "not a next_cursor of this list's filters"}])
+
+
+@router.get("", summary="List jobs: by state (soonest next run first), name prefix or labels, "
+                        "with counts per state")
 async def list_jobs(request: Request, tenant: Tenant,
                     cursor: Annotated[str | None, EmptyIsAbsent,
                                       Query(description="from next_cursor")] = None,
@@ -238,21 +248,59 @@ async def list_jobs(request: Request, tenant: Tenant,
                     label: Annotated[list[str] | None, Query(
                         max_length=MAX_LABEL_FILTERS,
                         description="key:value or key; repeated, a job must match all")] = None,
+                    state: Annotated[State | None, EmptyIsAbsent, Query(
+                        description="active or paused: soonest next run first; completed: by "
+                                    "id")] = None,
+                    name: Annotated[str | None, EmptyIsAbsent, Query(
+                        max_length=200, description="names starting with this, in name "
+                                                    "order")] = None,
                     ) -> dict[str, Any]:
-    api, now = api_state(request), clock.now_ms()
-    if not label:
-        ids = api.job_ids(tenant["tenant"], cursor, limit)
-        items = [job_view(job, now) for i in ids if (job := api.jobs.get(i)) is not None]
-        return {"items": items, "next_cursor": ids[-1] if len(ids) == limit else None}
-    filters = _label_filters(label)
-    return await api.work.run(tenant["tenant"], _filtered, api, tenant["tenant"], filters,
-                              cursor, limit, now)
+    """One page of the tenant's jobs and ``counts``, its jobs in each state. Without a filter
+    in id order; ``state`` in next-run order, ``name`` in name order (each a range of the
+    store's indexes at any number of jobs: ``api.job_store``); ``label`` reads at most
+    ``FILTER_SCAN`` jobs a page, in id order, and combines with the others."""
+    api, name_ = api_state(request), tenant["tenant"]
+    if label:
+        filters = _label_filters(label)
+        page = await api.work.run(name_, _filtered, api, name_, filters, state, name, cursor,
+                                  limit, clock.now_ms())
+    elif state or name:
+        page = await api.work.run(name_, _indexed, api, name_, state, name, cursor, limit)
+    else:
+        now = clock.now_ms()
+        ids = api.job_ids(name_, cursor, limit)
+        page = {"items": [job_view(job, now) for i in ids if (job := api.jobs.get(i)) is not None],
+                "next_cursor": ids[-1] if len(ids) == limit else None}
+    return {**page, "counts": api.jobs.state_counts(name_)}
+
+
+def _indexed(api: ApiState, tenant: str, state: str | None, name: str | None,
+             cursor: str | None, limit: int) -> dict[str, Any]:
+    """One page by state or name prefix, from the store's indexes, the facets first brought
+    to now (blocking: run through ``api.work``)."""
+    now = clock.now_ms()
+    api.jobs.refresh(now)
+    try:
+        if name is not None:
+            after_name = decode_cursor(cursor, (str, str)) if cursor else None
+            rows: list[tuple[str, Any]] = api.jobs.by_name(tenant, name, state, after_name, limit)
+        else:
+            assert state is not None
+            after_next = decode_cursor(cursor, (int, str)) if cursor else None
+            rows = api.jobs.by_next_run(tenant, state, after_next, limit)
+    except ValueError as exc:
+        raise _bad_cursor() from exc
+    items = [job_view(job, now) for key, _ in rows if (job := api.jobs.get(key)) is not None]
+    last = rows[-1] if len(rows) == limit else None
+    return {"items": items, "next_cursor": encode_cursor(last[1], last[0]) if last else None}
 
 
 def _filtered(api: ApiState, tenant: str, filters: list[tuple[str, str | None]],
-              cursor: str | None, limit: int, now: int) -> dict[str, Any]:
-    """One page of the tenant's jobs matching ``filters``, reading at most ``FILTER_SCAN``
-    (blocking, CPU-bound: run through ``api.work``)."""
+              state: str | None, name: str | None, cursor: str | None, limit: int, now: int
+              ) -> dict[str, Any]:
+    """One page of the tenant's jobs matching ``filters`` (and ``state`` and the ``name``
+    prefix, if given), reading at most ``FILTER_SCAN`` (blocking, CPU-bound: run through
+    ``api.work``)."""
     items: list[dict[str, Any]] = []
     after, scanned = cursor, 0
     while True:
@@ -261,8 +309,12 @@ def _filtered(api: ApiState, tenant: str, filters: list[tuple[str, str | None]],
         for job_id in ids:
             scanned, after = scanned + 1, job_id
             job = api.jobs.get(job_id)
-            if job is not None and _matches(job, filters):
-                items.append(job_view(job, now))
+            if job is None or not _matches(job, filters) \
+                    or (name is not None and not (job["name"] or "").startswith(name)):
+                continue
+            view = job_view(job, now)
+            if state is None or view["state"] == state:
+                items.append(view)
                 if len(items) == limit:
                     return {"items": items, "next_cursor": after}
         if len(ids) < asked:  # the tenant's last job was read: no next page

@@ -31,8 +31,8 @@ from streams.runtime.codec import codec
 
 log = logging.getLogger(__name__)
 
-FORMAT = 3  # the file's layout (``PRAGMA user_version``); bump it with every change to _SCHEMA
-_IN_CHUNK = 500  # keys per ``IN (...)`` lookup, well under SQLite's limit on bound parameters
+FORMAT = 4  # the file's layout (``PRAGMA user_version``); bump it with every change to a SCHEMA
+IN_CHUNK = 500  # keys per ``IN (...)`` lookup, well under SQLite's limit on bound parameters
 Row = tuple[str, Any]  # (key, what the store keeps of the record; None for a tombstone)
 
 
@@ -138,6 +138,8 @@ class SqliteStore:
     """
 
     durable = True
+    SCHEMA = _SCHEMA  # a store that keeps more (``api.job_store``) adds its tables to these two
+    TABLES: tuple[str, ...] = ("records", "counts", "positions", "source")
 
     def __init__(self, path: Path, record: str, field: str) -> None:
         self.path, self.record, self.field = path, record, field
@@ -175,9 +177,8 @@ class SqliteStore:
             if found:
                 log.warning("view store %s has format %d, not %d: rebuilding it from the topic",
                             self.path, found, FORMAT)
-            db.executescript("DROP TABLE IF EXISTS records; DROP TABLE IF EXISTS counts; "
-                             "DROP TABLE IF EXISTS positions; DROP TABLE IF EXISTS source;")
-            db.executescript(_SCHEMA)
+            db.executescript("".join(f"DROP TABLE IF EXISTS {t};" for t in self.TABLES))
+            db.executescript(self.SCHEMA)
             db.execute(f"PRAGMA user_version = {FORMAT}")
 
     def prepare(self, key: str, value: bytes | None) -> Row:
@@ -191,6 +192,7 @@ class SqliteStore:
             self._db.execute("BEGIN")
             try:
                 self._count(latest)
+                self._keep_more(latest)
                 self._db.executemany(
                     "INSERT OR REPLACE INTO records (key, indexed, value) VALUES (?, ?, ?)",
                     [(key, kept[0], kept[1]) for key, kept in latest.items() if kept is not None])
@@ -204,14 +206,18 @@ class SqliteStore:
                 self._db.execute("ROLLBACK")
                 raise
 
+    def _keep_more(self, latest: dict[str, Any]) -> None:
+        """What a store that keeps more than the records writes of a batch, in its transaction
+        (``latest``: key -> what ``prepare`` kept, None for a delete)."""
+
     def _count(self, latest: dict[str, Any]) -> None:
         """Move the per-value counts by what the batch changes. Why keep counts: the API checks
         a tenant's quota on every create, and counting a million index entries took 61 ms of a
         lock the view's writer and every reader share."""
         keys = list(latest)
         before: dict[str, str] = {}
-        for at in range(0, len(keys), _IN_CHUNK):
-            chunk = keys[at:at + _IN_CHUNK]
+        for at in range(0, len(keys), IN_CHUNK):
+            chunk = keys[at:at + IN_CHUNK]
             before.update(self._db.execute(
                 f"SELECT key, indexed FROM records WHERE key IN ({','.join('?' * len(chunk))})",
                 chunk))
@@ -256,8 +262,8 @@ class SqliteStore:
             log.warning("view store %s: rebuilding it from the topic (%s)", self.path,
                         "; ".join(problems))
         with self._lock:
-            self._db.executescript("BEGIN; DELETE FROM records; DELETE FROM counts; "
-                                   "DELETE FROM positions; DELETE FROM source; COMMIT;")
+            self._db.executescript(
+                "BEGIN;" + "".join(f"DELETE FROM {t};" for t in self.TABLES) + "COMMIT;")
             self._db.execute("INSERT INTO source (id) VALUES (?)", (checkpoint.source,))
         return {}
 

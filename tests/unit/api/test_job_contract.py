@@ -254,3 +254,16 @@ def test_the_cli_lists_by_label_and_up_to_its_limit(api: Api, capsys):
     one = run_cli(api, auth, "jobs", "list", "--label", "team:billing", "--label", "team",
                   "--limit", "1", capsys=capsys)
     assert [line.split()[0] for line in one.splitlines()] == ["j1"]
+
+
+def test_the_cli_lists_by_state_soonest_first_and_by_name(api: Api, capsys):
+    auth = api.tenant("acme")
+    soon = datetime.now(UTC)
+    for job_id, minutes, paused in (("later", 9, False), ("sooner", 2, False), ("held", 1, True)):
+        api.client.post("/v1/jobs", json=job(id=job_id, name=f"{job_id} job", paused=paused,
+                                             schedule={"at": iso(soon + timedelta(minutes=minutes))}),
+                        headers=auth)
+    active = run_cli(api, auth, "jobs", "list", "--state", "active", capsys=capsys)
+    assert [line.split()[0] for line in active.splitlines()] == ["sooner", "later"]
+    named = run_cli(api, auth, "jobs", "list", "--name", "hel", capsys=capsys)
+    assert [line.split()[0] for line in named.splitlines()] == ["held"]

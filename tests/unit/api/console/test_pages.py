@@ -213,3 +213,22 @@ def test_a_message_in_the_query_is_shown_only_if_the_console_signed_it(api):
                              follow_redirects=False)
     shown = api.client.get(answer.headers["location"])
     assert "x@example.org is suppressed" in shown.text
+
+
+def test_the_jobs_list_opens_on_the_active_jobs_with_a_count_per_state(api, monkeypatch):
+    """A tenant with many completed one-offs sees the jobs it runs first, and how many are in
+    each state (the page's last runs come from Postgres: none here)."""
+    monkeypatch.setattr("api.console.jobs._last_runs", lambda dsn, tenant, ids: {})
+    headers = api.tenant("acme")
+    for job_id, paused in (("runs-daily", False), ("on-hold", True)):
+        api.client.post("/v1/jobs", json={**JOB, "id": job_id, "paused": paused}, headers=headers)
+    _login(api, headers)
+    page = api.client.get("/ui/jobs")
+    assert page.status_code == 200, page.text
+    assert "runs-daily" in page.text and "on-hold" not in page.text
+    assert re.search(r'aria-current="page">Active \(1\)', page.text)
+    assert "Paused (1)" in page.text and "Completed (0)" in page.text and "All (2)" in page.text
+    held = api.client.get("/ui/jobs", params={"state": "paused"})
+    assert "on-hold" in held.text and "runs-daily" not in held.text
+    every = api.client.get("/ui/jobs", params={"state": "all", "q": "on-"})
+    assert "on-hold" in every.text and "runs-daily" not in every.text
