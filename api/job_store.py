@@ -51,6 +51,11 @@ CREATE TABLE IF NOT EXISTS facets (
 CREATE INDEX IF NOT EXISTS facets_by_next ON facets (tenant, state, next_ms, key);
 CREATE INDEX IF NOT EXISTS facets_by_name ON facets (tenant, name, key);
 CREATE INDEX IF NOT EXISTS facets_stale ON facets (stale_ms) WHERE stale_ms IS NOT NULL;
+CREATE TABLE IF NOT EXISTS labels (
+    key TEXT NOT NULL, label TEXT NOT NULL, value TEXT NOT NULL, tenant TEXT NOT NULL,
+    PRIMARY KEY (key, label)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS labels_by_value ON labels (tenant, label, value, key);
+CREATE INDEX IF NOT EXISTS labels_by_label ON labels (tenant, label, key);
 CREATE TABLE IF NOT EXISTS state_counts (
     tenant TEXT NOT NULL, state TEXT NOT NULL, n INTEGER NOT NULL,
     PRIMARY KEY (tenant, state)) WITHOUT ROWID;
@@ -66,19 +71,23 @@ class Facets:
     name: str
     next_ms: int  # the next nominal slot after the moment; 0 when there is none
     stale_ms: int | None  # when these stop being true; None: not before the record changes
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 def facets_of(job: dict[str, Any], now: int) -> Facets:
-    """A job's facets at ``now``. A completed job stays completed until its record changes; an
-    active or paused one's next run is true until that slot (then the next is another)."""
-    state = slots.job_state(job, now)
-    name = job["name"] or ""
-    if state == "completed":
-        return Facets(job["tenant"], state, name, 0, None)
+    """A job's facets at ``now``. An active or paused job's next run is true until that slot
+    passes (then the next is another); a completed job stays completed until its record
+    changes."""
+    name, labels = job["name"] or "", tuple(sorted(job["labels"].items()))
     following = schedule.next_after(job["schedule"], job["job_id"], now)
-    if following is None:  # the last slot's time has passed, but it is still due
-        return Facets(job["tenant"], state, name, 0, now + STILL_DUE_RECHECK_MS)
-    return Facets(job["tenant"], state, name, following, following)
+    if following is not None:  # due at or after its nominal time: not completed (job_state)
+        return Facets(job["tenant"], "paused" if job["paused"] else "active", name, following,
+                      following, labels)
+    state = slots.job_state(job, now)
+    if state == "completed":
+        return Facets(job["tenant"], state, name, 0, None, labels)
+    # the last slot's nominal time has passed, but it is still due (jitter, quiet hours)
+    return Facets(job["tenant"], state, name, 0, now + STILL_DUE_RECHECK_MS, labels)
 
 
 def encode_cursor(*parts: str | int) -> str:
@@ -103,7 +112,7 @@ class JobStore(SqliteStore):
     facets are computed by: passed in, so a test moves time without sleeping."""
 
     SCHEMA = SqliteStore.SCHEMA + _FACETS
-    TABLES = (*SqliteStore.TABLES, "facets", "state_counts")
+    TABLES = (*SqliteStore.TABLES, "facets", "labels", "state_counts")
 
     def __init__(self, path: Path, now_ms: Callable[[], int] | None = None) -> None:
         super().__init__(path, "Job", "tenant")
@@ -118,9 +127,10 @@ class JobStore(SqliteStore):
     def _keep_more(self, latest: dict[str, Any]) -> None:
         self._set_facets({key: None if kept is None else kept[2] for key, kept in latest.items()})
 
-    def _set_facets(self, facets: dict[str, Facets | None]) -> None:
-        """Write jobs' facets (None: the job is gone) and move the per-state counts by the
-        change; inside the caller's transaction, under the lock."""
+    def _set_facets(self, facets: dict[str, Facets | None], labels: bool = True) -> None:
+        """Write jobs' facets (None: the job is gone), their labels unless ``labels`` is False
+        (a refresh: the record, so its labels, did not change), and move the per-state counts
+        by the change; inside the caller's transaction, under the lock."""
         keys = list(facets)
         before: dict[str, tuple[str, str]] = {}
         for at in range(0, len(keys), IN_CHUNK):
@@ -141,6 +151,12 @@ class JobStore(SqliteStore):
              for key, f in facets.items() if f is not None])
         self._db.executemany("DELETE FROM facets WHERE key = ?",
                              [(key,) for key, f in facets.items() if f is None])
+        if labels:
+            self._db.executemany("DELETE FROM labels WHERE key = ?", [(k,) for k in facets])
+            self._db.executemany(
+                "INSERT INTO labels (key, label, value, tenant) VALUES (?, ?, ?, ?)",
+                [(key, label, value, f.tenant) for key, f in facets.items() if f is not None
+                 for label, value in f.labels])
         self._db.executemany(
             "INSERT INTO state_counts (tenant, state, n) VALUES (?, ?, ?) "
             "ON CONFLICT (tenant, state) DO UPDATE SET n = n + excluded.n",
@@ -165,7 +181,7 @@ class JobStore(SqliteStore):
                 self._db.execute("BEGIN")
                 try:
                     self._set_facets({key: facets_of(codec().decode(value), at)
-                                      for key, value in rows})
+                                      for key, value in rows}, labels=False)
                     self._db.execute("COMMIT")
                 except BaseException:
                     self._db.execute("ROLLBACK")
@@ -203,6 +219,38 @@ class JobStore(SqliteStore):
         with self._lock:
             return self._db.execute(query, (*args, *([state] if state else []), limit)
                                     ).fetchall()
+
+
+    def by_labels(self, tenant: str, labels: list[tuple[str, str | None]], state: str | None,
+                  name: str | None, after: str | None, limit: int) -> list[str]:
+        """Up to ``limit`` keys of the tenant's jobs carrying every label of ``labels`` (key and
+        value, or a key with None: any value), in ``state`` and with a name starting with
+        ``name`` when given, in key order after ``after``. The first label with a value is
+        read from its index (a range in key order); the others are each a lookup of the job's
+        labels."""
+        first, *rest = sorted(labels, key=lambda kv: kv[1] is None)
+        where = ["l.tenant = ?", "l.label = ?", "l.key > ?"]
+        args: list[Any] = [tenant, first[0], after or ""]
+        if first[1] is not None:
+            where.append("l.value = ?")
+            args.append(first[1])
+        for label, value in rest:
+            where.append("EXISTS (SELECT 1 FROM labels m WHERE m.key = l.key AND m.label = ?"
+                         + (" AND m.value = ?)" if value is not None else ")"))
+            args += [label] if value is None else [label, value]
+        join = ""
+        if state is not None or name is not None:
+            join = " JOIN facets f ON f.key = l.key"
+        if state is not None:
+            where.append("f.state = ?")
+            args.append(state)
+        if name is not None:
+            where.append("f.name >= ? AND f.name < ?")
+            args += [name, name + "\U0010ffff"]
+        query = (f"SELECT l.key FROM labels l{join} WHERE {' AND '.join(where)} "
+                 "ORDER BY l.key LIMIT ?")
+        with self._lock:
+            return [row[0] for row in self._db.execute(query, (*args, limit))]
 
 
 class Refresher:

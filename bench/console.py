@@ -21,6 +21,19 @@ send has written (below).
 
     .venv/bin/python -m bench.console --campaign 1000000 [--every 1.0] [--workers 2]
 
+With ``--jobs N`` it measures the jobs list at size: N jobs of one tenant written straight to
+the jobs topic (seven in ten active daily schedules, one in ten paused, two in ten one-offs
+completed a day ago: a tenant after its spikes), the API started on an empty store and timed
+until it answers (its view has read and indexed them all: ``api.job_store``), then the console's
+list (its default tab, the active jobs soonest first; the completed and all tabs) and the API's
+lists (by state from the first page and from the middle, by name prefix, by id) timed, and the
+counts per state checked against what was written. The workers are stopped first and left
+stopped (indexing N jobs would take the box meanwhile), and the jobs are not deleted (their
+tombstones would be N more records for every reader): run it in a stack home of its own and
+remove that afterwards.
+
+    CRONSTREAM_HOME=/tmp/bench-10m .venv/bin/python -m bench.console --jobs 10000000
+
 What the campaign page reads from PostgreSQL (read in ``api/console/campaigns.py`` and
 ``api/routes/campaigns.py``): the campaign itself comes from the API's view of its topic, not
 PostgreSQL; ``get_campaign`` reads the campaign's rows of ``campaign_counts``, which the
@@ -46,12 +59,19 @@ from typing import Any
 import httpx
 import psycopg
 
+from api.job_store import encode_cursor
+from api.state import jobs_store_path
 from bench import fanout
-from bench.common import count_at_least, percentile, report
+from bench.common import count_at_least, percentile, report, rss_peak_mib
 from cli.demo import wait_for_key
+from stack import processes
 from stack.local import Stack
 from streams.adapters import tenants
 from streams.runtime import settings
+from streams.runtime.clock import now_ms
+from streams.runtime.codec import codec
+from streams.runtime.emit import Emitter
+from streams.topology import JOBS
 
 DECISIONS = (("fired", "succeeded", None, 200), ("fired", "failed", "HTTP 500", 500),
              ("skipped_paused", "not_run", "job is paused", None),
@@ -186,6 +206,93 @@ def campaign_send(recipients: int, every_s: float, workers: int) -> None:
         "ledger_rows": ledger_rows[0] if ledger_rows else None})
 
 
+DAY_MS = 86_400_000
+
+
+def sized_job(tenant: str, i: int, now: int) -> tuple[str, str, bytes]:
+    """The ``i``-th job of the list at size: its key, its state as written, its record."""
+    kind = i % 10
+    state = "completed" if kind >= 8 else "paused" if kind == 7 else "active"
+    job_id = f"{tenant}/j{i:08d}"
+    when = now - DAY_MS if state == "completed" else now
+    return job_id, state, codec().encode("Job", {
+        "job_id": job_id, "tenant": tenant, "revision": 1, "paused": state == "paused",
+        "name": f"team-{i % 100:02d} job {i}",
+        "schedule": {"cron": None if state == "completed" else "H H * * *", "timezone": "UTC",
+                     "at_ms": when if state == "completed" else None},
+        "target": {"type": "webhook", "url": "http://127.0.0.1:9/hook"},
+        "created_ms": when, "updated_ms": when})
+
+
+def jobs_at_size(count: int, requests: int) -> None:
+    """The jobs list at ``count`` jobs (the module's docstring)."""
+    conf = settings.load()
+    stack = Stack(conf)
+    stack.up(with_app=False)
+    for app in stack.app_names():  # the API is started below, timed; the workers stay stopped
+        processes.stop(stack.pidfile(app))
+    name = f"bench{uuid.uuid4().hex[:8]}"
+    key = tenants.create(conf.bootstrap, name, partitions=conf.partitions,
+                         allowed_targets=["127.0.0.1"], requests_per_s=10_000)
+    emitter = Emitter(conf.bootstrap, "bench-console", **{"linger.ms": 50})
+    written = {"active": 0, "paused": 0, "completed": 0}
+    began, now = time.monotonic(), now_ms()
+    for i in range(count):
+        job_id, state, value = sized_job(name, i, now)
+        emitter.produce(JOBS, job_id, value)
+        written[state] += 1
+        if i % 1_000_000 == 999_999:
+            print(f"{i + 1:,} jobs produced in {time.monotonic() - began:.0f}s", flush=True)
+    emitter.flush(600)
+    emitter.close()
+    produced_s = time.monotonic() - began
+    print(f"{count:,} jobs produced in {produced_s:.1f}s", flush=True)
+    path = jobs_store_path(conf)
+    for part in path.parent.glob(f"{path.name}*"):  # an empty store: the API reads them all
+        part.unlink()
+    began = time.monotonic()
+    stack.start_api()
+    api_ready_s = time.monotonic() - began
+    pid = processes.alive(stack.pidfile("api"))
+    assert pid is not None
+    print(f"API ready in {api_ready_s:.1f}s from an empty store", flush=True)
+    auth = {"Authorization": f"Bearer {key}"}
+    wait_for_key(conf.api_url, auth)
+    middle = encode_cursor(now + DAY_MS // 2, "")  # the jobs due in 12 h and after
+    with httpx.Client(base_url=conf.api_url, timeout=120) as client:
+        counts = client.get("/v1/jobs?limit=1", headers=auth).json()["counts"]
+        assert counts == written, (counts, written)
+        sign_in(client, key)
+        figures: dict[str, Any] = {
+            "console: jobs list, its default tab (active, soonest next run first)":
+                timed(client, "/ui/jobs", requests),
+            "console: the completed tab": timed(client, "/ui/jobs?state=completed", requests),
+            "console: the all tab": timed(client, "/ui/jobs?state=all", requests),
+        }
+        client.headers.update(auth)
+        figures.update({
+            "API: 100 active, soonest first": timed(client, "/v1/jobs?state=active&limit=100",
+                                                    requests),
+            "API: 100 active from 12 h ahead (a cursor)":
+                timed(client, f"/v1/jobs?state=active&limit=100&cursor={middle}", requests),
+            "API: 100 by name prefix (1 in 100 match)":
+                timed(client, "/v1/jobs?name=team-07&limit=100", requests),
+            "API: 100 by id": timed(client, "/v1/jobs?limit=100", requests),
+        })
+    store_mib = sum(p.stat().st_size for p in path.parent.glob(f"{path.name}*")) / 2**20
+    report("console-jobs", {
+        **figures,
+        "jobs": count, "counts per state (checked against those written)": counts,
+        "produced s": round(produced_s, 1),
+        "API ready from an empty store s": round(api_ready_s, 1),
+        "API: jobs indexed a second (ready time)": round(count / api_ready_s),
+        "API peak RSS MiB": rss_peak_mib(pid),
+        "API jobs store on disk MiB": round(store_mib),
+    }, {"jobs": count, "requests": requests})
+    print("the workers are stopped and the jobs kept: remove this stack home when done",
+          flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--slots", type=int, default=10_000)
@@ -195,7 +302,12 @@ def main() -> None:
                         help="time the campaign page during a send to this many recipients")
     parser.add_argument("--every", type=float, default=1.0, help="seconds between loads")
     parser.add_argument("--workers", type=count_at_least(1), default=2)
+    parser.add_argument("--jobs", type=count_at_least(1), default=None,
+                        help="time the jobs list with this many jobs of one tenant")
     args = parser.parse_args()
+    if args.jobs:
+        jobs_at_size(args.jobs, args.requests)
+        return
     if args.campaign:
         campaign_send(args.campaign, args.every, args.workers)
         return

@@ -43,10 +43,6 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 Tenant = Annotated[dict[str, Any], Depends(current_tenant)]
 IDEMPOTENCY_NAMESPACE = uuid.UUID("6f1c9b52-5f0e-4f7a-9a53-3c0f7f1f6c11")
 PREVIEW_SLOTS = 5
-# A filtered list reads at most this many of the tenant's jobs per page: a rare label among
-# 20,000 jobs answers in a few short pages (next_cursor set, items possibly fewer than limit)
-# instead of one request that reads them all.
-FILTER_SCAN = 5000
 MAX_LABEL_FILTERS = 10
 
 
@@ -256,16 +252,14 @@ async def list_jobs(request: Request, tenant: Tenant,
                                                     "order")] = None,
                     ) -> dict[str, Any]:
     """One page of the tenant's jobs and ``counts``, its jobs in each state. Without a filter
-    in id order; ``state`` in next-run order, ``name`` in name order (each a range of the
-    store's indexes at any number of jobs: ``api.job_store``); ``label`` reads at most
-    ``FILTER_SCAN`` jobs a page, in id order, and combines with the others."""
+    in id order; ``label`` in id order, ``state`` in next-run order, ``name`` in name order,
+    each combining with those after it (each a range of the store's indexes at any number of
+    jobs: ``api.job_store``)."""
     api, name_ = api_state(request), tenant["tenant"]
-    if label:
-        filters = _label_filters(label)
-        page = await api.work.run(name_, _filtered, api, name_, filters, state, name, cursor,
-                                  limit, clock.now_ms())
-    elif state or name:
-        page = await api.work.run(name_, _indexed, api, name_, state, name, cursor, limit)
+    if label or state or name:
+        filters = _label_filters(label) if label else []
+        page = await api.work.run(name_, _indexed, api, name_, filters, state, name, cursor,
+                                  limit)
     else:
         now = clock.now_ms()
         ids = api.job_ids(name_, cursor, limit)
@@ -274,16 +268,21 @@ async def list_jobs(request: Request, tenant: Tenant,
     return {**page, "counts": api.jobs.state_counts(name_)}
 
 
-def _indexed(api: ApiState, tenant: str, state: str | None, name: str | None,
-             cursor: str | None, limit: int) -> dict[str, Any]:
-    """One page by state or name prefix, from the store's indexes, the facets first brought
-    to now (blocking: run through ``api.work``)."""
+def _indexed(api: ApiState, tenant: str, labels: list[tuple[str, str | None]],
+             state: str | None, name: str | None, cursor: str | None, limit: int
+             ) -> dict[str, Any]:
+    """One page by labels, state or name prefix, from the store's indexes, the facets first
+    brought to now (blocking: run through ``api.work``)."""
     now = clock.now_ms()
     api.jobs.refresh(now)
     try:
-        if name is not None:
+        if labels:
+            after_key = decode_cursor(cursor, (str,))[0] if cursor else None
+            keys = api.jobs.by_labels(tenant, labels, state, name, after_key, limit)
+            rows: list[tuple[str, Any]] = [(key, key) for key in keys]
+        elif name is not None:
             after_name = decode_cursor(cursor, (str, str)) if cursor else None
-            rows: list[tuple[str, Any]] = api.jobs.by_name(tenant, name, state, after_name, limit)
+            rows = api.jobs.by_name(tenant, name, state, after_name, limit)
         else:
             assert state is not None
             after_next = decode_cursor(cursor, (int, str)) if cursor else None
@@ -292,35 +291,10 @@ def _indexed(api: ApiState, tenant: str, state: str | None, name: str | None,
         raise _bad_cursor() from exc
     items = [job_view(job, now) for key, _ in rows if (job := api.jobs.get(key)) is not None]
     last = rows[-1] if len(rows) == limit else None
-    return {"items": items, "next_cursor": encode_cursor(last[1], last[0]) if last else None}
-
-
-def _filtered(api: ApiState, tenant: str, filters: list[tuple[str, str | None]],
-              state: str | None, name: str | None, cursor: str | None, limit: int, now: int
-              ) -> dict[str, Any]:
-    """One page of the tenant's jobs matching ``filters`` (and ``state`` and the ``name``
-    prefix, if given), reading at most ``FILTER_SCAN`` (blocking, CPU-bound: run through
-    ``api.work``)."""
-    items: list[dict[str, Any]] = []
-    after, scanned = cursor, 0
-    while True:
-        asked = min(500, FILTER_SCAN - scanned)
-        ids = api.job_ids(tenant, after, asked)
-        for job_id in ids:
-            scanned, after = scanned + 1, job_id
-            job = api.jobs.get(job_id)
-            if job is None or not _matches(job, filters) \
-                    or (name is not None and not (job["name"] or "").startswith(name)):
-                continue
-            view = job_view(job, now)
-            if state is None or view["state"] == state:
-                items.append(view)
-                if len(items) == limit:
-                    return {"items": items, "next_cursor": after}
-        if len(ids) < asked:  # the tenant's last job was read: no next page
-            return {"items": items, "next_cursor": None}
-        if scanned >= FILTER_SCAN:  # a short (even empty) page: the rest is after the cursor
-            return {"items": items, "next_cursor": after}
+    if last is None:
+        return {"items": items, "next_cursor": None}
+    sort_key = (last[1],) if labels else (last[1], last[0])
+    return {"items": items, "next_cursor": encode_cursor(*sort_key)}
 
 
 @router.get("/{job_id}")

@@ -21,9 +21,9 @@ NOW = 1_800_000_000_000 - 1_800_000_000_000 % MIN  # on a minute
 
 def _job(job_id: str, tenant: str = "acme", *, cron: str | None = "* * * * *",
          at_ms: int | None = None, paused: bool = False, name: str | None = None,
-         jitter_s: int = 0, revision: int = 1) -> dict:
+         jitter_s: int = 0, revision: int = 1, labels: dict | None = None) -> dict:
     return {"job_id": job_id, "tenant": tenant, "revision": revision, "paused": paused,
-            "name": name, "jitter_s": jitter_s,
+            "name": name, "jitter_s": jitter_s, "labels": labels or {},
             "schedule": {"cron": None if at_ms else cron, "at_ms": at_ms, "timezone": "UTC"},
             "target": {"type": "kafka", "topic": f"{tenant}.t", "value": "v"},
             "created_ms": 1, "updated_ms": 1}
@@ -121,6 +121,27 @@ def test_names_are_listed_by_prefix_in_name_order_and_within_a_state(store):
     assert store.by_name("acme", "nightly", None, ("nightly-a", "2"), 10) == [("1", "nightly-b")]
 
 
+def test_labels_are_found_from_their_index_with_a_state_and_a_name(store, clock):
+    _put(store, _job("a", labels={"team": "ops", "tier": "1"}, name="nightly"),
+         _job("b", labels={"team": "ops"}, paused=True),
+         _job("c", labels={"team": "web", "tier": "1"}),
+         _job("d", at_ms=NOW + 1000, labels={"team": "ops"}),
+         _job("x", tenant="other", labels={"team": "ops"}))
+    assert store.by_labels("acme", [("team", "ops")], None, None, None, 10) == ["a", "b", "d"]
+    assert store.by_labels("acme", [("tier", None), ("team", "ops")], None, None, None, 10) \
+        == ["a"]
+    assert store.by_labels("acme", [("team", "ops")], "paused", None, None, 10) == ["b"]
+    assert store.by_labels("acme", [("team", None)], None, "night", None, 10) == ["a"]
+    assert store.by_labels("acme", [("team", "ops")], None, None, "a", 1) == ["b"]
+    _put(store, _job("a", labels={"team": "web"}, revision=2))  # a change moves it
+    assert store.by_labels("acme", [("team", "ops")], None, None, None, 10) == ["b", "d"]
+    clock.now = NOW + 2000
+    store.refresh()  # d completed: its facets rewritten, its labels kept
+    assert store.by_labels("acme", [("team", "ops")], "completed", None, None, 10) == ["d"]
+    store.write([("b", None)], {})
+    assert store.by_labels("acme", [("team", "ops")], None, None, None, 10) == ["d"]
+
+
 def test_a_rebuilt_store_forgets_the_facets_with_the_records(store):
     _put(store, _job("a"))
     store.resume(Checkpoint("another-topic", {}, {0: 10}, 86_400_000, NOW))
@@ -133,3 +154,17 @@ def test_a_cursor_reads_back_only_as_the_kind_it_was_made():
     for bad in ("", "nonsense!", encode_cursor("a", "k"), encode_cursor(5)):
         with pytest.raises(ValueError):
             decode_cursor(bad, (int, str))
+
+
+@pytest.mark.parametrize("job", [
+    _job("cron"), _job("paused", paused=True), _job("once", at_ms=NOW + 30_000),
+    _job("jittery", at_ms=NOW, jitter_s=60), _job("jittery-cron", jitter_s=59),
+    {**_job("ending"), "schedule": {"cron": "* * * * *", "timezone": "UTC", "at_ms": None,
+                                    "end_ms": NOW + 2 * MIN}},
+], ids=lambda j: j["job_id"])
+def test_the_facets_state_is_the_job_views_at_every_moment(job):
+    """A list filtered by state agrees with the ``state`` each listed job shows."""
+    from streams.scheduling import slots
+
+    for at in range(NOW - MIN, NOW + 5 * MIN, 7_000):
+        assert facets_of(job, at).state == slots.job_state(job, at), at
