@@ -102,9 +102,21 @@ def decode_cursor(cursor: str, types: tuple[type, ...]) -> tuple[Any, ...]:
     except (ValueError, binascii.Error) as exc:
         raise ValueError("not a cursor of this list") from exc
     if (not isinstance(parts, list) or len(parts) != len(types)
-            or not all(type(p) is t for p, t in zip(parts, types, strict=True))):
+            or not all(type(p) is t and _storable(p) for p, t in zip(parts, types, strict=True))):
         raise ValueError("not a cursor of this list")
     return tuple(parts)
+
+
+def _storable(value: object) -> bool:
+    """Whether SQLite can bind ``value``: a 64-bit integer, a string that encodes as UTF-8 (JSON
+    can spell lone surrogates, SQLite cannot take them)."""
+    if isinstance(value, int):
+        return -2**63 <= value < 2**63
+    try:
+        str(value).encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class JobStore(SqliteStore):

@@ -61,8 +61,8 @@ import psycopg
 
 from api.job_store import encode_cursor
 from api.state import jobs_store_path
-from bench import fanout
-from bench.common import count_at_least, percentile, report, rss_peak_mib
+from bench import fanout, scale
+from bench.common import count_at_least, percentile, report
 from cli.demo import wait_for_key
 from stack import processes
 from stack.local import Stack
@@ -247,14 +247,7 @@ def jobs_at_size(count: int, requests: int) -> None:
     emitter.close()
     produced_s = time.monotonic() - began
     print(f"{count:,} jobs produced in {produced_s:.1f}s", flush=True)
-    path = jobs_store_path(conf)
-    for part in path.parent.glob(f"{path.name}*"):  # an empty store: the API reads them all
-        part.unlink()
-    began = time.monotonic()
-    stack.start_api()
-    api_ready_s = time.monotonic() - began
-    pid = processes.alive(stack.pidfile("api"))
-    assert pid is not None
+    api_ready_s, api_peak_mib = scale.time_api_start(stack, conf, wipe=True)  # reads them all
     print(f"API ready in {api_ready_s:.1f}s from an empty store", flush=True)
     auth = {"Authorization": f"Bearer {key}"}
     wait_for_key(conf.api_url, auth)
@@ -279,6 +272,7 @@ def jobs_at_size(count: int, requests: int) -> None:
                 timed(client, "/v1/jobs?name=team-07&limit=100", requests),
             "API: 100 by id": timed(client, "/v1/jobs?limit=100", requests),
         })
+    path = jobs_store_path(conf)
     store_mib = sum(p.stat().st_size for p in path.parent.glob(f"{path.name}*")) / 2**20
     report("console-jobs", {
         **figures,
@@ -286,7 +280,7 @@ def jobs_at_size(count: int, requests: int) -> None:
         "produced s": round(produced_s, 1),
         "API ready from an empty store s": round(api_ready_s, 1),
         "API: jobs indexed a second (ready time)": round(count / api_ready_s),
-        "API peak RSS MiB": rss_peak_mib(pid),
+        "API peak RSS MiB": api_peak_mib,
         "API jobs store on disk MiB": round(store_mib),
     }, {"jobs": count, "requests": requests})
     print("the workers are stopped and the jobs kept: remove this stack home when done",

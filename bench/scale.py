@@ -76,7 +76,7 @@ def time_tenant_reads(conf: Settings, tenant: str, jobs: int) -> tuple[float, fl
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--schedules", type=count_at_least(1), default=1_000_000)
+    parser.add_argument("--schedules", "--jobs", type=count_at_least(1), default=1_000_000)
     parser.add_argument("--cron", default="0 0 1 1 *",
                         help="the jobs' expression: keep it yearly (nothing may fire while measuring); "
                         "with H every job has its own")

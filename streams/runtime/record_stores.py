@@ -31,7 +31,7 @@ from streams.runtime.codec import codec
 
 log = logging.getLogger(__name__)
 
-FORMAT = 4  # the file's layout (``PRAGMA user_version``); bump it with every change to a SCHEMA
+FORMAT = 5  # the file's layout (``PRAGMA user_version``); bump it with every change to a SCHEMA
 IN_CHUNK = 500  # keys per ``IN (...)`` lookup, well under SQLite's limit on bound parameters
 Row = tuple[str, Any]  # (key, what the store keeps of the record; None for a tombstone)
 

@@ -42,6 +42,27 @@ def job_body(port: int, cron: str = "0 0 1 1 *", **extra) -> dict:
     return {"schedule": {"cron": cron}, "target": webhook(port), **extra}
 
 
+def test_lists_by_state_follow_the_clock_on_the_api_process(api):
+    """The API process's own view and refresher: a one-off due in two seconds is listed active
+    and soonest first, then completed once its time has passed, with no write in between; the
+    counts per state follow. (The store's logic is tests/unit/api/test_job_store.py's.)"""
+    soon = (datetime.now(UTC) + timedelta(seconds=2)).isoformat()
+    once = api.post("/v1/jobs", json={**job_body(9), "schedule": {"at": soon}}).json()
+    yearly = api.post("/v1/jobs", json=job_body(9, labels={"team": "ops"})).json()
+    active = api.get("/v1/jobs", params={"state": "active"}).json()
+    assert [j["id"] for j in active["items"]] == [once["id"], yearly["id"]]
+    assert active["counts"] == {"active": 2, "paused": 0, "completed": 0}
+
+    def completed() -> list[str]:
+        page = api.get("/v1/jobs", params={"state": "completed"}).json()
+        return [j["id"] for j in page["items"]]
+
+    assert wait_for(completed, timeout_s=30) == [once["id"]]
+    assert api.get("/v1/jobs", params={"label": "team:ops", "state": "active"}
+                   ).json()["items"][0]["id"] == yearly["id"]
+    assert api.get("/v1/jobs").json()["counts"] == {"active": 1, "paused": 0, "completed": 1}
+
+
 def test_auth_is_required_and_tenants_are_isolated(stack, api):
     created = api.post("/v1/jobs", json=job_body(9)).json()
     anonymous = httpx.get(f"{stack.s.api_url}/v1/jobs/{created['id']}")

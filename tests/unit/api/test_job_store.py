@@ -151,7 +151,8 @@ def test_a_rebuilt_store_forgets_the_facets_with_the_records(store):
 
 def test_a_cursor_reads_back_only_as_the_kind_it_was_made():
     assert decode_cursor(encode_cursor(5, "k"), (int, str)) == (5, "k")
-    for bad in ("", "nonsense!", encode_cursor("a", "k"), encode_cursor(5)):
+    forged = [encode_cursor(2**70, "k"), encode_cursor(5, "\ud800")]  # SQLite takes neither
+    for bad in ("", "nonsense!", encode_cursor("a", "k"), encode_cursor(5), *forged):
         with pytest.raises(ValueError):
             decode_cursor(bad, (int, str))
 
@@ -168,3 +169,30 @@ def test_the_facets_state_is_the_job_views_at_every_moment(job):
 
     for at in range(NOW - MIN, NOW + 5 * MIN, 7_000):
         assert facets_of(job, at).state == slots.job_state(job, at), at
+
+
+def test_the_refresher_brings_the_facets_to_now_on_its_own(store, clock):
+    """No read needed: the API's thread recomputes what went stale, so a list never has a
+    backlog of a day's slots to recompute first."""
+    import threading
+
+    from api.job_store import Refresher
+
+    _put(store, _job("soon", at_ms=NOW + 1000))
+    clock.now = NOW + 2000
+    refreshed = threading.Event()
+    original = store.refresh
+
+    def refresh(now: int | None = None) -> int:
+        done = original(now)
+        if done:
+            refreshed.set()
+        return done
+
+    store.refresh = refresh  # type: ignore[method-assign]
+    refresher = Refresher(store, every_s=0.01).start()
+    try:
+        assert refreshed.wait(10), "the refresher never ran"
+    finally:
+        refresher.stop()
+    assert store.state_counts("acme")["completed"] == 1
