@@ -23,14 +23,14 @@ send has written (below).
 
 With ``--jobs N`` it measures the jobs list at size: N jobs of one tenant written straight to
 the jobs topic (seven in ten active daily schedules, one in ten paused, two in ten one-offs
-completed a day ago: a tenant after its spikes), the API started on an empty store and timed
-until it answers (its view has read and indexed them all: ``api.job_store``), then the console's
-list (its default tab, the active jobs soonest first; the completed and all tabs) and the API's
-lists (by state from the first page and from the middle, by name prefix, by id) timed, and the
-counts per state checked against what was written. The workers are stopped first and left
-stopped (indexing N jobs would take the box meanwhile), and the jobs are not deleted (their
-tombstones would be N more records for every reader): run it in a stack home of its own and
-remove that afterwards.
+completed a day ago: a tenant after its spikes; each with a name and one of 100 labels), the
+API started on an empty store and timed until it answers (its view has read and indexed them
+all: ``api.job_store``), then the console's list (its default tab, the active jobs soonest
+first; the completed and all tabs) and the API's lists (by state from the first page and from
+the middle, by name prefix, by label, by id) timed, and the counts per state checked against
+what was written. The workers are stopped first and left stopped (indexing N jobs would take
+the box meanwhile), and the jobs are not deleted (their tombstones would be N more records for
+every reader): run it in a stack home of its own and remove that afterwards.
 
     CRONSTREAM_HOME=/tmp/bench-10m .venv/bin/python -m bench.console --jobs 10000000
 
@@ -217,7 +217,7 @@ def sized_job(tenant: str, i: int, now: int) -> tuple[str, str, bytes]:
     when = now - DAY_MS if state == "completed" else now
     return job_id, state, codec().encode("Job", {
         "job_id": job_id, "tenant": tenant, "revision": 1, "paused": state == "paused",
-        "name": f"team-{i % 100:02d} job {i}",
+        "name": f"team-{i % 100:02d} job {i}", "labels": {"team": f"t{i // 10 % 100:02d}"},
         "schedule": {"cron": None if state == "completed" else "H H * * *", "timezone": "UTC",
                      "at_ms": when if state == "completed" else None},
         "target": {"type": "webhook", "url": "http://127.0.0.1:9/hook"},
@@ -270,6 +270,10 @@ def jobs_at_size(count: int, requests: int) -> None:
                 timed(client, f"/v1/jobs?state=active&limit=100&cursor={middle}", requests),
             "API: 100 by name prefix (1 in 100 match)":
                 timed(client, "/v1/jobs?name=team-07&limit=100", requests),
+            "API: 100 by label (1 in 100 match)":
+                timed(client, "/v1/jobs?label=team:t07&limit=100", requests),
+            "API: 100 by label, paused (1 in 1,000 match)":
+                timed(client, "/v1/jobs?label=team:t07&state=paused&limit=100", requests),
             "API: 100 by id": timed(client, "/v1/jobs?limit=100", requests),
         })
     path = jobs_store_path(conf)
