@@ -89,3 +89,14 @@ def test_another_lists_cursor_or_an_unknown_state_is_a_422_naming_it(api: Api):
     detail_naming(bad, ["query", "cursor"], "not a next_cursor")
     unknown = api.client.get("/v1/jobs", params={"state": "running"}, headers=auth)
     assert unknown.status_code == 422 and "state" in unknown.text
+
+
+def test_an_empty_name_is_no_filter_and_a_long_one_a_422_naming_it(api: Api):
+    """``name=`` sent empty (an unset field, formatted) lists as if absent; it was a 500 once,
+    the length check running after the empty value had become None (found by the fuzzer)."""
+    auth = _setup(api)
+    page = api.client.get("/v1/jobs?name=&limit=2", headers=auth)
+    assert page.status_code == 200, page.text
+    assert page.json()["items"] == api.client.get("/v1/jobs?limit=2", headers=auth).json()["items"]
+    long = api.client.get("/v1/jobs", params={"name": "x" * 201}, headers=auth)
+    detail_naming(long, ["query", "name"], "at most 200 characters")
