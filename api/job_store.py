@@ -232,7 +232,6 @@ class JobStore(SqliteStore):
             return self._db.execute(query, (*args, *([state] if state else []), limit)
                                     ).fetchall()
 
-
     def by_labels(self, tenant: str, labels: list[tuple[str, str | None]], state: str | None,
                   name: str | None, after: str | None, limit: int) -> list[str]:
         """Up to ``limit`` keys of the tenant's jobs carrying every label of ``labels`` (key and

@@ -222,12 +222,6 @@ def _label_filters(labels: list[str]) -> list[tuple[str, str | None]]:
     return out
 
 
-def _matches(job: dict[str, Any], filters: list[tuple[str, str | None]]) -> bool:
-    labels = job["labels"]
-    return all(key in labels and (value is None or labels[key] == value)
-               for key, value in filters)
-
-
 State = Literal["active", "paused", "completed"]
 
 
@@ -256,7 +250,7 @@ async def list_jobs(request: Request, tenant: Tenant,
     in id order; ``label`` in id order, ``state`` in next-run order, ``name`` in name order,
     each combining with those after it (each a range of the store's indexes at any number of
     jobs: ``api.job_store``)."""
-    api, name_ = api_state(request), tenant["tenant"]
+    api, owner = api_state(request), tenant["tenant"]
     if name is not None and len(name) > MAX_NAME_PREFIX:
         # checked here, not by Query(max_length): that runs after EmptyIsAbsent turned an
         # empty ``name=`` into None, and failed on it with a 500 (found by tests/security/test_fuzz)
@@ -264,14 +258,14 @@ async def list_jobs(request: Request, tenant: Tenant,
                                            "msg": f"at most {MAX_NAME_PREFIX} characters"}])
     if label or state or name:
         filters = _label_filters(label) if label else []
-        page = await api.work.run(name_, _indexed, api, name_, filters, state, name, cursor,
+        page = await api.work.run(owner, _indexed, api, owner, filters, state, name, cursor,
                                   limit)
     else:
         now = clock.now_ms()
-        ids = api.job_ids(name_, cursor, limit)
+        ids = api.job_ids(owner, cursor, limit)
         page = {"items": [job_view(job, now) for i in ids if (job := api.jobs.get(i)) is not None],
                 "next_cursor": ids[-1] if len(ids) == limit else None}
-    return {**page, "counts": api.jobs.state_counts(name_)}
+    return {**page, "counts": api.jobs.state_counts(owner)}
 
 
 def _indexed(api: ApiState, tenant: str, labels: list[tuple[str, str | None]],
