@@ -43,6 +43,11 @@ REFRESH_EVERY_S = 1.0  # the refresher thread's period
 # a job whose last nominal slot has passed while it is still due (jitter, quiet hours): looked at
 # again this much later, until it is completed
 STILL_DUE_RECHECK_MS = 1000
+# rows of an index a filtered page reads at most when a filter is checked row by row (a label
+# and a state, a name prefix and a state, two labels): a rare match among millions is a few short
+# pages with a cursor (items possibly fewer than limit), not one long scan under the store's lock
+SCAN = 5000
+MAX_CURSOR = 2000  # characters: a job id (≤ 200 here) and a name (≤ 200), base64 of their JSON
 
 _FACETS = """
 CREATE TABLE IF NOT EXISTS facets (
@@ -86,8 +91,21 @@ def facets_of(job: dict[str, Any], now: int) -> Facets:
     state = slots.job_state(job, now)
     if state == "completed":
         return Facets(job["tenant"], state, name, 0, None, labels)
-    # the last slot's nominal time has passed, but it is still due (jitter, quiet hours)
-    return Facets(job["tenant"], state, name, 0, now + STILL_DUE_RECHECK_MS, labels)
+    # the last slot's nominal time has passed, but it is still due (jitter, quiet hours): a
+    # one-off completes just after its due time (held to the end of its quiet hours, if so),
+    # a schedule's last slot is looked at again each second until it is done
+    return Facets(job["tenant"], state, name, 0, _completes_ms(job, now), labels)
+
+
+def _completes_ms(job: dict[str, Any], now: int) -> int:
+    """When facets of a job still due past its last nominal slot must be looked at again: for a
+    one-off the moment ``slots.job_state`` calls it completed (not every second of a 10-hour
+    quiet-hours hold), for a schedule a second on."""
+    at = job["schedule"]["at_ms"]
+    if at is None:
+        return now + STILL_DUE_RECHECK_MS
+    due = max(slots.due_ms(job, at), job["updated_ms"])
+    return max(due, slots.held_to_ms(job, at, due)) + 1
 
 
 def encode_cursor(*parts: str | int) -> str:
@@ -97,9 +115,11 @@ def encode_cursor(*parts: str | int) -> str:
 
 def decode_cursor(cursor: str, types: tuple[type, ...]) -> tuple[Any, ...]:
     """A cursor ``encode_cursor`` made of values of ``types``; ValueError for any other text."""
+    if len(cursor) > MAX_CURSOR:
+        raise ValueError("not a cursor of this list")
     try:
         parts = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (ValueError, binascii.Error) as exc:
+    except (ValueError, binascii.Error, RecursionError) as exc:  # "[[[[…": json recurses
         raise ValueError("not a cursor of this list") from exc
     if (not isinstance(parts, list) or len(parts) != len(types)
             or not all(type(p) is t and _storable(p) for p, t in zip(parts, types, strict=True))):
@@ -219,49 +239,72 @@ class JobStore(SqliteStore):
                 (tenant, state, next_ms, key, limit)).fetchall()
 
     def by_name(self, tenant: str, prefix: str, state: str | None,
-                after: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
+                after: tuple[str, str] | None, limit: int
+                ) -> tuple[list[tuple[str, str]], tuple[str, str] | None]:
         """Up to ``limit`` (key, name) of the tenant's jobs whose name starts with ``prefix``
-        (and in ``state``, if given), in name order, after the cursor ``after``."""
+        (and in ``state``, if given), in name order, after the cursor ``after``; and the cursor
+        of the next page (None: none). With a state, at most ``SCAN`` names are read a page."""
         name, key = after if after is not None else (prefix, "")
-        # the names starting with prefix sort from prefix to prefix + the highest code point
-        query = ("SELECT key, name FROM facets WHERE tenant = ? AND name >= ? AND name < ? "
-                 "AND (name, key) > (?, ?)" + (" AND state = ?" if state else "")
-                 + " ORDER BY name, key LIMIT ?")
-        args: list[Any] = [tenant, prefix, prefix + "\U0010ffff", name, key]
+        # from the cursor (its row value starts the index range: a page deep is no slower than
+        # the first) to the last name with the prefix: it sorts before prefix + a code point
+        # above any ("\U0010ffff" itself is one: names holding it after the prefix are missed)
+        found = ("SELECT key, name, state FROM facets WHERE tenant = ? AND (name, key) > (?, ?) "
+                 "AND name < ? ORDER BY name, key LIMIT ?")
         with self._lock:
-            return self._db.execute(query, (*args, *([state] if state else []), limit)
-                                    ).fetchall()
+            rows = self._db.execute(found, (tenant, name, key, prefix + "\U0010ffff",
+                                            limit if state is None else SCAN)).fetchall()
+        return _bounded([((k, n), (n, k)) for k, n, s in rows if state in (None, s)],
+                        [(n, k) for k, n, _ in rows], limit if state is None else SCAN, limit)
 
     def by_labels(self, tenant: str, labels: list[tuple[str, str | None]], state: str | None,
-                  name: str | None, after: str | None, limit: int) -> list[str]:
+                  name: str | None, after: str | None, limit: int
+                  ) -> tuple[list[str], str | None]:
         """Up to ``limit`` keys of the tenant's jobs carrying every label of ``labels`` (key and
         value, or a key with None: any value), in ``state`` and with a name starting with
-        ``name`` when given, in key order after ``after``. The first label with a value is
-        read from its index (a range in key order); the others are each a lookup of the job's
-        labels."""
+        ``name`` when given, in key order after ``after``; and the cursor of the next page
+        (None: none). The first label with a value is read from its index, a range in key
+        order; with only that label, a page is that range; with more filters, at most ``SCAN``
+        of the range's jobs are checked a page."""
         first, *rest = sorted(labels, key=lambda kv: kv[1] is None)
         where = ["l.tenant = ?", "l.label = ?", "l.key > ?"]
         args: list[Any] = [tenant, first[0], after or ""]
         if first[1] is not None:
             where.append("l.value = ?")
             args.append(first[1])
+        checked = bool(rest) or state is not None or name is not None
+        scan = SCAN if checked else limit
+        candidates = (f"SELECT l.key FROM labels l WHERE {' AND '.join(where)} "
+                      "ORDER BY l.key LIMIT ?")
+        checks, check_args = [], []
         for label, value in rest:
-            where.append("EXISTS (SELECT 1 FROM labels m WHERE m.key = l.key AND m.label = ?"
-                         + (" AND m.value = ?)" if value is not None else ")"))
-            args += [label] if value is None else [label, value]
-        join = ""
-        if state is not None or name is not None:
-            join = " JOIN facets f ON f.key = l.key"
+            checks.append("EXISTS (SELECT 1 FROM labels m WHERE m.key = c.key AND m.label = ?"
+                          + (" AND m.value = ?)" if value is not None else ")"))
+            check_args += [label] if value is None else [label, value]
         if state is not None:
-            where.append("f.state = ?")
-            args.append(state)
+            checks.append("f.state = ?")
+            check_args.append(state)
         if name is not None:
-            where.append("f.name >= ? AND f.name < ?")
-            args += [name, name + "\U0010ffff"]
-        query = (f"SELECT l.key FROM labels l{join} WHERE {' AND '.join(where)} "
-                 "ORDER BY l.key LIMIT ?")
+            checks.append("f.name >= ? AND f.name < ?")
+            check_args += [name, name + "\U0010ffff"]
+        join = " JOIN facets f ON f.key = c.key" if state is not None or name is not None else ""
+        matching = (f"SELECT c.key FROM ({candidates}) c{join}"
+                    + (f" WHERE {' AND '.join(checks)}" if checks else "") + " ORDER BY c.key")
         with self._lock:
-            return [row[0] for row in self._db.execute(query, (*args, limit))]
+            scanned = [row[0] for row in self._db.execute(candidates, (*args, scan))]
+            keys = [row[0] for row in self._db.execute(matching, (*args, scan, *check_args))
+                    ] if checked else scanned
+        return _bounded([(k, k) for k in keys], scanned, scan, limit)
+
+
+def _bounded(matched: list[tuple[Any, Any]], scanned: list[Any], scan: int, limit: int
+             ) -> tuple[list[Any], Any | None]:
+    """A page of at most ``limit`` of ``matched`` ((item, its cursor) pairs in index order, out
+    of the ``scanned`` cursors read with a budget of ``scan`` rows) and the next page's cursor:
+    the last item's when the page is full, the last row read when the budget ran out first (a
+    short page, more to read), else None."""
+    if len(matched) >= limit:
+        return [item for item, _ in matched[:limit]], matched[limit - 1][1]
+    return [item for item, _ in matched], scanned[-1] if len(scanned) == scan else None
 
 
 class Refresher:

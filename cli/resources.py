@@ -7,6 +7,7 @@ exactly as the API names it. ``--json`` prints the API's JSON for scripts.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,18 @@ def _job_line(job: dict[str, Any]) -> str:
     tags = "  [" + ", ".join(f"{k}:{v}" for k, v in sorted(labels.items())) + "]" if labels else ""
     return (f"{job['id']}  {state:<9}{name}  {when} ({sched.get('timezone')})  "
             f"→ {job['target']['type']}{tags}")
+
+
+def _once_each(jobs: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Jobs until one comes again. A list by next run (``--state``) moves with the clock: a job
+    whose next run passes while the pages are read sorts after the cursor again, and an
+    every-minute tenant's pages would go round for ever."""
+    seen: set[str] = set()
+    for job in jobs:
+        if job["id"] in seen:
+            return
+        seen.add(job["id"])
+        yield job
 
 
 def jobs(args: argparse.Namespace) -> int:
@@ -61,7 +74,7 @@ def jobs(args: argparse.Namespace) -> int:
         params.update({k: v for k, v in (("state", args.state), ("name", args.name)) if v})
         if args.limit is not None:
             params["limit"] = max(1, min(args.limit, 500))
-        items = list(islice(api.pages("/v1/jobs", **params), args.limit))
+        items = list(islice(_once_each(api.pages("/v1/jobs", **params)), args.limit))
         emit(items, args.json, "\n".join(_job_line(j) for j in items) or "no jobs")
     elif args.action == "runs":
         limit = RUNS_LIMIT if args.limit is None else args.limit

@@ -278,23 +278,23 @@ def _indexed(api: ApiState, tenant: str, labels: list[tuple[str, str | None]],
     try:
         if labels:
             after_key = decode_cursor(cursor, (str,))[0] if cursor else None
-            keys = api.jobs.by_labels(tenant, labels, state, name, after_key, limit)
-            rows: list[tuple[str, Any]] = [(key, key) for key in keys]
+            keys, following = api.jobs.by_labels(tenant, labels, state, name, after_key, limit)
+            next_cursor = encode_cursor(following) if following is not None else None
         elif name is not None:
             after_name = decode_cursor(cursor, (str, str)) if cursor else None
-            rows = api.jobs.by_name(tenant, name, state, after_name, limit)
+            named, after = api.jobs.by_name(tenant, name, state, after_name, limit)
+            keys = [key for key, _ in named]
+            next_cursor = encode_cursor(*after) if after is not None else None
         else:
             assert state is not None
             after_next = decode_cursor(cursor, (int, str)) if cursor else None
             rows = api.jobs.by_next_run(tenant, state, after_next, limit)
+            keys = [key for key, _ in rows]
+            next_cursor = encode_cursor(rows[-1][1], rows[-1][0]) if len(rows) == limit else None
     except ValueError as exc:
         raise _bad_cursor() from exc
-    items = [job_view(job, now) for key, _ in rows if (job := api.jobs.get(key)) is not None]
-    last = rows[-1] if len(rows) == limit else None
-    if last is None:
-        return {"items": items, "next_cursor": None}
-    sort_key = (last[1],) if labels else (last[1], last[0])
-    return {"items": items, "next_cursor": encode_cursor(*sort_key)}
+    items = [job_view(job, now) for key in keys if (job := api.jobs.get(key)) is not None]
+    return {"items": items, "next_cursor": next_cursor}
 
 
 @router.get("/{job_id}")

@@ -263,3 +263,29 @@ def test_the_cli_lists_by_state_soonest_first_and_by_name(api: Api, capsys):
     assert [line.split()[0] for line in active.splitlines()] == ["sooner", "later"]
     named = run_cli(api, auth, "jobs", "list", "--name", "hel", capsys=capsys)
     assert [line.split()[0] for line in named.splitlines()] == ["held"]
+
+
+def test_the_cli_stops_a_list_by_next_run_where_it_comes_round_again(api: Api, capsys,
+                                                                      monkeypatch):
+    """Every-minute jobs listed by next run a job a page, the clock passing their next run
+    before the third page: it starts over (every job sorts after the cursor again); the CLI
+    stops there, each job listed once, instead of paging for ever."""
+    auth = api.tenant("acme")
+    for i in range(3):
+        api.client.post("/v1/jobs", json=job(id=f"m{i}", schedule={"cron": "* * * * *"}),
+                        headers=auth)
+    pages = {"n": 0}
+    original = api.client.request
+
+    def request(method, url, **kwargs):
+        pages["n"] += 1
+        if pages["n"] == 3:  # a minute passes
+            later = clock.now_ms() + 60_000
+            monkeypatch.setattr(clock, "now_ms", lambda: later)
+        kwargs["params"] = {**kwargs.get("params", {}), "limit": 1}
+        return original(method, url, **kwargs)
+
+    monkeypatch.setattr(api.client, "request", request)
+    listed = run_cli(api, auth, "jobs", "list", "--state", "active", capsys=capsys)
+    assert [line.split()[0] for line in listed.splitlines()] == ["m0", "m1"]
+    assert pages["n"] == 3

@@ -3,6 +3,8 @@ and the per-state counts and pages a list at ten million jobs reads (``api.job_s
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from api.job_store import (
@@ -73,7 +75,12 @@ def test_a_slot_still_due_after_its_nominal_time_is_looked_at_again_until_comple
     so the facets must not wait for a next slot there is none of."""
     jittery = _job("j", at_ms=NOW, jitter_s=3600)
     f = facets_of(jittery, NOW + 1)  # its fire id draws a jitter of more than a millisecond
-    assert (f.state, f.next_ms, f.stale_ms) == ("active", 0, NOW + 1 + STILL_DUE_RECHECK_MS)
+    assert (f.state, f.next_ms) == ("active", 0) and f.stale_ms > NOW + 1
+    ending = {**_job("ending", jitter_s=59),
+              "schedule": {"cron": "* * * * *", "timezone": "UTC", "at_ms": None,
+                           "end_ms": NOW}}
+    last = facets_of(ending, NOW + 1)  # a schedule's last slot: looked at again a second on
+    assert (last.state, last.stale_ms) == ("active", NOW + 1 + STILL_DUE_RECHECK_MS)
     assert facets_of(jittery, NOW + 3_600_001).state == "completed"
 
 
@@ -115,10 +122,13 @@ def test_pages_by_next_run_follow_their_cursor_without_repeats_or_gaps(store):
 def test_names_are_listed_by_prefix_in_name_order_and_within_a_state(store):
     _put(store, _job("1", name="nightly-b"), _job("2", name="nightly-a", paused=True),
          _job("3", name="hourly"), _job("4", name="nightly-c", tenant="other"))
-    assert store.by_name("acme", "nightly", None, None, 10) == [("2", "nightly-a"),
-                                                                 ("1", "nightly-b")]
-    assert store.by_name("acme", "nightly", "active", None, 10) == [("1", "nightly-b")]
-    assert store.by_name("acme", "nightly", None, ("nightly-a", "2"), 10) == [("1", "nightly-b")]
+    assert store.by_name("acme", "nightly", None, None, 10) == (
+        [("2", "nightly-a"), ("1", "nightly-b")], None)
+    assert store.by_name("acme", "nightly", "active", None, 10) == ([("1", "nightly-b")], None)
+    assert store.by_name("acme", "nightly", None, ("nightly-a", "2"), 10) == (
+        [("1", "nightly-b")], None)
+    assert store.by_name("acme", "nightly", None, None, 1) == (
+        [("2", "nightly-a")], ("nightly-a", "2"))
 
 
 def test_labels_are_found_from_their_index_with_a_state_and_a_name(store, clock):
@@ -127,19 +137,19 @@ def test_labels_are_found_from_their_index_with_a_state_and_a_name(store, clock)
          _job("c", labels={"team": "web", "tier": "1"}),
          _job("d", at_ms=NOW + 1000, labels={"team": "ops"}),
          _job("x", tenant="other", labels={"team": "ops"}))
-    assert store.by_labels("acme", [("team", "ops")], None, None, None, 10) == ["a", "b", "d"]
-    assert store.by_labels("acme", [("tier", None), ("team", "ops")], None, None, None, 10) \
+    assert store.by_labels("acme", [("team", "ops")], None, None, None, 10)[0] == ["a", "b", "d"]
+    assert store.by_labels("acme", [("tier", None), ("team", "ops")], None, None, None, 10)[0] \
         == ["a"]
-    assert store.by_labels("acme", [("team", "ops")], "paused", None, None, 10) == ["b"]
-    assert store.by_labels("acme", [("team", None)], None, "night", None, 10) == ["a"]
-    assert store.by_labels("acme", [("team", "ops")], None, None, "a", 1) == ["b"]
+    assert store.by_labels("acme", [("team", "ops")], "paused", None, None, 10)[0] == ["b"]
+    assert store.by_labels("acme", [("team", None)], None, "night", None, 10)[0] == ["a"]
+    assert store.by_labels("acme", [("team", "ops")], None, None, "a", 1)[0] == ["b"]
     _put(store, _job("a", labels={"team": "web"}, revision=2))  # a change moves it
-    assert store.by_labels("acme", [("team", "ops")], None, None, None, 10) == ["b", "d"]
+    assert store.by_labels("acme", [("team", "ops")], None, None, None, 10)[0] == ["b", "d"]
     clock.now = NOW + 2000
     store.refresh()  # d completed: its facets rewritten, its labels kept
-    assert store.by_labels("acme", [("team", "ops")], "completed", None, None, 10) == ["d"]
+    assert store.by_labels("acme", [("team", "ops")], "completed", None, None, 10)[0] == ["d"]
     store.write([("b", None)], {})
-    assert store.by_labels("acme", [("team", "ops")], None, None, None, 10) == ["d"]
+    assert store.by_labels("acme", [("team", "ops")], None, None, None, 10)[0] == ["d"]
 
 
 def test_a_rebuilt_store_forgets_the_facets_with_the_records(store):
@@ -151,7 +161,9 @@ def test_a_rebuilt_store_forgets_the_facets_with_the_records(store):
 
 def test_a_cursor_reads_back_only_as_the_kind_it_was_made():
     assert decode_cursor(encode_cursor(5, "k"), (int, str)) == (5, "k")
-    forged = [encode_cursor(2**70, "k"), encode_cursor(5, "\ud800")]  # SQLite takes neither
+    forged = [encode_cursor(2**70, "k"), encode_cursor(5, "\ud800"),  # SQLite takes neither
+              base64.urlsafe_b64encode(b"[" * 1400).decode(),  # json.loads recurses too deep
+              "A" * 3000]
     for bad in ("", "nonsense!", encode_cursor("a", "k"), encode_cursor(5), *forged):
         with pytest.raises(ValueError):
             decode_cursor(bad, (int, str))
@@ -196,3 +208,40 @@ def test_the_refresher_brings_the_facets_to_now_on_its_own(store, clock):
     finally:
         refresher.stop()
     assert store.state_counts("acme")["completed"] == 1
+
+
+def test_a_filter_checked_row_by_row_reads_a_bounded_range_a_page(store, monkeypatch):
+    """A label with a rare state (or a name prefix with one): short pages with a cursor, each
+    reading at most ``SCAN`` rows under the store's lock, together every match once."""
+    import api.job_store as job_store
+
+    monkeypatch.setattr(job_store, "SCAN", 4)
+    _put(store, *[_job(f"j{i:02}", name=f"n{i:02}", labels={"team": "ops"}, paused=i in (1, 9))
+                  for i in range(12)])
+    pages, after = [], None
+    while True:
+        keys, after = store.by_labels("acme", [("team", "ops")], "paused", None, after, 10)
+        pages.append(keys)
+        if after is None:
+            break
+    assert pages == [["j01"], [], ["j09"], []]  # 4 rows a page: j00-03, j04-07, j08-11, none
+    named, after2 = [], None
+    while True:
+        page, after2 = store.by_name("acme", "n", "paused", after2, 10)
+        named += [key for key, _ in page]
+        if after2 is None:
+            break
+    assert named == ["j01", "j09"]
+
+
+def test_a_held_one_off_is_looked_at_again_when_it_completes_not_every_second():
+    """A one-off still due past its nominal time (here: jitter) goes stale the moment the job
+    view calls it completed: a text held through ten hours of quiet hours is one recompute,
+    not 36,000."""
+    from streams.scheduling import slots
+
+    jittery = _job("j", at_ms=NOW, jitter_s=3600)
+    f = facets_of(jittery, NOW + 1)
+    assert f.state == "active" and f.stale_ms is not None
+    assert slots.job_state(jittery, f.stale_ms - 1) == "active"
+    assert slots.job_state(jittery, f.stale_ms) == "completed"
