@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 STATES = ("active", "paused", "completed")
 REFRESH_CHUNK = 500  # jobs recomputed per hold of the store's lock (~20 ms of it)
 REFRESH_EVERY_S = 1.0  # the refresher thread's period
+# what a filtered read recomputes at most before it answers (~0.6 s): at the top of the hour a
+# million hourly jobs go stale at once, and the refresher thread, not one request, works that off
+READ_REFRESH_MOST = 20_000
 # a job whose last nominal slot has passed while it is still due (jitter, quiet hours): looked at
 # again this much later, until it is completed
 STILL_DUE_RECHECK_MS = 1000
@@ -95,6 +98,21 @@ def facets_of(job: dict[str, Any], now: int) -> Facets:
     # one-off completes just after its due time (held to the end of its quiet hours, if so),
     # a schedule's last slot is looked at again each second until it is done
     return Facets(job["tenant"], state, name, 0, _completes_ms(job, now), labels)
+
+
+def readable_facets(job: dict[str, Any], now: int) -> Facets:
+    """``facets_of``, or, for a record whose schedule cannot be read (written to the topic
+    past the API's checks: an unknown zone, a broken expression), facets listing it by its
+    paused flag with no next run, looked at again only when its record changes, and a warning
+    naming it. One such record must not stop the view (its writes are retried until they
+    succeed) nor fail every filtered list."""
+    try:
+        return facets_of(job, now)
+    except Exception as exc:  # noqa: BLE001 - any failure of the schedule's math, see above
+        log.warning("job %s tenant %s: schedule unreadable (%s); listed %s with no next run",
+                    job["job_id"], job["tenant"], exc, "paused" if job["paused"] else "active")
+        return Facets(job["tenant"], "paused" if job["paused"] else "active", job["name"] or "",
+                      0, None, tuple(sorted(job["labels"].items())))
 
 
 def _completes_ms(job: dict[str, Any], now: int) -> int:
@@ -154,7 +172,7 @@ class JobStore(SqliteStore):
         if value is None:
             return key, None
         job = codec().decode(value)
-        return key, (job["tenant"], value, facets_of(job, self._now()))
+        return key, (job["tenant"], value, readable_facets(job, self._now()))
 
     def _keep_more(self, latest: dict[str, Any]) -> None:
         self._set_facets({key: None if kept is None else kept[2] for key, kept in latest.items()})
@@ -195,14 +213,15 @@ class JobStore(SqliteStore):
             [(tenant, state, n) for (tenant, state), n in moves.items() if n])
         self._db.execute("DELETE FROM state_counts WHERE n = 0")
 
-    def refresh(self, now: int | None = None) -> int:
-        """Recompute every job's facets gone stale by ``now`` (default: the clock's now), a
-        chunk per hold of the lock, oldest first; how many were recomputed. Reads and writes of
-        a chunk share one hold, so a record written meanwhile is never overwritten by facets of
-        its previous version."""
+    def refresh(self, now: int | None = None, most: int | None = None,
+                stopping: Callable[[], bool] = lambda: False) -> int:
+        """Recompute the jobs' facets gone stale by ``now`` (default: the clock's now), a chunk
+        per hold of the lock, oldest first, until none is left, ``most`` are done or
+        ``stopping()``; how many were recomputed. Reads and writes of a chunk share one hold,
+        so a record written meanwhile is never overwritten by facets of its previous version."""
         at = self._now() if now is None else now
         done = 0
-        while True:
+        while (most is None or done < most) and not stopping():
             with self._lock:
                 rows = self._db.execute(
                     "SELECT f.key, r.value FROM facets f JOIN records r ON r.key = f.key "
@@ -212,13 +231,14 @@ class JobStore(SqliteStore):
                     return done
                 self._db.execute("BEGIN")
                 try:
-                    self._set_facets({key: facets_of(codec().decode(value), at)
+                    self._set_facets({key: readable_facets(codec().decode(value), at)
                                       for key, value in rows}, labels=False)
                     self._db.execute("COMMIT")
                 except BaseException:
                     self._db.execute("ROLLBACK")
                     raise
             done += len(rows)
+        return done
 
     def state_counts(self, tenant: str) -> dict[str, int]:
         """The tenant's jobs in each state (kept by every write and refresh)."""
@@ -322,7 +342,7 @@ class Refresher:
     def _run(self) -> None:
         while not self._stop.wait(self._every_s):
             try:
-                self._store.refresh()
+                self._store.refresh(stopping=self._stop.is_set)
             except Exception:  # a full disk, a closed store at exit: try again next second
                 log.exception("job facets: refresh failed")
 

@@ -16,7 +16,7 @@ from fastapi.concurrency import run_in_threadpool
 from api import sink
 from api.auth import current_tenant
 from api.errors import problem
-from api.job_store import decode_cursor, encode_cursor
+from api.job_store import READ_REFRESH_MOST, decode_cursor, encode_cursor
 from api.models import (
     LABEL_KEY,
     Backfill,
@@ -272,9 +272,10 @@ def _indexed(api: ApiState, tenant: str, labels: list[tuple[str, str | None]],
              state: str | None, name: str | None, cursor: str | None, limit: int
              ) -> dict[str, Any]:
     """One page by labels, state or name prefix, from the store's indexes, the facets first
-    brought to now (blocking: run through ``api.work``)."""
+    brought to now (up to ``READ_REFRESH_MOST`` of them: the refresher thread works off a top
+    of the hour's backlog) (blocking: run through ``api.work``)."""
     now = clock.now_ms()
-    api.jobs.refresh(now)
+    api.jobs.refresh(now, READ_REFRESH_MOST)
     try:
         if labels:
             after_key = decode_cursor(cursor, (str,))[0] if cursor else None

@@ -195,8 +195,8 @@ def test_the_refresher_brings_the_facets_to_now_on_its_own(store, clock):
     refreshed = threading.Event()
     original = store.refresh
 
-    def refresh(now: int | None = None) -> int:
-        done = original(now)
+    def refresh(now: int | None = None, most: int | None = None, stopping=lambda: False) -> int:
+        done = original(now, most, stopping)
         if done:
             refreshed.set()
         return done
@@ -245,3 +245,25 @@ def test_a_held_one_off_is_looked_at_again_when_it_completes_not_every_second():
     assert f.state == "active" and f.stale_ms is not None
     assert slots.job_state(jittery, f.stale_ms - 1) == "active"
     assert slots.job_state(jittery, f.stale_ms) == "completed"
+
+
+def test_a_record_whose_schedule_cannot_be_read_is_listed_not_a_stuck_view(store, caplog):
+    """Written to the topic past the API's checks (an unknown zone): the view stores it (its
+    batch would otherwise be retried for ever), listed by its paused flag with no next run,
+    and a warning names it."""
+    broken = {**_job("broken", paused=True),
+              "schedule": {"cron": "* * * * *", "timezone": "Mars/Olympus", "at_ms": None}}
+    _put(store, broken, _job("fine"))
+    assert store.state_counts("acme") == {"active": 1, "paused": 1, "completed": 0}
+    assert store.by_next_run("acme", "paused", None, 10) == [("broken", 0)]
+    assert "job broken tenant acme: schedule unreadable" in caplog.text
+
+
+def test_a_refresh_stops_at_its_most_or_when_told(store, clock):
+    _put(store, *[_job(f"j{i}", at_ms=NOW + 1000) for i in range(5)])
+    clock.now = NOW + 2000
+    assert store.refresh(most=1) == 5  # one chunk (up to 500) at least: then it stops
+    _put(store, *[_job(f"k{i}", at_ms=NOW + 3000) for i in range(5)])
+    clock.now = NOW + 4000
+    assert store.refresh(stopping=lambda: True) == 0
+    assert store.state_counts("acme")["completed"] == 5
