@@ -24,7 +24,6 @@ import binascii
 import json
 import logging
 import threading
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import Any
 
 from streams.runtime import clock
 from streams.runtime.codec import codec
-from streams.runtime.record_stores import IN_CHUNK, Row, SqliteStore
+from streams.runtime.record_stores import Row, SqliteStore
 from streams.scheduling import schedule, slots
 
 log = logging.getLogger(__name__)
@@ -181,19 +180,10 @@ class JobStore(SqliteStore):
         """Write jobs' facets (None: the job is gone), their labels unless ``labels`` is False
         (a refresh: the record, so its labels, did not change), and move the per-state counts
         by the change; inside the caller's transaction, under the lock."""
-        keys = list(facets)
-        before: dict[str, tuple[str, str]] = {}
-        for at in range(0, len(keys), IN_CHUNK):
-            chunk = keys[at:at + IN_CHUNK]
-            before.update((k, (t, s)) for k, t, s in self._db.execute(
-                f"SELECT key, tenant, state FROM facets WHERE key IN ({','.join('?' * len(chunk))})",
-                chunk))
-        moves: Counter[tuple[str, str]] = Counter()
-        for key, new in facets.items():
-            if key in before:
-                moves[before[key]] -= 1
-            if new is not None:
-                moves[new.tenant, new.state] += 1
+        self._move_counts("state_counts", ("tenant", "state"),
+                          "SELECT key, tenant, state FROM facets",
+                          {key: None if f is None else (f.tenant, f.state)
+                           for key, f in facets.items()})
         self._db.executemany(
             "INSERT OR REPLACE INTO facets (key, tenant, state, name, next_ms, stale_ms) "
             "VALUES (?, ?, ?, ?, ?, ?)",
@@ -207,11 +197,6 @@ class JobStore(SqliteStore):
                 "INSERT INTO labels (key, label, value, tenant) VALUES (?, ?, ?, ?)",
                 [(key, label, value, f.tenant) for key, f in facets.items() if f is not None
                  for label, value in f.labels])
-        self._db.executemany(
-            "INSERT INTO state_counts (tenant, state, n) VALUES (?, ?, ?) "
-            "ON CONFLICT (tenant, state) DO UPDATE SET n = n + excluded.n",
-            [(tenant, state, n) for (tenant, state), n in moves.items() if n])
-        self._db.execute("DELETE FROM state_counts WHERE n = 0")
 
     def refresh(self, now: int | None = None, most: int | None = None,
                 stopping: Callable[[], bool] = lambda: False) -> int:
@@ -229,14 +214,9 @@ class JobStore(SqliteStore):
                     (at, REFRESH_CHUNK)).fetchall()
                 if not rows:
                     return done
-                self._db.execute("BEGIN")
-                try:
+                with self._transaction():
                     self._set_facets({key: readable_facets(codec().decode(value), at)
                                       for key, value in rows}, labels=False)
-                    self._db.execute("COMMIT")
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
             done += len(rows)
         return done
 
@@ -266,12 +246,11 @@ class JobStore(SqliteStore):
         of the next page (None: none). With a state, at most ``SCAN`` names are read a page."""
         name, key = after if after is not None else (prefix, "")
         # from the cursor (its row value starts the index range: a page deep is no slower than
-        # the first) to the last name with the prefix: it sorts before prefix + a code point
-        # above any ("\U0010ffff" itself is one: names holding it after the prefix are missed)
+        # the first) to the last name with the prefix
         found = ("SELECT key, name, state FROM facets WHERE tenant = ? AND (name, key) > (?, ?) "
                  "AND name < ? ORDER BY name, key LIMIT ?")
         with self._lock:
-            rows = self._db.execute(found, (tenant, name, key, prefix + "\U0010ffff",
+            rows = self._db.execute(found, (tenant, name, key, past_prefix(prefix),
                                             limit if state is None else SCAN)).fetchall()
         return _bounded([((k, n), (n, k)) for k, n, s in rows if state in (None, s)],
                         [(n, k) for k, n, _ in rows], limit if state is None else SCAN, limit)
@@ -305,7 +284,7 @@ class JobStore(SqliteStore):
             check_args.append(state)
         if name is not None:
             checks.append("f.name >= ? AND f.name < ?")
-            check_args += [name, name + "\U0010ffff"]
+            check_args += [name, past_prefix(name)]
         join = " JOIN facets f ON f.key = c.key" if state is not None or name is not None else ""
         matching = (f"SELECT c.key FROM ({candidates}) c{join}"
                     + (f" WHERE {' AND '.join(checks)}" if checks else "") + " ORDER BY c.key")
@@ -314,6 +293,13 @@ class JobStore(SqliteStore):
             keys = [row[0] for row in self._db.execute(matching, (*args, scan, *check_args))
                     ] if checked else scanned
         return _bounded([(k, k) for k in keys], scanned, scan, limit)
+
+
+def past_prefix(prefix: str) -> str:
+    """A text every name starting with ``prefix`` sorts before: the prefix and a code point
+    above any (``\U0010ffff`` itself is the highest: a name holding it right after the prefix
+    is missed)."""
+    return prefix + "\U0010ffff"
 
 
 def _bounded(matched: list[tuple[Any, Any]], scanned: list[Any], scan: int, limit: int

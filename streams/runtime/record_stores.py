@@ -22,7 +22,8 @@ import logging
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -188,23 +189,29 @@ class SqliteStore:
 
     def write(self, rows: list[Row], positions: dict[int, int]) -> None:
         latest = dict(rows)  # a key written twice in one batch ends as its last value
-        with self._lock:
-            self._db.execute("BEGIN")
-            try:
-                self._count(latest)
-                self._keep_more(latest)
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO records (key, indexed, value) VALUES (?, ?, ?)",
-                    [(key, kept[0], kept[1]) for key, kept in latest.items() if kept is not None])
-                self._db.executemany("DELETE FROM records WHERE key = ?",
-                                     [(key,) for key, kept in latest.items() if kept is None])
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO positions (partition, next_offset) VALUES (?, ?)",
-                    list(positions.items()))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._lock, self._transaction():
+            self._count(latest)
+            self._keep_more(latest)
+            self._db.executemany(
+                "INSERT OR REPLACE INTO records (key, indexed, value) VALUES (?, ?, ?)",
+                [(key, kept[0], kept[1]) for key, kept in latest.items() if kept is not None])
+            self._db.executemany("DELETE FROM records WHERE key = ?",
+                                 [(key,) for key, kept in latest.items() if kept is None])
+            self._db.executemany(
+                "INSERT OR REPLACE INTO positions (partition, next_offset) VALUES (?, ?)",
+                list(positions.items()))
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One transaction on the store's connection, rolled back if anything in it fails (the
+        caller holds the lock)."""
+        self._db.execute("BEGIN")
+        try:
+            yield
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
 
     def _keep_more(self, latest: dict[str, Any]) -> None:
         """What a store that keeps more than the records writes of a batch, in its transaction
@@ -214,24 +221,33 @@ class SqliteStore:
         """Move the per-value counts by what the batch changes. Why keep counts: the API checks
         a tenant's quota on every create, and counting a million index entries took 61 ms of a
         lock the view's writer and every reader share."""
-        keys = list(latest)
-        before: dict[str, str] = {}
+        self._move_counts("counts", ("indexed",), "SELECT key, indexed FROM records",
+                          {key: None if kept is None else (kept[0],)
+                           for key, kept in latest.items()})
+
+    def _move_counts(self, counts: str, columns: tuple[str, ...], current: str,
+                     changes: dict[str, tuple[Any, ...] | None]) -> None:
+        """Move the kept counts of the table ``counts`` (a row ``n`` per value of ``columns``)
+        by a batch: each key's group after it (None: gone) against its group before, which
+        ``current`` (``SELECT key, <columns> FROM ...``) reads; before the batch is written."""
+        keys = list(changes)
+        before: dict[str, tuple[Any, ...]] = {}
         for at in range(0, len(keys), IN_CHUNK):
             chunk = keys[at:at + IN_CHUNK]
-            before.update(self._db.execute(
-                f"SELECT key, indexed FROM records WHERE key IN ({','.join('?' * len(chunk))})",
-                chunk))
-        moves: Counter[str] = Counter()
-        for key, kept in latest.items():
+            before.update((key, tuple(group)) for key, *group in self._db.execute(
+                f"{current} WHERE key IN ({','.join('?' * len(chunk))})", chunk))
+        moves: Counter[tuple[Any, ...]] = Counter()
+        for key, group in changes.items():
             if key in before:
                 moves[before[key]] -= 1
-            if kept is not None:
-                moves[kept[0]] += 1
+            if group is not None:
+                moves[group] += 1
+        named = ", ".join(columns)
         self._db.executemany(
-            "INSERT INTO counts (indexed, n) VALUES (?, ?) "
-            "ON CONFLICT (indexed) DO UPDATE SET n = n + excluded.n",
-            [(indexed, n) for indexed, n in moves.items() if n])
-        self._db.execute("DELETE FROM counts WHERE n = 0")
+            f"INSERT INTO {counts} ({named}, n) VALUES ({', '.join('?' * (len(columns) + 1))}) "
+            f"ON CONFLICT ({named}) DO UPDATE SET n = n + excluded.n",
+            [(*group, n) for group, n in moves.items() if n])
+        self._db.execute(f"DELETE FROM {counts} WHERE n = 0")
 
     def resume(self, checkpoint: Checkpoint) -> dict[int, int]:
         """The stored positions, when they can be trusted; else an empty store, to be read from
