@@ -36,13 +36,16 @@ class Quotas:
             if n > 0 and current() + pending + n > limit:
                 raise problem(403, "", f"tenant {tenant} has reached its quota of {limit} "
                               f"{what}", "quota_exceeded")
-            self._pending[key] = pending + n
+            if n:  # nothing held, nothing to give back: concurrent bulk deletes (n = 0) each
+                # gave back the key another had emptied, a KeyError and a 500 (bench.churn)
+                self._pending[key] = pending + n
         try:
             yield
         finally:
-            with self._lock:
-                left = self._pending[key] - n
-                if left:
-                    self._pending[key] = left
-                else:
-                    del self._pending[key]
+            if n:
+                with self._lock:
+                    left = self._pending[key] - n
+                    if left:
+                        self._pending[key] = left
+                    else:
+                        del self._pending[key]

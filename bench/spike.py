@@ -106,7 +106,7 @@ from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
 from streams.runtime.kafka_config import client_config
 from streams.scheduling.schedule import fire_id
-from streams.topology import APP_ID, FIRED, JOBS, LEDGER, TopicSpec
+from streams.topology import FIRED, JOBS, LEDGER, TopicSpec, consumer_group
 
 SPIKE_INDEX_RATE = 1_000  # spike jobs/s the workers are assumed to index at, to plan the spike
 SPIKE_MARGIN_S = 30
@@ -362,7 +362,7 @@ def settle(bootstrap: str, timeout_s: float = SETTLE_S, every_s: float = 2.0
     started = time.monotonic()
     waits: dict[str, object] = {}
     steps: list[tuple[str, str, TopicSpec]] = [
-        ("workers applied the job deletions s", APP_ID, JOBS),
+        ("workers applied the job deletions s", consumer_group(JOBS), JOBS),
         ("ledger sink wrote the ledger s", LEDGER_SINK_GROUP, LEDGER)]
     for label, group, topic in steps:
         while (left := group_lag(bootstrap, group, topic.name)) > 0 \

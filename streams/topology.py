@@ -2,11 +2,11 @@
 
 Read this module to draw the graph: the API produces ``TENANTS``, ``JOBS`` and ``JOB_COMMANDS``
 (bulk imports go to ``JOB_IMPORTS``, copied into ``JOBS`` at the pace it is applied);
-the scheduler agent materialises jobs in the ``JOBS_TABLE`` (RocksDB, changelog-backed) and its
-punctuator emits due slots to ``FIRED`` plus decisions that need no execution to ``LEDGER``; the
-executor (a consumer of its own, ``EXECUTOR_GROUP``) reads ``FIRED`` in batches, calls the
-target and writes the outcome to ``LEDGER``
-(compacted, key = record id), which the Debezium JDBC sink upserts into Postgres; failures past
+the scheduler (a reader of its own, ``JOBS_GROUP``) materialises jobs in the ``JOBS_TABLE``
+(RocksDB, changelog-backed) a batch at a time, and its punctuator emits due slots to ``FIRED``
+plus decisions that need no execution to ``LEDGER``; the executor (a consumer of its own,
+``EXECUTOR_GROUP``) reads ``FIRED`` in batches, calls the target and writes the outcome to
+``LEDGER`` (compacted, key = record id), which the Debezium JDBC sink upserts into Postgres; failures past
 their retries go to ``DLQ``. ``JOBS``, ``JOB_COMMANDS``, ``FIRED`` and ``LEDGER`` are all
 partitioned by job id (``partition_for``), so one worker owns a job's definition, its slots, its
 executions and its decisions.
@@ -202,11 +202,18 @@ APP_ID = "cronstream"
 # partitions faust gives its worker of the jobs topic (streams.execution.reader), so the group
 # never has members: offsets only.
 EXECUTOR_GROUP = f"{APP_ID}-executor"
+# The scheduler's group for ``JOBS``, the same way: the job definitions are applied by a reader of
+# their own (streams.scheduling.applying), a batch at a time, not by a faust agent.
+JOBS_GROUP = f"{APP_ID}-jobs"
+# The topic of the workers' group whose assigned partitions are a worker's partitions of every
+# job-keyed topic and table (faust assigns co-partitioned topics together). Not ``JOBS``: the
+# jobs topic is read by the scheduler's reader, so it is not in the group's subscription.
+OWNED = JOB_COMMANDS
 # What MirrorMaker 2 copies to the standby region (docs/regions.md, "Replication"): every topic
 # above and every table's changelog, under the same names, and the offsets of the groups that
 # read them (the sinks' groups are Connect's, connect-<connector>); not Connect's own topics
 MIRROR_TOPICS = r"cronstream\..*|cronstream-.*-changelog"
-MIRROR_GROUPS = rf"{APP_ID}|{APP_ID}\-executor|connect-cronstream-.*"
+MIRROR_GROUPS = rf"{APP_ID}|{APP_ID}\-executor|{APP_ID}\-jobs|connect-cronstream-.*"
 
 
 def mirrored_topics() -> list[str]:
@@ -262,8 +269,11 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
         doc="`cronstream tenant create`: a tenant and the hash of its API key.",
     ),
     ProcessorSpec(
-        "apply_jobs", "agent", "streams.scheduling.agents", consumes=(JOBS,), tables=(JOBS_TABLE,),
-        doc="Materialises job definitions into the jobs table and the in-memory due index.",
+        "apply_jobs", "client", "streams.scheduling.applying", consumes=(JOBS,),
+        tables=(JOBS_TABLE,),
+        doc="A librdkafka consumer of its own (group cronstream-jobs, the worker's partitions) "
+            "applies job definitions a batch at a time: one RocksDB write batch, one changelog "
+            "batch, the in-memory due index; its offsets committed once the changelog holds them.",
     ),
     ProcessorSpec(
         "import_jobs", "client", "streams.scheduling.imports", consumes=(JOB_IMPORTS,),
@@ -351,7 +361,7 @@ PROCESSORS: tuple[ProcessorSpec, ...] = (
 
 def consumer_group(topic: TopicSpec) -> str:
     """The consumer group whose committed offsets say how far ``topic`` is processed."""
-    return EXECUTOR_GROUP if topic == FIRED else APP_ID
+    return {FIRED: EXECUTOR_GROUP, JOBS: JOBS_GROUP}.get(topic, APP_ID)
 
 
 def partition_for(key: str, count: int) -> int:

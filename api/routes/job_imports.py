@@ -73,7 +73,5 @@ def _prepare(api: ApiState, body: JobImport, tenant: dict[str, Any], now: int
 
 def _store(api: ApiState, records: list[dict[str, Any]], gone: list[str]) -> None:
     """What the API reads back at once (``GET /v1/jobs``), before the view has the topic's."""
-    for record in records:
-        api.jobs.put(record["job_id"], record)
-    for job_id in gone:
-        api.jobs.put(job_id, None)
+    api.jobs.put_many([(record["job_id"], record) for record in records]
+                      + [(job_id, None) for job_id in gone])

@@ -30,15 +30,15 @@ from ops import lag, replication
 from streams.campaigns import ownership
 from streams.runtime.admin import client as admin_client
 from streams.runtime.admin import replication_shortfall
-from streams.topology import APP_ID, FANOUT, FIRED, JOBS, consumer_group
+from streams.topology import APP_ID, FANOUT, FIRED, OWNED, consumer_group
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 LAG_CACHE_S = 5.0
 READY_CACHE_S = 2.0  # /readyz asks the brokers at most this often, however many probes come
 # every partition of these must be held by a worker for the system to be able to fire and send
-# (each worker's executor reads the fired partitions of the jobs partitions it holds)
-MUST_BE_ASSIGNED = (JOBS, FANOUT)
+# (each worker's readers take the jobs and fired partitions of the job partitions it holds)
+MUST_BE_ASSIGNED = (OWNED, FANOUT)
 
 
 def is_operator(request: Request) -> bool:

@@ -1,6 +1,6 @@
 """The executor: runs fired slots against their targets and records outcomes on the ledger.
 
-    cronstream.fired ──▶ FiredReader (librdkafka, batches) ──▶ [execute_fired] ──▶ target
+    cronstream.fired ──▶ PartitionReader (librdkafka, batches) ──▶ [execute_fired] ──▶ target
                                                                    │      └──▶ cronstream.ledger
                                                                    │           cronstream.dlq
                          table fires-done ◀── DoneMarks (batched) ─┘
@@ -51,7 +51,6 @@ from streams.execution.dispatch import RunQueue, Waiting, expiry_reason
 from streams.execution.done_marks import DoneMarks
 from streams.execution.fire_quota import FireQuota
 from streams.execution.offsets import Taken
-from streams.execution.reader import Assigned, FiredReader, Notice
 from streams.execution.retries import retryable, throttle_wait_s
 from streams.handoff import Decisions, ExecutorQueue, Gate
 from streams.ledger import job_entry
@@ -64,6 +63,7 @@ from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter, Outbox
 from streams.runtime.fencing import EpochFence
+from streams.runtime.partition_reader import Assigned, Notice, PartitionReader
 from streams.runtime.topic_view import TopicView
 from streams.scheduling import quiet_hours
 from streams.topology import (
@@ -71,9 +71,11 @@ from streams.topology import (
     BEGUN,
     DLQ,
     DONE_TABLE,
+    FIRED,
     INTENT,
     JOBS,
     LEDGER,
+    OWNED,
     REFUSED,
     TENANTS,
 )
@@ -106,7 +108,7 @@ class Slot:
 
 
 class Reader(Protocol):
-    """The fired topic's reader as the executor drives it (``reader.FiredReader``)."""
+    """The fired topic's reader as the executor drives it (``PartitionReader``)."""
 
     room: Any  # threading.Event: set while the executor has room for more
 
@@ -824,7 +826,7 @@ def register(rt: Runtime, fan_out: targets.FanOut, deciding: Gate,
                         ses_client=lambda: ses.client(conf.ses_endpoint_url, conf.aws_region),
                         sms_client=lambda: sms.client(conf.sms_endpoint_url, conf.aws_region),
                         suppressions=suppressions, suppress=suppress),
-        FiredReader(conf.bootstrap, f"executor-{rt.worker_id}"), Outbox(emitter), deciding,
+        PartitionReader(conf.bootstrap, f"executor-{rt.worker_id}", FIRED), Outbox(emitter), deciding,
         per_host=conf.runs_per_host, fires_per_s=records.fires_per_s, region=rt.region,
         partitions=conf.partitions)
     metrics.RUNS_PER_HOST.set(conf.runs_per_host)
@@ -835,10 +837,10 @@ def register(rt: Runtime, fan_out: targets.FanOut, deciding: Gate,
         and the worker's partitions of the jobs topic handed over, their done marks restored."""
         executor.start()
         records.warm()  # the quotas read the tenants' records from the first slot on
-        executor.assign({tp.partition for tp in app.consumer.assignment() if tp.topic == JOBS.name})
+        executor.assign({tp.partition for tp in app.consumer.assignment() if tp.topic == OWNED.name})
 
     @app.on_partitions_revoked.connect
     async def _on_revoked(app: Any, revoked: set[Any], **kwargs: Any) -> None:
-        executor.revoke({tp.partition for tp in revoked if tp.topic == JOBS.name})
+        executor.revoke({tp.partition for tp in revoked if tp.topic == OWNED.name})
 
     return executor

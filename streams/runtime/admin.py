@@ -29,7 +29,17 @@ from streams.runtime.kafka_config import (
     client_config,
     replication_for,
 )
-from streams.topology import APP_ID, EXECUTOR_GROUP, FIRED, PROCESSORS, TABLES, TOPICS, TopicSpec
+from streams.topology import (
+    APP_ID,
+    EXECUTOR_GROUP,
+    FIRED,
+    JOBS,
+    JOBS_GROUP,
+    PROCESSORS,
+    TABLES,
+    TOPICS,
+    TopicSpec,
+)
 
 
 def changelog_topics() -> tuple[TopicSpec, ...]:
@@ -536,15 +546,16 @@ def agent_topics() -> tuple[str, ...]:
 
 def group_topics(group: str) -> tuple[str, ...]:
     """The topics whose offsets ``group`` commits: the faust agents' for the workers' group, the
-    fired topic for the executor's (``streams.execution.reader``)."""
-    if group == EXECUTOR_GROUP:
-        return (FIRED.name,)
-    return agent_topics()
+    fired topic for the executor's and the jobs topic for the scheduler's
+    (``streams.runtime.partition_reader``)."""
+    own = {EXECUTOR_GROUP: FIRED, JOBS_GROUP: JOBS}.get(group)
+    return agent_topics() if own is None else (own.name,)
 
 
 def seed_group_offsets(bootstrap: str, timeout_s: float = 120.0,
                        new_client_on_retry: bool = False) -> int:
-    """``_seed_group_offsets`` of the workers' group and the executor's, each retried while a
+    """``_seed_group_offsets`` of the workers' group, the executor's and the scheduler's jobs
+    reader's, each retried while a
     new broker's group coordinator is still loading (the first request to a fresh cluster's
     ``__consumer_offsets`` times out).
     ``new_client_on_retry``: each retry on a client of its own, for a short-lived process
@@ -552,7 +563,7 @@ def seed_group_offsets(bootstrap: str, timeout_s: float = 120.0,
     that timeout aborted the process (librdkafka: `eonce->refcnt > 0`), every time."""
     deadline = time.monotonic() + timeout_s
     seeded = 0
-    for group in (APP_ID, EXECUTOR_GROUP):
+    for group in (APP_ID, EXECUTOR_GROUP, JOBS_GROUP):
         while True:
             try:
                 seeded += _seed_group_offsets(bootstrap, group)
@@ -591,8 +602,8 @@ def _seed_group_offsets(bootstrap: str, group: str, timeout_s: float = 15.0) -> 
                for p in metadata[name].partitions if (name, p) not in committed]
     if not missing:
         return 0
-    # the executor's group starts where the workers' group left the fired topic when the
-    # executor read it through faust (an upgrade), else at the log start like every other
+    # the readers' groups start where the workers' group left their topic when it was read
+    # through faust (an upgrade), else at the log start like every other
     inherited = committed_offsets(bootstrap, APP_ID, timeout_s) if group != APP_ID else {}
     fresh = [tp for tp in missing if (tp.topic, tp.partition) not in inherited]
     starts = admin.list_offsets({tp: OffsetSpec.earliest() for tp in fresh},

@@ -111,6 +111,21 @@ class GuardedTable(faust.Table):
         if advanced is not None:
             self.data.set_persisted_offset(tp, advanced)
 
+    def write(self, partition: int, rows: list[tuple[bytes, bytes | None]]) -> None:
+        """Write ``rows`` (key, value; None deletes) to ``partition``'s RocksDB in one write batch,
+        before their changelog records are acknowledged, as faust's ``__setitem__`` writes its
+        store first (``streams.scheduling.applying``: the scheduler decides from them at once).
+        The persisted offset is not moved: ``write_acked`` moves it once the broker has them."""
+        if not rows:
+            return
+        batch = WriteBatch(raw_mode=True)
+        for key, value in rows:
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        self.data._db_for_partition(partition).write(batch)  # noqa: SLF001
+
     def write_acked(self, partition: int, rows: list[tuple[bytes, bytes]],
                     offsets: range | None) -> None:
         """Write ``rows`` (key, value) that this process produced to the table's changelog

@@ -197,7 +197,7 @@ class TopicView:
     def _apply(self, batch: list[Message]) -> dict[int, int]:
         """Write a consumed batch to the store, then count it read (so a record counted is
         readable); returns the partitions that reported their end, with the end offset."""
-        rows: list[Row] = []
+        latest: dict[str, Message] = {}  # a key's last record of the batch is what it ends as
         read: dict[int, int] = {}
         ends: dict[int, int] = {}
         for msg in batch:
@@ -209,13 +209,19 @@ class TopicView:
                     log.warning("view %s: %s", self.topic.name, error)
                     time.sleep(0.5)
                 continue
-            key = msg.key().decode() if msg.key() else ""
+            latest.pop(key := msg.key().decode() if msg.key() else "", None)
+            latest[key] = msg
+            read[msg.partition()] = msg.offset() + 1
+        held = self.store.holding({key: msg.value() for key, msg in latest.items()})
+        rows: list[Row] = []
+        for key, msg in latest.items():
+            if key in held:
+                continue
             try:
                 rows.append(self.store.prepare(key, msg.value()))
             except SchemaError as exc:
                 log.error("view %s: partition %d offset %d (key %s) unreadable: %s",
                           self.topic.name, msg.partition(), msg.offset(), key, exc)
-            read[msg.partition()] = msg.offset() + 1
         if read:
             self._write(rows, read)
             self.positions.update(read)

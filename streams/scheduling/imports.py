@@ -33,7 +33,7 @@ from typing import Any
 
 from streams.runtime.codec import codec
 from streams.runtime.kafka_config import client_config
-from streams.topology import JOB_IMPORTS, JOBS
+from streams.topology import JOB_IMPORTS, JOBS, OWNED
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +65,9 @@ class ImportWindow:
         with self._changed:
             self.unapplied += count
 
-    def applied(self) -> None:
+    def applied(self, count: int = 1) -> None:
         with self._changed:
-            self.unapplied = max(0, self.unapplied - 1)
+            self.unapplied = max(0, self.unapplied - count)
             self._changed.notify_all()
 
     def reset(self) -> None:
@@ -89,9 +89,10 @@ def stale(current: bytes | None, incoming: bytes | None) -> bool:
     return revision <= current_revision
 
 
-def imported(headers: Any) -> bool:
-    """Whether a jobs-topic record is an import's copy (its ``IMPORTED`` header)."""
-    return bool(headers) and IMPORTED in headers
+def imported(headers: list[tuple[str, bytes]] | None) -> bool:
+    """Whether a jobs-topic record is an import's copy (its ``IMPORTED`` header; librdkafka's
+    headers, a list of name and value)."""
+    return bool(headers) and any(name == IMPORTED for name, _ in headers or ())
 
 
 class Copier:
@@ -195,7 +196,7 @@ def register(rt: Any, window: ImportWindow) -> None:
     async def _on_assigned(app: Any, assigned: set[Any], **kwargs: Any) -> None:
         if not copier:
             copier.append(start(rt.settings.bootstrap, rt.worker_id, window))
-        copier[0].assign({tp.partition for tp in assigned if tp.topic == JOBS.name})
+        copier[0].assign({tp.partition for tp in assigned if tp.topic == OWNED.name})
 
     @app.on_partitions_revoked.connect
     async def _on_revoked(app: Any, revoked: set[Any], **kwargs: Any) -> None:

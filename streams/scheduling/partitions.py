@@ -60,6 +60,12 @@ class Partitions:
                 # its last slot was decided before this worker took the partition
                 self.completed.append((partition, job["job_id"]))
 
+    def untrack(self, partition: int, job_id: str) -> None:
+        """A job deleted: its slots are owed nothing more."""
+        index = self.indexes.get(partition)
+        if index is not None:
+            index.remove(job_id)
+
     def take_completed(self) -> list[tuple[int, str]]:
         """The completed jobs to delete found since the last call (``track`` at a takeover)."""
         found, self.completed = self.completed, []

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import httpx
 
 from streams.campaigns.ownership import Assignment, describe
-from streams.topology import APP_ID, JOBS
+from streams.topology import APP_ID, JOBS, OWNED
 from tests.conftest import cluster_partitions
 
 IMPORT_BATCH = 1_000  # jobs per POST /v1/job-imports (api.models.MAX_IMPORT)
@@ -38,13 +38,13 @@ def sleep_until(when: datetime) -> None:
 
 def fired_owners(assignment: Assignment) -> dict[str, list[int]]:
     """Worker name → the partitions of ``cronstream.fired`` its executor reads: those of the
-    jobs topic it holds as an active (streams.execution.reader; standby replicas are changelog
-    partitions, not the jobs topic's)."""
+    job-keyed topics it holds as an active (``streams.topology.OWNED``; standby replicas are
+    changelog partitions, not that topic's)."""
     owners: dict[str, list[int]] = {}
     for member, tps in assignment.held.items():
         match = WORKER.match(member)
         name = match.group(1) if match else member
-        owners[name] = sorted(p for t, p in tps if t == JOBS.name)
+        owners[name] = sorted(p for t, p in tps if t == OWNED.name)
     return dict(sorted(owners.items()))
 
 

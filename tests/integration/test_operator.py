@@ -295,7 +295,8 @@ def test_console_tools_recipe_replays_fired_without_resending(stack, api):
                 timeout_s=60, every_s=3)
             assert str(offsets[0]) in reset.stdout
             # and the job definitions from the start: re-applied, they change nothing
-            jobs_reset = cli("kafka", "consumer-groups", "--group", APP_ID, "--reset-offsets",
+            jobs_reset = cli("kafka", "consumer-groups", "--group", consumer_group(JOBS),
+                             "--reset-offsets",
                              "--topic", f"{JOBS.name}:{part}", "--to-earliest", "--execute")
             assert JOBS.name in jobs_reset.stdout
         finally:

@@ -14,10 +14,10 @@ import pytest
 from bench.spike import job, webhook_target
 from streams.execution.done_marks import DoneMarks
 from streams.execution.executor import BACKLOG_EVERY_S, TURN, Executor
-from streams.execution.reader import Assigned
 from streams.execution.targets import CallResult
 from streams.handoff import Gate
 from streams.runtime.codec import codec
+from streams.runtime.partition_reader import Assigned
 from streams.scheduling.schedule import fire_id
 from streams.topology import DLQ, INTENT, LEDGER, REFUSED, TopicSpec
 from tests.unit.fakes import schedule_state

@@ -163,3 +163,30 @@ def test_a_view_stores_a_batch_skips_unreadable_records_and_counts_them_read(sto
     assert "partition 1 offset 3 (key j9) unreadable" in caplog.text
     store.mark_current(NOW)
     assert store.resume(_at()) == {0: 8, 1: 4}  # the positions went in with the rows
+
+
+def test_a_record_the_store_holds_already_is_not_prepared_again_and_a_batch_ends_as_its_last(
+        store, monkeypatch):
+    """The API's own import writes come back on the jobs topic byte for byte: the view passes
+    them over (``holding``) without decoding them; a key written twice in a batch ends as its
+    last record even when that one is what the store held before."""
+    view = TopicView("127.0.0.1:1", JOBS, store)
+    v1, v2 = (codec().encode("Job", _job("j1", "acme", revision=r)) for r in (1, 2))
+    store.put("j1", _job("j1", "acme", revision=2))  # the API wrote it as it accepted it
+    store.put("j2", _job("j2", "acme"))
+    prepared: list[str] = []
+    real = store.prepare
+    monkeypatch.setattr(store, "prepare", lambda key, value: prepared.append(key) or real(key, value))
+    view._apply([
+        Message(topic=JOBS.name, partition=0, offset=0, key=b"j1", value=v2),  # the copy
+        Message(topic=JOBS.name, partition=0, offset=1, key=b"j3", value=None),  # nothing held
+    ])
+    assert prepared == [] and view.positions == {0: 2}, "held already: counted read, not redone"
+    view._apply([
+        Message(topic=JOBS.name, partition=0, offset=2, key=b"j1", value=v1),
+        Message(topic=JOBS.name, partition=0, offset=3, key=b"j1", value=v2),
+        Message(topic=JOBS.name, partition=0, offset=4, key=b"j2", value=None),
+    ])
+    assert store.get("j1")["revision"] == 2, "the batch's last record of j1 is the one held"
+    assert store.get("j2") is None and prepared == ["j2"]
+    assert store.holding({"j1": v2, "j2": None, "j4": v1}) == {"j1", "j2"}

@@ -56,8 +56,8 @@ def test_a_copy_older_than_the_current_definition_is_stale():
 
 
 def test_only_copies_carry_the_import_header():
-    assert imported({IMPORTED: b"1"})
-    assert not imported({}) and not imported(None)
+    assert imported([("other", b""), (IMPORTED, b"1")])
+    assert not imported([]) and not imported(None) and not imported([("other", b"1")])
 
 
 class Message:

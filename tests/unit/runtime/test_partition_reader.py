@@ -1,4 +1,4 @@
-"""The executor's reader (``streams.execution.reader``) on a stand-in for librdkafka's consumer:
+"""The partition reader (``streams.runtime.partition_reader``) on a stand-in for librdkafka's consumer:
 the order of its notices, and what it does when the broker does not answer."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
-from streams.execution.reader import Assigned, FiredReader
+from streams.runtime.partition_reader import Assigned, PartitionReader
 from streams.topology import FIRED
 
 
@@ -88,7 +88,7 @@ def read_notices(consumer: Consumer, script: Any, until: int) -> list[Any]:
             if len(notices) >= until and not enough.done():
                 enough.set_result(None)
 
-        reader = FiredReader("127.0.0.1:1", "test", consumer_factory=lambda config: consumer)
+        reader = PartitionReader("127.0.0.1:1", "test", FIRED, consumer_factory=lambda config: consumer)
         reader.start(loop, deliver)
         try:
             script(reader)
@@ -120,7 +120,7 @@ def test_commits_that_cannot_be_read_are_asked_again_and_nothing_is_read_meanwhi
 def test_a_revoked_partition_is_committed_then_unassigned_in_the_order_asked():
     consumer = Consumer({0: 0, 1: 0})
 
-    def script(reader: FiredReader) -> None:
+    def script(reader: PartitionReader) -> None:
         reader.assign({0, 1})
         reader.commit({0: 12}, lambda p, o: None)
         reader.revoke({0})
@@ -129,3 +129,39 @@ def test_a_revoked_partition_is_committed_then_unassigned_in_the_order_asked():
     assert notices == [Assigned({0: 0, 1: 0}), Assigned({0: 0})]
     assert consumer.calls == [("assign", [(0, 0), (1, 0)]), ("commit", [(0, 12)]),
                               ("unassign", [0]), ("assign", [(0, 0)])]
+
+
+def test_with_a_bound_no_more_batches_wait_on_the_loop_than_it_allows():
+    """A loop busy applying one batch has at most ``handed_at_most`` more queued: the reader
+    waits instead of reading on (twenty batches queued once blocked the loop for seconds)."""
+    consumer = Consumer({0: 0})
+    for offset in range(20):
+        consumer.records.put(Msg(0, offset))
+
+    async def main() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        seen: list[Any] = []
+
+        def deliver(notice: Any) -> None:
+            seen.append(notice)
+            if len(seen) == 2:  # the first batch: hold the loop while the reader goes on
+                threading.Event().wait(0.5)
+                left.append(consumer.records.qsize())
+            if len(seen) == 21 and not done.done():
+                done.set_result(None)
+        left: list[int] = []
+        reader = PartitionReader("127.0.0.1:1", "test", FIRED, consumer_factory=lambda c: consumer,
+                                 batch=1, handed_at_most=1)
+        reader.start(loop, deliver)
+        try:
+            reader.assign({0})
+            async with asyncio.timeout(30):
+                await done
+        finally:
+            reader.close()
+        return left[0], len(seen)
+
+    left, seen = asyncio.run(main())
+    assert left >= 18, "while the loop held one batch the reader read one more, not the rest"
+    assert seen == 21, "and every record came once the loop was free"
