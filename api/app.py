@@ -20,15 +20,17 @@ from api.state import ApiState
 from streams.campaigns import retention
 from streams.runtime import admin, settings
 
-MAX_BODY_BYTES = 512 * 1024  # every body but recipient uploads; documented in docs/api.md
-# the one route whose body may be larger: a recipient upload, streamed in bounded memory by
-# ``api.routes.campaigns.upload_recipients`` after its tenant is authenticated (a dependency,
+MAX_BODY_BYTES = 512 * 1024  # every body but the streamed ones; documented in docs/api.md
+# the routes whose body may be larger: a recipient upload and a streamed job import, read in
+# bounded memory (``api.streamed.body_lines``) by ``api.routes.campaigns.upload_recipients`` and
+# ``api.routes.job_imports.stream_import`` after the tenant is authenticated (a dependency,
 # resolved before the route reads the stream)
-UNLIMITED_ROUTES = (("PUT", re.compile(r"/v1/campaigns/[^/]+/recipients")),)
+UNLIMITED_ROUTES = (("PUT", re.compile(r"/v1/campaigns/[^/]+/recipients")),
+                    ("POST", re.compile(r"/v1/job-imports/stream")))
 
 
 def body_unlimited(method: str, path: str) -> bool:
-    """Whether a request may send a body over ``MAX_BODY_BYTES``: only the exact upload route.
+    """Whether a request may send a body over ``MAX_BODY_BYTES``: only the exact streamed routes.
 
     Why not every path ending in ``/recipients`` (as it was): ``PUT /v1/jobs/recipients`` is
     ``PUT /v1/jobs/{job_id}``, whose JSON body FastAPI reads whole before any dependency, the

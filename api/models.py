@@ -334,11 +334,14 @@ class JobImport(Strict):
 
     jobs: list[JobIn] = Field(default_factory=list, max_length=MAX_IMPORT)
     delete: list[str] = Field(default_factory=list, max_length=MAX_IMPORT)
+    delete_label: str | None = Field(
+        None, min_length=1, max_length=200,
+        description="delete every job of the tenant with this label (key:value, or key: any value)")
 
     @model_validator(mode="after")
     def _something(self) -> JobImport:
-        if not self.jobs and not self.delete:
-            raise ValueError("an import needs at least one of jobs, delete")
+        if not self.jobs and not self.delete and self.delete_label is None:
+            raise ValueError("an import needs at least one of jobs, delete, delete_label")
         if len(set(self.delete)) != len(self.delete):
             raise ValueError("delete names a job id twice")
         return self

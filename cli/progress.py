@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 TERMINAL_STATUSES = ("done", "cancelled", "aborted")
 
@@ -60,17 +60,24 @@ def watch(fetch: Callable[[], dict[str, Any]], every_s: float, timeout_s: float 
         time.sleep(every_s)
 
 
-def file_chunks(path: Path, out: TextIO = sys.stderr, chunk: int = 1 << 20) -> Iterator[bytes]:
+def file_chunks(path: Path, out: TextIO | None = None, chunk: int = 1 << 20) -> Iterator[bytes]:
     """Stream a file for an upload body, reporting bytes sent (the server counts the rows)."""
-    total = path.stat().st_size
+    with path.open("rb") as f:
+        yield from upload_chunks(f, path.stat().st_size, path.name, out, chunk)
+
+
+def upload_chunks(source: BinaryIO, total: int, name: str, out: TextIO | None = None,
+                  chunk: int = 1 << 20) -> Iterator[bytes]:
+    """``source``'s bytes for an upload body, a chunk at a time, with a progress line (on
+    standard error unless ``out`` says otherwise)."""
+    out = out or sys.stderr
     sent = 0
     tty = out.isatty()
-    with path.open("rb") as f:
-        while data := f.read(chunk):
-            sent += len(data)
-            line = f"uploading {path.name} {bar(sent, total)} {sent >> 20}/{total >> 20} MiB"
-            out.write(f"\r{line}\033[K" if tty else line + "\n")
-            out.flush()
-            yield data
+    while data := source.read(chunk):
+        sent += len(data)
+        line = f"uploading {name} {bar(sent, total)} {sent >> 20}/{total >> 20} MiB"
+        out.write(f"\r{line}\033[K" if tty else line + "\n")
+        out.flush()
+        yield data
     if tty:
         out.write("\n")

@@ -7,6 +7,8 @@ exactly as the API names it. ``--json`` prints the API's JSON for scripts.
 from __future__ import annotations
 
 import argparse
+import io
+import json
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
@@ -16,12 +18,25 @@ from cli import progress
 from cli.client import Client, client, emit, load_documents
 from cli.failures import FAILED, OK, USAGE, CliError
 
-IMPORT_BATCH = 1_000
 RUNS_LIMIT = 20  # jobs runs: the newest 20 unless --limit says otherwise
 
 
 def _client(args: argparse.Namespace) -> Client:
     return client(args.api_url, args.api_key)
+
+
+def _import_body(path_text: str) -> tuple[str, Iterator[bytes]]:
+    """What ``jobs import`` streams: an NDJSON or CSV file as it is, a YAML or JSON file (one job
+    or a list) as NDJSON, a line per job in the file's order; with a progress line."""
+    path = Path(path_text)
+    if path.suffix in (".ndjson", ".jsonl", ".csv"):
+        if not path.is_file():
+            raise CliError(f"--file {path_text}: no such file", USAGE)
+        kind = "text/csv" if path.suffix == ".csv" else "application/x-ndjson"
+        return kind, progress.file_chunks(path)
+    lines = "".join(json.dumps(doc) + "\n" for doc in load_documents(path_text)).encode()
+    return "application/x-ndjson", progress.upload_chunks(io.BytesIO(lines), len(lines),
+                                                          path.name)
 
 
 def _job_line(job: dict[str, Any]) -> str:
@@ -55,19 +70,20 @@ def jobs(args: argparse.Namespace) -> int:
             headers = {"Idempotency-Key": doc.pop("idempotency_key")} if "idempotency_key" in doc else {}
             created.append(api.call("POST", "/v1/jobs", json=doc, headers=headers))
         emit(created, args.json, "\n".join(f"created {_job_line(j)}" for j in created))
+    elif args.action == "import" and args.delete_label:
+        result = api.call("POST", "/v1/job-imports", json={"delete_label": args.delete_label},
+                          timeout=None)
+        emit(result, args.json, f"deleting {result['deleted_by_label']} jobs labelled "
+                                f"{args.delete_label} (gone as the workers apply it)")
     elif args.action == "import":
-        docs = load_documents(args.file)
-        created = []
-        for start in range(0, len(docs), IMPORT_BATCH):  # the API takes up to 1,000 a request
-            try:
-                created += api.call("POST", "/v1/job-imports",
-                                    json={"jobs": docs[start:start + IMPORT_BATCH]})["created"]
-            except CliError as exc:  # name the job in the file, not in the request
-                raise CliError(f"jobs {start + 1}-{start + IMPORT_BATCH} of {args.file} (the "
-                               f"{len(created)} before them are imported): {exc}",
-                               exc.code) from exc
-        emit({"created": created}, args.json,
-             f"imported {len(created)} jobs (live as the workers apply them)")
+        kind, body = _import_body(args.file)
+        try:
+            result = api.call("POST", "/v1/job-imports/stream", content=body,
+                              headers={"Content-Type": kind}, timeout=None)
+        except CliError as exc:  # the lines are the file's (a YAML or JSON list: its items)
+            raise CliError(f"{args.file}: nothing imported: {exc}", exc.code) from exc
+        emit(result, args.json, f"imported {result['created']} jobs, deleted {result['deleted']} "
+                                f"(live as the workers apply them)")
     elif args.action == "list":
         # --limit: that many jobs (pages of at most 500), not every page of a 20,000-job tenant
         params: dict[str, Any] = {"label": args.label} if args.label else {}
@@ -163,7 +179,8 @@ def add_parsers(sub: Any) -> None:
 
     p = resource("jobs", ["create", "import", "list", "get", "pause", "resume", "trigger", "runs",
                           "delete"], "job id (all but create/import/list)",
-                 "create, import: YAML or JSON, one job or a list")
+                 "create: YAML or JSON, one job or a list; import: that, or NDJSON (.ndjson, "
+                 ".jsonl) or CSV (.csv), streamed: a job, or a delete, per line")
     p.add_argument("--limit", type=int, default=None,
                    help=f"list: at most this many jobs (default all); runs: how many, newest "
                         f"first (default {RUNS_LIMIT})")
@@ -173,6 +190,8 @@ def add_parsers(sub: Any) -> None:
                    help="list: only jobs in this state (active, paused: soonest next run first)")
     p.add_argument("--name", default=None, metavar="PREFIX",
                    help="list: only jobs whose name starts with this, in name order")
+    p.add_argument("--delete-label", default=None, metavar="KEY[:VALUE]",
+                   help="import: delete every job with this label (no file)")
     p.set_defaults(func=jobs)
 
     p = resource("campaigns", ["create", "upload", "schedule", "watch", "get", "pause", "resume",

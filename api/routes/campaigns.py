@@ -10,12 +10,10 @@ never sent. Scheduling turns the campaign into a one-off job (``campaign-<id>``,
 
 from __future__ import annotations
 
-import codecs
 import hashlib
 import shutil
 import threading
 import uuid
-from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -31,6 +29,7 @@ from api.errors import problem
 from api.models import iso, ms, utc_ms
 from api.routes.jobs import IDEMPOTENCY_NAMESPACE
 from api.state import ApiState, api_state
+from api.streamed import body_lines
 from streams.adapters import tenants
 from streams.campaigns import lifecycle, recipients, retention
 from streams.ledger import CAMPAIGN_OUTCOMES
@@ -183,30 +182,6 @@ async def create_campaign(body: CampaignIn, request: Request, response: Response
         return campaign_view(await _save(request, record))
 
 
-LONG_LINE = recipients.BadRow(0, f"line longer than {recipients.MAX_LINE_BYTES} bytes")
-NOT_UTF8 = recipients.BadRow(0, "invalid UTF-8")
-
-
-async def _lines(request: Request) -> AsyncIterator[str | recipients.BadRow]:
-    """The body as text lines, streamed in bounded memory (``recipients.Lines``); a line that
-    is too long or not UTF-8 comes out as the bad row it is (its number still to be set)."""
-    lines = recipients.Lines()
-    async for piece in request.stream():
-        for raw in lines.feed(piece):
-            yield _decode(raw)
-    for raw in lines.end():
-        yield _decode(raw)
-
-
-def _decode(raw: bytes | None) -> str | recipients.BadRow:
-    if raw is None:
-        return LONG_LINE
-    try:
-        return codecs.decode(raw.rstrip(b"\r"), "utf-8")
-    except UnicodeDecodeError:
-        return NOT_UTF8
-
-
 class OverQuota(Exception):
     """An upload past the tenant's ``max_recipients``: refused and rolled back."""
 
@@ -275,7 +250,7 @@ async def upload_recipients(campaign_id: str, request: Request, tenant: Tenant
 
     try:
         number = 0
-        async for text in _lines(request):
+        async for text in body_lines(request):
             number += 1
             if isinstance(text, recipients.BadRow) and isinstance(parser, recipients.CsvRows) \
                     and parser.header is None:

@@ -125,6 +125,18 @@ async def vet_webhooks(api: ApiState, tenant: dict[str, Any],
     allow-list; a 422 at ``loc`` (the body's path to the record) for the first refused.
     Never ``getaddrinfo`` on the event loop: a name server that never answers held every other
     request of the API for its timeout, on each create (issue 40)."""
+    refusals = await webhook_refusals(api, tenant, records)
+    if refusals:
+        loc, refused = refusals[0]
+        raise HTTPException(422, detail=[{"loc": ["body", *loc, "target", "url"],
+                                          "msg": refused, "type": "value_error"}])
+
+
+async def webhook_refusals(api: ApiState, tenant: dict[str, Any],
+                           records: list[tuple[list[str | int], dict[str, Any]]]
+                           ) -> list[tuple[list[str | int], str]]:
+    """``vet_webhooks``' checks, every refusal returned: (``loc`` of the first record with the
+    URL, why), in the records' order."""
     urls: dict[str, list[str | int]] = {}
     for loc, record in records:
         if record["target"]["type"] == "webhook":
@@ -139,11 +151,9 @@ async def vet_webhooks(api: ApiState, tenant: dict[str, Any],
                 return exc
         return None
 
-    refusals = await asyncio.gather(*(one(url) for url in urls))
-    for loc, refused in zip(urls.values(), refusals, strict=True):
-        if refused is not None:
-            raise HTTPException(422, detail=[{"loc": ["body", *loc, "target", "url"],
-                                              "msg": str(refused), "type": "value_error"}])
+    answers = await asyncio.gather(*(one(url) for url in urls))
+    return [(loc, str(refused)) for loc, refused in zip(urls.values(), answers, strict=True)
+            if refused is not None]
 
 
 async def _write(request: Request, record: dict[str, Any] | None, job_id: str) -> None:
@@ -210,16 +220,18 @@ async def create_job(body: JobCreate, request: Request, response: Response, tena
 
 def _label_filters(labels: list[str]) -> list[tuple[str, str | None]]:
     """``key:value`` (that value) or ``key`` (any value) filters, as a 422 naming ``label``."""
-    out = []
-    for text in labels:
-        key, sep, value = text.partition(":")
-        if not LABEL_KEY.match(key):
-            raise HTTPException(422, detail=[{
-                "loc": ["query", "label"], "type": "value_error",
-                "msg": f"{text[:80]!r}: expected key:value or key, the key 1-63 characters of "
-                       "[A-Za-z0-9._/-]"}])
-        out.append((key, value if sep else None))
-    return out
+    return [label_filter(text, ["query", "label"]) for text in labels]
+
+
+def label_filter(text: str, loc: list[str]) -> tuple[str, str | None]:
+    """``key:value`` (that value) or ``key`` (any value), or a 422 at ``loc``."""
+    key, sep, value = text.partition(":")
+    if not LABEL_KEY.match(key):
+        raise HTTPException(422, detail=[{
+            "loc": loc, "type": "value_error",
+            "msg": f"{text[:80]!r}: expected key:value or key, the key 1-63 characters of "
+                   "[A-Za-z0-9._/-]"}])
+    return key, value if sep else None
 
 
 State = Literal["active", "paused", "completed"]

@@ -1,6 +1,7 @@
-"""Bulk imports on the real stack: ``cronstream jobs import`` → ``POST /v1/job-imports`` →
-``cronstream.job-imports`` → ``import_jobs`` → ``cronstream.jobs``: imported jobs go live and run,
-an imported delete removes the job, and a bad job refuses the whole batch."""
+"""Bulk imports on the real stack: ``cronstream jobs import`` → ``POST /v1/job-imports/stream``
+→ ``cronstream.job-imports`` → ``import_jobs`` → ``cronstream.jobs``: imported jobs go live and
+run, an imported delete removes the job, a label deletes every job carrying it, and a bad line
+refuses the whole import."""
 
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ def test_imported_jobs_go_live_and_run_and_an_imported_delete_removes_one(stack,
             for i in range(3)]))
         out = json.loads(cli("jobs", "import", "-f", str(spec), "--api-key", key,
                              "--json").stdout)
-        created = out["created"]
-        assert len(created) == 3
+        created = out["ids"]
+        assert len(created) == 3 == out["created"]
         listed = cli("jobs", "list", "--api-key", key).stdout
         assert all(job_id in listed for job_id in created)
         # live: each one-off slot is run at its time, once
@@ -65,5 +66,22 @@ def test_a_bad_job_refuses_the_whole_import_and_the_cli_names_it(stack, api, tmp
     before = api.get("/v1/jobs", params={"limit": 500}).json()["items"]
     refused = cli("jobs", "import", "-f", str(spec), "--api-key", key, check=False)
     assert refused.returncode == 1, refused.stderr
-    assert "HTTP 422" in refused.stderr and "jobs.1.schedule" in refused.stderr
+    assert "HTTP 422" in refused.stderr and "line.2.schedule" in refused.stderr
     assert api.get("/v1/jobs", params={"limit": 500}).json()["items"] == before
+
+
+def test_a_csv_import_streams_and_a_label_deletes_what_it_made(stack, api, tmp_path):
+    key = key_of(api)
+    team = f"t{datetime.now(UTC).strftime('%H%M%S%f')}"
+    spec = tmp_path / "jobs.csv"
+    spec.write_text("name,schedule.cron,target.type,target.url,labels.team\n" + "".join(
+        f"csv {i},0 0 1 1 *,webhook,http://127.0.0.1:9/x,{team}\n" for i in range(1500)))
+    out = json.loads(cli("jobs", "import", "-f", str(spec), "--api-key", key, "--json").stdout)
+    assert (out["lines"], out["created"]) == (1501, 1500)
+    labelled = api.get("/v1/jobs", params={"label": f"team:{team}", "limit": 500}).json()
+    assert len(labelled["items"]) == 500 and labelled["next_cursor"]
+    gone = json.loads(cli("jobs", "import", "--delete-label", f"team:{team}", "--api-key", key,
+                          "--json").stdout)
+    assert gone["deleted_by_label"] == 1500
+    assert api.get("/v1/jobs", params={"label": f"team:{team}"}).json()["items"] == []
+    assert api.get(f"/v1/jobs/{out['ids'][0]}").status_code == 404

@@ -66,3 +66,110 @@ def test_empty_oversized_and_over_quota_imports_are_refused(api: Api):
     over = api.client.post("/v1/job-imports", json={"jobs": [JOB] * 3}, headers=acme)
     assert over.status_code == 403 and "quota" in over.text
     assert api.emitter.sent == []
+
+
+def test_an_import_the_topic_refuses_leaves_the_store_as_it_was(api: Api, monkeypatch):
+    """The store takes an import before the topic (so the view finds its copies held), and
+    gives it back when the broker refuses it: no job readable that was never written, none
+    deleted that still is."""
+    acme = api.tenant("acme")
+    kept = api.client.post("/v1/job-imports", json={"jobs": [JOB]}, headers=acme).json()["created"]
+    count = api.client.get("/v1/jobs", headers=acme).json()["counts"]
+
+    async def refused(*args, **kwargs):
+        raise RuntimeError("the broker is gone")
+    monkeypatch.setattr(api.emitter, "acked", refused)
+    client = api.client.__class__(api.client.app, raise_server_exceptions=False)
+    response = client.post("/v1/job-imports", json={"jobs": [JOB] * 3, "delete": kept},
+                           headers=acme)
+    assert response.status_code == 500
+    assert api.client.get(f"/v1/jobs/{kept[0]}", headers=acme).status_code == 200
+    assert api.client.get("/v1/jobs", headers=acme).json()["counts"] == count
+
+
+def ndjson(*docs) -> bytes:
+    import json
+    return "".join(json.dumps(doc) + "\n" for doc in docs).encode()
+
+
+STREAM = {"Content-Type": "application/x-ndjson"}
+
+
+def test_a_streamed_import_writes_every_line_and_answers_the_counts(api: Api):
+    acme = api.tenant("acme")
+    old = api.client.post("/v1/jobs", json=JOB, headers=acme).json()["id"]
+    body = ndjson(*[{**JOB, "name": f"job {i}"} for i in range(2500)], {"delete": old})
+    response = api.client.post("/v1/job-imports/stream", content=body,
+                               headers={**acme, **STREAM})
+    assert response.status_code == 202, response.text
+    answer = response.json()
+    assert (answer["lines"], answer["created"], answer["deleted"]) == (2501, 2500, 1)
+    imported = [(key, value) for topic, key, value in api.emitter.sent
+                if topic == "cronstream.job-imports"]
+    assert [key for key, _ in imported[:2500]] == answer["ids"]
+    assert [codec().decode(value)["name"] for _, value in imported[:2500]] == \
+        [f"job {i}" for i in range(2500)], "in the lines' order"
+    assert imported[2500] == (old, None)
+    assert api.client.get(f"/v1/jobs/{answer['ids'][-1]}", headers=acme).status_code == 200
+
+
+def test_every_bad_line_of_a_stream_is_named_and_nothing_is_written(api: Api):
+    acme = api.tenant("acme", allowed_targets=[])
+    lines = [JOB if i not in (3, 1500) else None for i in range(2000)]
+    lines[3] = {**JOB, "schedule": {"cron": "61 * * * *"}}
+    lines[1500] = {**JOB, "misfire": {"policy": "sometimes"}}
+    body = ndjson(*lines) + b"{oops\n" + ndjson({"delete": "no-such-job"})
+    response = api.client.post("/v1/job-imports/stream", content=body,
+                               headers={**acme, **STREAM})
+    assert response.status_code == 422, response.text
+    locs = [d["loc"][:4] for d in response.json()["detail"]]
+    assert ["body", "line", 4, "schedule"] in locs  # lines count from 1
+    assert ["body", "line", 1501, "misfire"] in locs
+    assert ["body", "line", 2001] in [loc[:3] for loc in locs]
+    assert ["body", "line", 2002, "delete"] in locs
+    # this tenant may call no webhook at all: every job's URL is refused, each on its line
+    assert ["body", "line", 1, "target"] in locs
+    assert api.emitter.sent == []
+
+
+def test_a_csv_stream_nests_its_columns_and_reads_numbers_from_text(api: Api):
+    acme = api.tenant("acme")
+    body = (b"name,schedule.cron,target.type,target.url,misfire.max_lateness_s,labels.team\n"
+            b"first,0 0 1 1 *,webhook,http://127.0.0.1:9/hook,120,billing\n"
+            b"second,0 0 1 1 *,webhook,http://127.0.0.1:9/hook,,\n")
+    response = api.client.post("/v1/job-imports/stream", content=body,
+                               headers={**acme, "Content-Type": "text/csv"})
+    assert response.status_code == 202, response.text
+    first = codec().decode(api.emitter.sent[0][2])
+    assert (first["name"], first["max_lateness_s"], first["labels"]) == ("first", 120,
+                                                                         {"team": "billing"})
+
+
+def test_a_stream_past_the_quota_or_of_another_type_is_refused_and_writes_nothing(api: Api):
+    acme = api.tenant("acme", max_jobs=1500)
+    over = api.client.post("/v1/job-imports/stream", content=ndjson(*[JOB] * 2000),
+                           headers={**acme, **STREAM})
+    assert over.status_code == 403 and "quota" in over.text
+    other = api.client.post("/v1/job-imports/stream", content=b"{}", headers={
+        **acme, "Content-Type": "application/json"})
+    assert other.status_code == 415 and "content-type" in other.text
+    assert api.emitter.sent == []
+
+
+def test_a_label_deletes_every_job_of_the_tenant_that_carries_it(api: Api):
+    acme, other = api.tenant("acme"), api.tenant("other")
+    billing = {**JOB, "labels": {"team": "billing"}}
+    mine = api.client.post("/v1/job-imports/stream", content=ndjson(*[billing] * 1200, JOB),
+                           headers={**acme, **STREAM}).json()["ids"]
+    theirs = api.client.post("/v1/jobs", json=billing, headers=other).json()["id"]
+    response = api.client.post("/v1/job-imports", json={"delete_label": "team:billing",
+                                                         "delete": [mine[0]]}, headers=acme)
+    assert response.status_code == 202, response.text
+    assert response.json()["deleted_by_label"] == 1200
+    tombstones = [key for topic, key, value in api.emitter.sent
+                  if topic == "cronstream.job-imports" and value is None]
+    assert sorted(tombstones) == sorted(mine[:1200]), "each once, the named one too"
+    assert api.client.get(f"/v1/jobs/{mine[1200]}", headers=acme).status_code == 200
+    assert api.client.get(f"/v1/jobs/{theirs}", headers=other).status_code == 200
+    bad = api.client.post("/v1/job-imports", json={"delete_label": "bad label!"}, headers=acme)
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "delete_label"]

@@ -99,15 +99,17 @@ def test_a_body_over_the_limit_is_refused_declared_or_streamed(api: Api):
     assert api.emitter.sent == []
 
 
-def test_only_the_exact_upload_route_may_send_a_larger_body():
+def test_only_the_exact_streamed_routes_may_send_a_larger_body():
     # the old rule (any path ending in /recipients) let an anonymous body of any size into
     # PUT /v1/jobs/{job_id} named "recipients" (issue 40)
     unlimited = [op for op in operations("/") if body_unlimited(op[0], op[1].replace(
         "{campaign_id}", "c1"))]
-    assert unlimited == [("PUT", "/v1/campaigns/{campaign_id}/recipients")]
+    assert sorted(unlimited) == [("POST", "/v1/job-imports/stream"),
+                                 ("PUT", "/v1/campaigns/{campaign_id}/recipients")]
     for method, path in (("PUT", "/v1/jobs/recipients"), ("POST", "/v1/campaigns/c/recipients"),
                          ("PUT", "/v1/campaigns/c/recipients/x"), ("PUT", "/v1/campaigns//recipients"),
-                         ("PUT", "/ui/campaigns/c/recipients")):
+                         ("PUT", "/ui/campaigns/c/recipients"), ("POST", "/v1/job-imports"),
+                         ("PUT", "/v1/job-imports/stream"), ("POST", "/v1/job-imports/stream/x")):
         assert not body_unlimited(method, path), (method, path)
 
 
