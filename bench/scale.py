@@ -1,6 +1,8 @@
-"""Schedule scale: N schedules on one worker — load time, memory, and restart-to-ready.
+"""Schedule scale: N schedules on one worker (or ``--workers``) — load time, memory, and
+restart-to-ready.
 
     .venv/bin/python -m bench.scale [--schedules 1000000] [--cold] [--cron "H H 1 1 *"]
+    .venv/bin/python -m bench.scale --jobs 10000000 --workers 2 --no-api   # issue 44 item 2
 
 Runs on the real local stack (started if needed) with one worker. N jobs are written straight to
 the jobs topic (yearly ``0 0 1 1 *`` schedules, so nothing fires while measuring); "loaded" is
@@ -18,12 +20,17 @@ shared.
 Then the API, which keeps its own view of the jobs (``streams.runtime.record_stores.SqliteStore``), is
 timed from start to healthy twice: with its store wiped (a first start reads the whole topic)
 and again (a restart reads only the tail after its checkpoint), with its peak RSS, and one page
-of the tenant's 1M jobs and its quota count are timed against that store.
+of the tenant's 1M jobs and its quota count are timed against that store (``--no-api``: not;
+``bench.console --jobs N`` times the API at size). With ``--workers N`` the jobs are loaded on N
+workers, every one is restarted at once, and the figures are per worker (the slowest's ready
+time, each one's RSS) with their data directories' size on disk (RocksDB: actives and
+standbys).
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import shutil
 import time
 import uuid
@@ -82,7 +89,13 @@ def main() -> None:
                         "with H every job has its own")
     parser.add_argument("--cold", action="store_true",
                         help="wipe the worker's RocksDB before the restart (changelog recovery)")
+    parser.add_argument("--workers", type=count_at_least(1), default=1)
+    parser.add_argument("--no-api", action="store_true",
+                        help="leave the API out (bench.console times it at size)")
     args = parser.parse_args()
+    if args.workers > 1:
+        many(args)
+        return
 
     conf = settings.load()
     stack = Stack(conf)
@@ -156,6 +169,56 @@ def main() -> None:
         "API: a page of 100 of the tenant's jobs ms": round(page_ms, 2),
         "API: the tenant's quota count ms": round(count_ms, 2),
     }, {"schedules": args.schedules, "cold": args.cold, "cron": args.cron})
+
+
+def many(args: argparse.Namespace) -> None:
+    """``--workers N``: the load on N workers, all restarted at once (``main`` for one)."""
+    from bench.common import stack_with_workers
+
+    conf, stack, workers = stack_with_workers(args.workers)
+    processes.stop(stack.pidfile("api"))  # not while the workers load
+    pids = {name: processes.alive(stack.pidfile(name)) for name in workers}
+    rss_before = {name: rss_mib(pid) for name, pid in pids.items() if pid}
+    emitter = Emitter(conf.bootstrap, "bench-scale", **{"linger.ms": 50})
+    run = uuid.uuid4().hex[:6]
+    started = time.monotonic()
+    ids = load(emitter, f"scale-{run}", args.schedules, args.cron)
+    produced_s = time.monotonic() - started
+    emitter.flush(600)
+    wait_consumed(conf.bootstrap, JOBS)
+    loaded_s = time.monotonic() - started
+    print(f"loaded {len(ids)} schedules on {args.workers} workers: produced in {produced_s:.1f}s, "
+          f"applied in {loaded_s:.1f}s", flush=True)
+    pids = {name: processes.alive(stack.pidfile(name)) for name in workers}
+    rss_loaded = {name: rss_mib(pid) for name, pid in pids.items() if pid}
+    peak_loaded = {name: rss_peak_mib(pid) for name, pid in pids.items() if pid}
+    for name in workers:
+        processes.stop(stack.pidfile(name))
+    if args.cold:
+        for name in workers:
+            shutil.rmtree(conf.home / "workers" / name, ignore_errors=True)
+    restart = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(len(workers)) as pool:  # all at once
+        list(pool.map(lambda name: stack.start_worker(name, ready_timeout_s=1800), workers))
+    ready_s = time.monotonic() - restart
+    pids = {name: processes.alive(stack.pidfile(name)) for name in workers}
+    rss_ready = {name: rss_mib(pid) for name, pid in pids.items() if pid}
+    disk_mib = sum(f.stat().st_size for f in (conf.home / "workers").rglob("*") if f.is_file()) / 2**20
+    print(f"restart to ready: {ready_s:.1f}s", flush=True)
+    for job_id in ids:
+        emitter.produce(JOBS, job_id, None)
+    emitter.close()
+    report("scale", {
+        "schedules": len(ids), "workers": args.workers,
+        "load: produced s": round(produced_s, 1),
+        "load: applied s": round(loaded_s, 1),
+        "load: schedules/s": round(len(ids) / loaded_s),
+        "restart-to-ready s (all at once" + (", cold)" if args.cold else ", warm)"): round(ready_s, 1),
+        "worker RSS MiB idle": rss_before, "worker RSS MiB loaded": rss_loaded,
+        "worker peak RSS MiB while loading": peak_loaded, "worker RSS MiB after restart": rss_ready,
+        "workers' data on disk MiB (RocksDB, actives and standbys)": round(disk_mib),
+        "partitions now": conf.partitions,
+    }, {"schedules": args.schedules, "workers": args.workers, "cold": args.cold, "cron": args.cron})
 
 
 if __name__ == "__main__":

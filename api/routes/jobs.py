@@ -160,7 +160,9 @@ async def _write(request: Request, record: dict[str, Any] | None, job_id: str) -
     api = api_state(request)
     value = codec().encode("Job", record) if record is not None else None
     await api.emitter.send(JOBS, job_id, value)
-    api.jobs.put(job_id, record)
+    # on the thread pool: the store's lock may be held by an import's batch (a few hundred ms
+    # at a million jobs), and on the event loop that wait held every other request too
+    await run_in_threadpool(api.jobs.put, job_id, record)
 
 
 # Fields added to the job after its first version: left at their defaults they stay out of the
