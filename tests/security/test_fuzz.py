@@ -94,7 +94,11 @@ def read_back(case, response, base_url: str, auth: dict[str, str]) -> None:
 
     if not 200 <= response.status_code < 300:
         return
-    body = response.json() if "json" in response.headers.get("content-type", "") else {}
+    # schemathesis's headers are lists of values (lowercase keys): joined, or "json" was never
+    # found in them and nothing was ever read back
+    kind = response.headers.get("content-type") or ""
+    body = response.json() if "json" in (",".join(kind) if isinstance(kind, list) else kind) \
+        else {}
     follow: list[str] = []
     if case.method == "POST" and case.path in ("/v1/jobs", "/v1/campaigns"):
         follow.append(f"{case.path}/{body['id']}")
