@@ -173,3 +173,18 @@ def test_a_label_deletes_every_job_of_the_tenant_that_carries_it(api: Api):
     assert api.client.get(f"/v1/jobs/{theirs}", headers=other).status_code == 200
     bad = api.client.post("/v1/job-imports", json={"delete_label": "bad label!"}, headers=acme)
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "delete_label"]
+
+
+def test_a_stream_refuses_no_key_another_tenants_id_and_an_overlong_line_writing_nothing(api: Api):
+    owner, other = api.tenant("owner"), api.tenant("other")
+    theirs = api.client.post("/v1/jobs", json=JOB, headers=owner).json()["id"]
+    written = list(api.emitter.sent)
+    anonymous = api.client.post("/v1/job-imports/stream", content=ndjson(JOB), headers=STREAM)
+    assert anonymous.status_code == 401
+    body = ndjson(JOB, {"delete": theirs}) + b'{"name": "' + b"x" * 20_000 + b'"}\n'
+    refused = api.client.post("/v1/job-imports/stream", content=body, headers={**other, **STREAM})
+    assert refused.status_code == 422, refused.text
+    locs = [d["loc"][:4] for d in refused.json()["detail"]]
+    assert ["body", "line", 2, "delete"] in locs and ["body", "line", 3] in locs
+    assert api.emitter.sent == written
+    assert api.client.get(f"/v1/jobs/{theirs}", headers=owner).status_code == 200
