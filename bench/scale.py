@@ -2,7 +2,7 @@
 restart-to-ready.
 
     .venv/bin/python -m bench.scale [--schedules 1000000] [--cold] [--cron "H H 1 1 *"]
-    .venv/bin/python -m bench.scale --jobs 10000000 --workers 2 --no-api   # issue 44 item 2
+    .venv/bin/python -m bench.scale --jobs 10000000 --workers 2 --no-api --spike 100000
 
 Runs on the real local stack (started if needed) with one worker. N jobs are written straight to
 the jobs topic (yearly ``0 0 1 1 *`` schedules, so nothing fires while measuring); "loaded" is
@@ -24,7 +24,8 @@ of the tenant's 1M jobs and its quota count are timed against that store (``--no
 ``bench.console --jobs N`` times the API at size). With ``--workers N`` the jobs are loaded on N
 workers, every one is restarted at once, and the figures are per worker (the slowest's ready
 time, each one's RSS) with their data directories' size on disk (RocksDB: actives and
-standbys).
+standbys); ``--spike N`` then makes N more jobs due in one second beside the loaded ones (as
+``bench.spike --target kafka``) and reports their fire lag, before the load is deleted.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ import concurrent.futures
 import shutil
 import time
 import uuid
+from typing import Any
 
 from api.state import jobs_store, jobs_store_path
 from bench.common import count_at_least, report, rss_mib, rss_peak_mib, wait_consumed
-from bench.spike import load
+from bench.spike import load, spike_run
 from stack import processes
 from stack.local import Stack
 from streams.runtime import settings
@@ -92,7 +94,12 @@ def main() -> None:
     parser.add_argument("--workers", type=count_at_least(1), default=1)
     parser.add_argument("--no-api", action="store_true",
                         help="leave the API out (bench.console times it at size)")
+    parser.add_argument("--spike", type=count_at_least(0), default=0,
+                        help="with --workers: after the restart, this many more jobs due in one "
+                        "second beside the loaded ones, their fire lag reported (0: none)")
     args = parser.parse_args()
+    if args.spike and args.workers < 2:
+        parser.error("--spike is measured on the restarted workers of --workers N (N >= 2)")
     if args.workers > 1:
         many(args)
         return
@@ -210,6 +217,12 @@ def many(args: argparse.Namespace) -> None:
     rss_ready = {name: rss_mib(pid) for name, pid in pids.items() if pid}
     disk_mib = sum(f.stat().st_size for f in (conf.home / "workers").rglob("*") if f.is_file()) / 2**20
     print(f"restart to ready: {ready_s:.1f}s", flush=True)
+    spiked: dict[str, Any] = {}
+    if args.spike:  # the loaded jobs idle beside it: bench.spike's run with nothing more loaded
+        spiked = spike_run(argparse.Namespace(idle=0, jobs=args.spike, minutes=1), conf, stack,
+                           workers, None)
+        spiked.pop("idle schedules loaded", None)  # its own: the loaded ones are these
+        print(f"spike beside {len(ids):,}: {spiked}", flush=True)
     for job_id in ids:
         emitter.produce(JOBS, job_id, None)
     emitter.close()
@@ -224,7 +237,9 @@ def many(args: argparse.Namespace) -> None:
         "worker peak RSS MiB while loading": peak_loaded, "worker RSS MiB after restart": rss_ready,
         "workers' data on disk MiB (RocksDB, actives and standbys)": round(disk_mib),
         "partitions now": conf.partitions,
-    }, {"schedules": args.schedules, "workers": args.workers, "cold": args.cold, "cron": args.cron})
+    } | ({f"spike of {args.spike:,} beside the load": spiked} if args.spike else {}),
+        {"schedules": args.schedules, "workers": args.workers, "cold": args.cold, "cron": args.cron,
+         "spike": args.spike})
 
 
 if __name__ == "__main__":

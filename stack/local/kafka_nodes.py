@@ -35,6 +35,7 @@ BROKER_INDEX_BYTES = 256 * 1024
 # a new leader, and a one-node stack keeps it (fenced, its only broker would stop everything).
 BROKER_SESSION_MS = 3000
 BROKER_HEARTBEAT_MS = 500
+GROUP_INITIAL_DELAY_MS = 3000  # server_properties: Kafka's own default
 
 # How the clients of a secure stack (``up --secure``) may authenticate (``up --kafka-auth``):
 # SCRAM (or PLAIN) on its SASL_SSL listener, and on a listener each beside it a client
@@ -156,7 +157,11 @@ class KafkaNodes:
             "offsets.topic.num.partitions=8",
             f"transaction.state.log.replication.factor={internal_rf}",
             f"transaction.state.log.min.isr={min_isr}",
-            "group.initial.rebalance.delay.ms=0",
+            # Kafka's default: an empty group waits 3 s for more members before its first
+            # assignment, so workers started together share it. At 0 the first worker to join
+            # took every partition and indexed them all (10M jobs: 169 s) while the others
+            # waited for its rebalance (bench.scale --workers 2: ready in 244.7 s, not ≈ 100)
+            f"group.initial.rebalance.delay.ms={GROUP_INITIAL_DELAY_MS}",
             # the workers' session timeout (settings.group_session, 2 s) is below Kafka's 6 s
             "group.min.session.timeout.ms=1000",
             "auto.create.topics.enable=true",

@@ -90,6 +90,36 @@ def idempotent_producers() -> None:
     Producer._cronstream_idempotent = True  # type: ignore[attr-defined]  # noqa: SLF001
 
 
+def revocations_without_collections() -> None:
+    """Drop faust's full garbage collection from every table's rebalance. Idempotent.
+
+    faust-streaming 0.15.3's RocksDB store ends ``revoke_partitions`` with ``gc.collect()``
+    (faust/stores/rocksdb.py; no upstream issue found, 2026-11-30), and faust calls it for
+    every table at every rebalance, whether the table lost a partition or not: eight full
+    collections of the worker's whole unfrozen heap per rebalance. With 10M jobs indexed each
+    took ≈ 200 ms, so a rebalance held the GIL, the consumer thread's heartbeats with it, for
+    longer than the 2 s session (``settings.group_session``): the member was expelled, which
+    began another rebalance, and its collections another (``bench.scale --jobs 10000000
+    --workers 2``: 103 of them in a few seconds, both workers taken out of the group in turn).
+    What the collections were for, closing a dropped partition's RocksDB, reference counting
+    does when faust pops it; a DB a cycle still held would be closed by the scheduler's one
+    collection after each recovery (``streams.scheduling.agents``), and faust's open retries a
+    DB whose lock is still held."""
+    from faust.stores.rocksdb import Store
+
+    if getattr(Store, "_cronstream_no_collections", False):
+        return
+
+    def revoke_partitions(self: Store, table: Any, tps: Any) -> None:
+        for tp in tps:
+            if tp.topic in table.changelog_topic.topics \
+                    and self._dbs.pop(tp.partition, None) is not None:  # noqa: SLF001
+                self.logger.info(f"closing db {tp.topic} partition {tp.partition}")
+
+    Store.revoke_partitions = revoke_partitions  # type: ignore[method-assign]
+    Store._cronstream_no_collections = True  # type: ignore[attr-defined]  # noqa: SLF001
+
+
 def build(settings: Settings, worker_id: str, *, replication_factor: int) -> Runtime:
     """The worker's faust app, with the workarounds it needs installed first. Building it
     contacts no broker; ``replication_factor`` is the cluster's (``admin.replication``), given
@@ -97,6 +127,7 @@ def build(settings: Settings, worker_id: str, *, replication_factor: int) -> Run
     by ``admin.ensure_topics``, with the minimum ISR too."""
     committed_seek.install()
     idempotent_producers()
+    revocations_without_collections()
     # the consumer's client id, unique per process (the fan-out fence goes by member id)
     client_id = f"cronstream-{worker_id}-{uuid.uuid4().hex[:8]}"
     session_s, heartbeat_s = settings.group_session

@@ -9,7 +9,6 @@ million jobs are not read again. Deciding the due slots is ``streams.scheduling.
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
 from collections.abc import Callable
@@ -99,29 +98,23 @@ class Partitions:
             fired_before = {}
         tail_s = time.monotonic() - started
         scanned = redone = adopted = 0
-        collecting = gc.isenabled()
-        gc.disable()  # collections while the index grows took a fifth of it (on_recover freezes)
-        try:
-            for part in sorted(new):
-                warm = self.warm.pop(part, None)
-                adopted += warm is not None
-                warm = warm or WarmIndex()
-                self.indexes[part] = warm.index
-                self.fired_through[part] = marks.get(part, 0)
-                self.takeover.adopt(part, fired_before.get(part, {}))
-                scanned += warm.scan(partial(self.jobs.items_in, part),
-                                     lambda _index, raw, part=part: self.track(
-                                         part, codec().decode(raw)), limit=None)
-                for job_id in warm.stale(self.fired_through[part]):
-                    raw = self.jobs.get_in(part, job_id.encode())
-                    if raw is None:
-                        warm.index.remove(job_id)
-                    else:
-                        self.track(part, codec().decode(raw))
-                    redone += 1
-        finally:
-            if collecting:
-                gc.enable()
+        for part in sorted(new):
+            warm = self.warm.pop(part, None)
+            adopted += warm is not None
+            warm = warm or WarmIndex()
+            self.indexes[part] = warm.index
+            self.fired_through[part] = marks.get(part, 0)
+            self.takeover.adopt(part, fired_before.get(part, {}))
+            scanned += warm.scan(partial(self.jobs.items_in, part),
+                                 lambda _index, raw, part=part: self.track(
+                                     part, codec().decode(raw)), limit=None)
+            for job_id in warm.stale(self.fired_through[part]):
+                raw = self.jobs.get_in(part, job_id.encode())
+                if raw is None:
+                    warm.index.remove(job_id)
+                else:
+                    self.track(part, codec().decode(raw))
+                redone += 1
         log.info("scheduler took partitions %s (%d from a warm standby index): %d jobs read, "
                  "%d indexed again from the fired-through mark, %d slots found fired past it "
                  "(%.2fs), in %.2fs (epoch %d)", sorted(new), adopted, scanned, redone,

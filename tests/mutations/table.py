@@ -63,9 +63,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     mutation(
         "resume-from-now", "no slot lost in a failover",
         "streams/scheduling/partitions.py",
-        "                self.fired_through[part] = marks.get(part, 0)\n",
-        "                self.fired_through[part] = max(marks.get(part, 0),  # MUTATION: not the mark\n"
-        "                                               int(time.time() * 1000))\n",
+        "            self.fired_through[part] = marks.get(part, 0)\n",
+        "            self.fired_through[part] = max(marks.get(part, 0),  # MUTATION: not the mark\n"
+        "                                           int(time.time() * 1000))\n",
         ("tests/integration/test_failover.py::test_sigkilled_worker_loses_no_slot",),
         "condition not met ... slots without a decision"),
     mutation(

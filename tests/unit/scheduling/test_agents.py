@@ -4,7 +4,7 @@ import gc
 
 import pytest
 
-from streams.scheduling.agents import collections_deferred
+from streams.scheduling.agents import collections_deferred, frozen_after
 
 
 @pytest.mark.parametrize("enabled", [True, False])
@@ -19,4 +19,25 @@ def test_collections_are_deferred_for_the_burst_and_left_as_they_were(enabled):
             raise RuntimeError("the burst failed")
         assert gc.isenabled() is enabled
     finally:
+        (gc.enable if was else gc.disable)()
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_rebuild_runs_without_collections_and_what_it_built_is_frozen_before_they_resume(
+        enabled):
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        frozen = gc.get_freeze_count()
+        with frozen_after():
+            assert not gc.isenabled()
+            built = [[n] for n in range(1000)]  # tracked containers, as an index's are
+        assert gc.get_freeze_count() >= frozen + len(built)
+        assert not any(gc.is_tracked(item) and item in gc.get_objects(0) for item in built[:3])
+        assert gc.isenabled() is enabled
+        with pytest.raises(RuntimeError), frozen_after():
+            raise RuntimeError("the rebuild failed")
+        assert gc.isenabled() is enabled
+    finally:
+        gc.unfreeze()  # the test process's heap collected as before
         (gc.enable if was else gc.disable)()
