@@ -47,6 +47,7 @@ CHECK_BATCH = 1_000  # a stream's lines checked at a time on the work pool
 REFUSALS_LISTED = 100  # bad lines of a stream named in its 422 (all are counted)
 IDS_LISTED = 10_000  # a stream's created ids listed in its answer (more: the count only)
 KINDS = {"application/x-ndjson": NdjsonJobs, "text/csv": CsvJobs}
+DELETE = "delete"  # a refusal's field when a job to delete is not the tenant's
 
 
 @router.post("", status_code=202, summary="Import (create or delete) jobs in bulk")
@@ -160,27 +161,48 @@ async def _write(api: ApiState, written: list[tuple[str, bytes | None]]) -> None
 
 def _prepare(api: ApiState, body: JobImport, tenant: dict[str, Any], now: int
              ) -> tuple[list[dict[str, Any]], list[str]]:
-    """The records to create and the stored ids to delete, all checked: an HTTPException (422,
-    403) for the first bad one, and then nothing is written."""
+    """The records to create and the stored ids to delete, all checked (``_checked``): a 422
+    naming the first bad one (``delete.2``, ``jobs.3.schedule.cron``), and then nothing is
+    written."""
+    gone, made, bad = _checked(api, tenant, now, list(enumerate(body.delete)),
+                               list(enumerate(body.jobs)))
+    if bad:
+        at, field, why, kind = bad[0]
+        loc = ["body", "delete", str(at)] if field == DELETE else ["body", "jobs", at,
+                                                                   *field.split(".")]
+        raise HTTPException(422, detail=[{"loc": loc, "msg": why, "type": kind}])
+    return [record for _, record in made], gone
+
+
+def _checked(api: ApiState, tenant: dict[str, Any], now: int, deletes: list[tuple[int, str]],
+             creates: list[tuple[int, JobIn]]
+             ) -> tuple[list[str], list[tuple[int, dict[str, Any]]], list[tuple[int, str, str, str]]]:
+    """An import's deletes and creates, each with its place (an index of a JSON import, a line
+    of a stream), checked as ``/v1/jobs`` checks one: the stored ids to delete (a client-chosen
+    id is stored as <tenant>/<id>), the records to create with their place, and every refusal
+    as (place, the field's path or ``DELETE`` for a job not found, why, its type); deletes'
+    refusals first."""
     name = tenant["tenant"]
-    gone = []  # the stored ids (a client-chosen id is stored as <tenant>/<id>)
-    for i, job_id in enumerate(body.delete):
+    gone: list[str] = []
+    made: list[tuple[int, dict[str, Any]]] = []
+    bad: list[tuple[int, str, str, str]] = []
+    for at, job_id in deletes:
         job = find_job(api, name, job_id)
         if job is None:
-            raise problem(422, f"delete.{i}", f"job {job_id} not found")
-        gone.append(job["job_id"])
-    records = []
-    for (i, job), job_id in zip(enumerate(body.jobs), fresh_ids(len(body.jobs)), strict=True):
-        record = job_record(job, job_id=job_id, tenant=name, revision=1,
+            bad.append((at, DELETE, f"job {job_id} not found", "value_error"))
+        else:
+            gone.append(job["job_id"])
+    for (at, body), job_id in zip(creates, fresh_ids(len(creates)), strict=True):
+        record = job_record(body, job_id=job_id, tenant=name, revision=1,
                             created_ms=now, updated_ms=now, request_hash="")
         try:
             check_job(record, tenant, now)
         except HTTPException as exc:
-            for error in exc.detail:
-                error["loc"] = ["body", "jobs", i, *error["loc"][1:]]
-            raise
-        records.append(record)
-    return records, gone
+            bad += [(at, ".".join(str(step) for step in error["loc"][1:]), error["msg"],
+                     error["type"]) for error in exc.detail]
+            continue
+        made.append((at, record))
+    return gone, made, bad
 
 
 def _encode(records: list[dict[str, Any]], gone: list[str]) -> list[tuple[str, bytes | None]]:
@@ -220,39 +242,26 @@ def fresh_ids(count: int) -> list[str]:
 def _check_lines(api: ApiState, items: list[Create | Delete], tenant: dict[str, Any], now: int
                  ) -> tuple[list[tuple[str, bytes | None]],
                             list[tuple[list[str | int], dict[str, Any]]], list[Refused]]:
-    """A stream's lines checked as ``_prepare`` checks a JSON import's: the records to write
-    (encoded; tombstones for deletes), the new jobs with their line (for the webhooks'
-    vetting, done on the loop), and every refusal."""
-    name = tenant["tenant"]
-    made: list[tuple[list[str | int], dict[str, Any]]] = []
-    gone: list[str] = []
+    """A stream's lines, each read into a job and checked as a JSON import's (``_checked``):
+    the records to write (encoded; tombstones for deletes), the new jobs with their line (for
+    the webhooks' vetting, done on the loop), and every refusal."""
     bad: list[Refused] = []
-    ids = iter(fresh_ids(len(items)))
+    creates: list[tuple[int, JobIn]] = []
     for item in items:
         if isinstance(item, Delete):
-            job = find_job(api, name, item.job_id)
-            if job is None:
-                bad.append(Refused(item.line, "delete", f"job {item.job_id} not found"))
-            else:
-                gone.append(job["job_id"])
             continue
         try:  # a line's JSON straight to the model: a quarter of json.loads and then the model
-            body = (JobIn.model_validate_json(item.doc) if isinstance(item.doc, str)
-                    else JobIn.model_validate(item.doc))
+            creates.append((item.line, JobIn.model_validate_json(item.doc)
+                            if isinstance(item.doc, str) else JobIn.model_validate(item.doc)))
         except ValidationError as exc:
             bad += [Refused(item.line, ".".join(str(step) for step in error["loc"]),
                             error["msg"]) for error in exc.errors()]
-            continue
-        record = job_record(body, job_id=next(ids), tenant=name, revision=1,
-                            created_ms=now, updated_ms=now, request_hash="")
-        try:
-            check_job(record, tenant, now)
-        except HTTPException as exc:
-            bad += [Refused(item.line, ".".join(str(step) for step in error["loc"][1:]),
-                            error["msg"]) for error in exc.detail]
-            continue
-        made.append(([item.line], record))
-    return _encode([record for _, record in made], gone), made, bad
+    gone, made, refused = _checked(
+        api, tenant, now, [(item.line, item.job_id) for item in items if isinstance(item, Delete)],
+        creates)
+    bad += [Refused(line, field, why) for line, field, why, _ in refused]
+    return (_encode([record for _, record in made], gone), [([line], record) for line, record in made],
+            bad)
 
 
 class Spool:
