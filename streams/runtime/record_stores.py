@@ -165,6 +165,8 @@ class SqliteStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = self._open()
+        self._reading = threading.Lock()  # the counts' reader (``count_for``), not the writer's
+        self._reader: sqlite3.Connection | None = None
 
     def _open(self) -> sqlite3.Connection:
         try:
@@ -351,16 +353,32 @@ class SqliteStore:
                 (indexed, after or "", limit))]
 
     def count_for(self, indexed: str) -> int:
-        """How many records have ``indexed`` (kept up to date by every write)."""
-        with self._lock:
-            row = self._db.execute("SELECT n FROM counts WHERE indexed = ?", (indexed,)).fetchone()
-        return int(row[0]) if row else 0
+        """How many records have ``indexed`` (kept up to date by every write), as of the last
+        write committed. Read on a connection of its own, never behind the writer's lock: the
+        API checks a tenant's quota with it on the event loop at every create, and behind the
+        lock it waited for an import's whole batch, every other request with it (py-spy: a third
+        of the loop's time while a million jobs were imported; another tenant's one-job POST
+        answered in p99 2.4 s). In WAL mode a reader sees the last commit while a batch is
+        being written."""
+        with self._reading:
+            if self._reader is None:
+                self._reader = sqlite3.connect(self.path, check_same_thread=False,
+                                               isolation_level=None)
+                self._reader.execute("PRAGMA query_only=ON")
+            # fetchall: the statement ends, and with it the read transaction (an open one would
+            # hold the WAL's checkpoints back)
+            rows = self._reader.execute("SELECT n FROM counts WHERE indexed = ?",
+                                        (indexed,)).fetchall()
+        return int(rows[0][0]) if rows else 0
 
     def __len__(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT count(*) FROM records").fetchone()[0])
 
     def close(self) -> None:
+        with self._reading:
+            if self._reader is not None:
+                self._reader.close()
         with self._lock:
             self._db.close()
 

@@ -1,5 +1,7 @@
 """The views' state stores: what a restarted API resumes from, and the tenant index it lists."""
 
+import threading
+
 import pytest
 from confluent_kafka import KafkaError, Message
 
@@ -71,6 +73,20 @@ def test_counts_follow_changes_of_tenant_deletes_and_repeats_within_a_batch(stor
     assert (store.count_for("acme"), store.count_for("other")) == (1, 1)
     store.write(_rows(store, ("j1", None), ("j2", None)), {0: 9})
     assert (store.count_for("acme"), store.count_for("other")) == (0, 0)
+
+
+def test_a_count_is_read_while_a_batch_holds_the_writer_without_waiting_for_it(store):
+    """The API's quota check reads it on the event loop: behind the writer's lock, every request
+    waited for an import's batch. It reads the last commit instead."""
+    store.write(_rows(store, ("j1", _job("j1", "acme")), ("j2", _job("j2", "acme"))), {0: 2})
+    counted: list[int] = []
+    with store._lock:  # noqa: SLF001 - a batch being written
+        reader = threading.Thread(target=lambda: counted.append(store.count_for("acme")))
+        reader.start()
+        reader.join(5)
+        assert counted == [2], "the count waited for the writer"
+    store.write(_rows(store, ("j3", _job("j3", "acme"))), {0: 3})
+    assert store.count_for("acme") == 3  # the next commit is read
 
 
 def test_a_local_write_is_read_back_and_indexed_before_the_topic_delivers_it(store):
