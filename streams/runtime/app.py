@@ -103,8 +103,8 @@ def revocations_without_collections() -> None:
     --workers 2``: 103 of them in a few seconds, both workers taken out of the group in turn).
     What the collections were for, closing a dropped partition's RocksDB, reference counting
     does when faust pops it; a DB a cycle still held would be closed by the scheduler's one
-    collection after each recovery (``streams.scheduling.agents``), and faust's open retries a
-    DB whose lock is still held."""
+    collection at each recovery, just before its rebuild (``streams.scheduling.agents``), and
+    faust's open retries a DB whose lock is still held."""
     from faust.stores.rocksdb import Store
 
     if getattr(Store, "_cronstream_no_collections", False):

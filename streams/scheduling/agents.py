@@ -108,7 +108,7 @@ def register(rt: Runtime, runs: Runs, deciding: Gate, window: ImportWindow) -> S
         standby_parts = {tp.partition for tp in app.assignor.assigned_standbys()
                          if tp.topic == changelog}
         gc.collect()  # the garbage of the heap the last recovery left, before it is frozen
-        with frozen_after():  # the indexes it builds (millions of objects) are never walked
+        with collections_deferred(freeze=True):  # its indexes (millions of objects) never walked
             state.rebuild(assigned, standby_parts)
         health.recovered, health.partitions = True, sorted(assigned)
         metrics.REBALANCES.inc()
@@ -213,41 +213,30 @@ async def sweep(state: ScheduleState, runs: Runs) -> None:
 
 
 @contextmanager
-def frozen_after() -> Iterator[None]:
-    """No automatic garbage collection for the body of the ``with`` (a rebuild of the due
-    indexes), and whatever is alive when it ends frozen (``gc.freeze``) before collections
-    resume, as they were.
+def collections_deferred(freeze: bool = False) -> Iterator[None]:
+    """No automatic garbage collection for the body of the ``with`` (a burst, a rebuild), as it
+    was after; with ``freeze``, whatever is alive when the body ends is frozen (``gc.freeze``)
+    before collections resume.
 
-    Why: collections while an index grows took a fifth of a rebuild; and collected after it,
-    what it built was walked for nothing, in the GIL, while the consumer thread's heartbeats
-    waited on it: with 1M jobs indexed, a young collection of the rebuild's objects took 175 ms
-    and the full one after it 136 ms (``bench.scale --jobs 2000000 --workers 2``), five times
-    that at 10M, against a 2 s session. Frozen, they are kept out of every later collection
-    (``streams.worker.GC_THRESHOLDS``). What the body leaves as cyclic garbage is frozen with
-    them; the caller collects just before it."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if was_enabled:
-            gc.enable()
-
-
-@contextmanager
-def collections_deferred() -> Iterator[None]:
-    """No automatic garbage collection for the body of the ``with`` (a burst), as it was after.
-
-    Why: a burst allocates a handful of objects per slot, so at the worker's thresholds
+    Why, for a burst: it allocates a handful of objects per slot, so at the worker's thresholds
     (``streams.worker.GC_THRESHOLDS``) a 50,000-slot burst ran some twenty young collections, about
     10 ms each with a million jobs indexed, inside the very second its slots were due. What they
     would have found is collected at the next threshold after the burst, when the executor's turn
-    comes anyway; a burst is short (only slots still on time), so the heap grows little."""
+    comes anyway; a burst is short (only slots still on time), so the heap grows little.
+
+    Why, frozen, for a rebuild of the due indexes: collections while an index grows took a fifth
+    of a rebuild; and collected after it, what it built was walked for nothing, in the GIL, while
+    the consumer thread's heartbeats waited on it: with 1M jobs indexed, a young collection of the
+    rebuild's objects took 175 ms and the full one after it 136 ms (``bench.scale --jobs 2000000
+    --workers 2``), five times that at 10M, against a 2 s session. Frozen, they are kept out of
+    every later collection. What the body leaves as cyclic garbage is frozen with them; the
+    caller collects just before it."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        if freeze:
+            gc.freeze()  # before any allocation can run a collection over the body's objects
         if was_enabled:
             gc.enable()

@@ -4,7 +4,7 @@ import gc
 
 import pytest
 
-from streams.scheduling.agents import collections_deferred, frozen_after
+from streams.scheduling.agents import collections_deferred
 
 
 @pytest.mark.parametrize("enabled", [True, False])
@@ -29,13 +29,13 @@ def test_a_rebuild_runs_without_collections_and_what_it_built_is_frozen_before_t
     (gc.enable if enabled else gc.disable)()
     try:
         frozen = gc.get_freeze_count()
-        with frozen_after():
+        with collections_deferred(freeze=True):
             assert not gc.isenabled()
             built = [[n] for n in range(1000)]  # tracked containers, as an index's are
         assert gc.get_freeze_count() >= frozen + len(built)
         assert not any(gc.is_tracked(item) and item in gc.get_objects(0) for item in built[:3])
         assert gc.isenabled() is enabled
-        with pytest.raises(RuntimeError), frozen_after():
+        with pytest.raises(RuntimeError), collections_deferred(freeze=True):
             raise RuntimeError("the rebuild failed")
         assert gc.isenabled() is enabled
     finally:
