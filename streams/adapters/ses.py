@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -89,6 +92,58 @@ def _put_body(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None
         params["headers"]["Content-Type"] = "application/json"
 
 
+class Withheld(Exception):
+    """A request built and signed ahead was never sent: its caller withheld it (``Departure``)."""
+
+
+class Departure:
+    """A request that is built and signed on its thread ahead of time and leaves only when its
+    caller says so. Why: at-most-once needs the chunk's intent durable and the send fence passed
+    before the request leaves, and whatever runs between the intent and the request is a window
+    in which a crash leaves the chunk ``unknown`` with nothing sent (issue 42, item 3). Built
+    after the intent, the request spent 1.7 ms at the median and 62 ms at p99 in botocore (its
+    serialising, signing and a loaded box's GIL) inside that window; built before it, it waits
+    at ``before-send``, the last event before the connection is written to.
+
+    ``go(intent_at)``: leave (``intent_at``: when the intent was acknowledged, on
+    ``time.perf_counter``; ``open_s`` is then how long the intent stood before the request left);
+    ``withhold()``: never leave (the call raises ``Withheld``); ``last_check``: run on the
+    request's thread right before it leaves, after the go (the region's lease), False withholds."""
+
+    def __init__(self, last_check: Callable[[], bool] = lambda: True) -> None:
+        self.last_check = last_check
+        self._decided = threading.Event()
+        self._go = False
+        self._intent_at = 0.0
+        self.open_s: float | None = None
+
+    def go(self, intent_at: float) -> None:
+        self._intent_at, self._go = intent_at, True
+        self._decided.set()
+
+    def withhold(self) -> None:
+        self._decided.set()
+
+    def leave(self) -> None:
+        """On the request's thread, at ``before-send``: wait for the decision; raise if it is
+        not to go."""
+        self._decided.wait()
+        if not self._go or not self.last_check():
+            raise Withheld("withheld before it left: nothing sent")
+        self.open_s = time.perf_counter() - self._intent_at
+
+
+_DEPARTING = threading.local()  # the Departure of the call this thread is making, if any
+
+
+def _depart(**_: Any) -> None:
+    """``before-send``: the request is signed and about to be written; a call made under a
+    ``Departure`` waits here for its go."""
+    departure: Departure | None = getattr(_DEPARTING, "departure", None)
+    if departure is not None:
+        departure.leave()
+
+
 def client(endpoint_url: str | None, region: str, timeout_s: float = 10.0) -> Any:
     """A client that never retries on its own: botocore's ``max_attempts`` counts *retries*, so
     only ``total_max_attempts: 1`` stops it from re-sending a request that timed out. The
@@ -109,6 +164,7 @@ def client(endpoint_url: str | None, region: str, timeout_s: float = 10.0) -> An
     for operation in BODY_ONLY:
         made.meta.events.register(f"provide-client-params.sesv2.{operation}", _take_params)
         made.meta.events.register(f"before-call.sesv2.{operation}", _put_body)
+        made.meta.events.register(f"before-send.sesv2.{operation}", _depart)
     return made
 
 
@@ -167,12 +223,14 @@ class BulkEntry:
 
 def send_bulk(ses: Any, *, sender: str, subject: str, text: str | None, html: str | None,
               entries: list[BulkEntry], configuration_set: str | None,
-              common_headers: dict[str, str] | None = None, tags: dict[str, str] | None = None
-              ) -> tuple[SendResult, list[SendResult]]:
+              common_headers: dict[str, str] | None = None, tags: dict[str, str] | None = None,
+              departure: Departure | None = None) -> tuple[SendResult, list[SendResult]]:
     """One SendBulkEmail call (<= 50 entries). Returns the call's outcome and, when it was
     accepted, one result per entry (an entry can be rejected while others leave).
     ``common_headers`` go once into the template; SES adds them to every entry's email (an
-    entry's header of the same name wins); ``tags`` go once too (``DefaultEmailTags``)."""
+    entry's header of the same name wins); ``tags`` go once too (``DefaultEmailTags``).
+    ``departure``: the request is built and signed now and leaves on its go (``Withheld`` if
+    it is withheld)."""
     content: dict[str, Any] = {"Subject": subject}
     if text is not None:
         content["Text"] = text
@@ -195,10 +253,13 @@ def send_bulk(ses: Any, *, sender: str, subject: str, text: str | None, html: st
         request["ConfigurationSetName"] = configuration_set
     if tags:
         request["DefaultEmailTags"] = _tags(tags)
+    _DEPARTING.departure = departure
     try:
         answer = ses.send_bulk_email(**request)
     except (ClientError, BotoCoreError) as exc:
         return classify(exc), []
+    finally:
+        _DEPARTING.departure = None
     results = []
     for item in answer.get("BulkEmailEntryResults", []):
         if item.get("Status") == "SUCCESS":

@@ -19,6 +19,11 @@ by one is not resolved ``unknown`` for nothing.
 Checks are shared (``streams.runtime.shared_round``): every walker waiting on a fence joins the next
 ``DescribeConsumerGroups`` round that *starts after* its intent was flushed, so hundreds of
 walkers cost one request per round.
+
+Asked first, and enough on its own while it holds: the member's lease from its own heartbeats
+(``streams.runtime.group_lease``), which answers at once. The coordinator is asked only when the
+lease does not hold (a rebalance, a coordinator moving, a zombie), so in a steady send nothing
+stands between a chunk's acknowledged intent and its request but the hand-over to its thread.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Any
 
 from streams.runtime import admin
 from streams.runtime.coordinator_child import AdminChild
+from streams.runtime.group_lease import GroupLease, Member
 from streams.runtime.shared_round import SharedRound
 
 log = logging.getLogger(__name__)
@@ -94,28 +100,31 @@ def described(bootstrap: str, group: str, timeout_s: float) -> dict[str, Any]:
 
 
 class GroupFence:
-    """Shared rounds of ``describe``; ``check`` waits out rebalances and coordinator outages
-    (nothing has been sent while it waits, so waiting is always safe)."""
+    """The member's lease, else shared rounds of ``describe``; ``check`` waits out rebalances and
+    coordinator outages (nothing has been sent while it waits, so waiting is always safe)."""
 
-    def __init__(self, fetch: Callable[[], Assignment], retry_s: float = 0.5,
-                 warn_every_s: float = 60.0) -> None:
-        self.fetch = fetch
+    def __init__(self, fetch: Callable[[], Assignment], lease: GroupLease | None = None,
+                 retry_s: float = 0.5, warn_every_s: float = 60.0) -> None:
+        self.fetch, self.lease = fetch, lease
         self.retry_s, self.warn_every_s = retry_s, warn_every_s
         self._rounds = SharedRound(lambda: self.fetch())
 
-    async def check(self, topic: str, partition: int, member_id: str,
+    async def check(self, topic: str, partition: int, member: Member,
                     max_age_s: float | None = None) -> Ownership:
-        """OWNED or NOT_OWNED for the group member ``member_id``, once the group is settled.
+        """OWNED or NOT_OWNED for the group member ``member``, once the group is settled: OWNED
+        at once while its lease holds (the partition was assigned in ``member.generation``).
         ``max_age_s``: a first answer that old will do (``SharedRound.recent``); by default only
         a round begun after the call counts, as the fence after an intent needs."""
         loop = asyncio.get_running_loop()
         started = warned = loop.time()
         first = True
         while True:
+            if self.lease is not None and self.lease.holds(member):
+                return Ownership.OWNED
             try:
                 answer = await (self._rounds.recent(max_age_s) if first and max_age_s is not None
                                 else self._rounds.fresh())
-                verdict = ownership(answer, member_id, topic, partition)
+                verdict = ownership(answer, member.id, topic, partition)
             except Exception as exc:  # noqa: BLE001 - a failed describe fences nothing: retry
                 log.warning("ownership of %s[%d]: coordinator not answering (%s)", topic,
                             partition, exc)

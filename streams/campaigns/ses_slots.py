@@ -29,12 +29,14 @@ class SesSlot:
         self._pool, self._release = pool, release
         self._holders = 1  # the chunk; its call's thread adds one
 
-    async def call(self, send: Callable[[], T]) -> T:
+    def start(self, send: Callable[[], T]) -> asyncio.Future[T]:
+        """Run ``send`` on the slot's thread; its answer, to await. Started before the chunk's
+        intent, so the request is built while the intent is written (``ses.Departure``)."""
         loop = asyncio.get_running_loop()
         work = self._pool.submit(send)
         self._holders += 1
         work.add_done_callback(lambda _: loop.call_soon_threadsafe(self.leave))
-        return await asyncio.wrap_future(work)
+        return asyncio.wrap_future(work)
 
     def leave(self) -> None:
         self._holders -= 1

@@ -13,11 +13,15 @@ consumer and sends each chunk (up to 50 addresses, one SES bulk call) through
    what may still go, the opt-out barrier (``streams.campaigns.barrier``) and the pool's warm-up
    cap (``streams.campaigns.pool_quota``) what must not;
 3. intent acknowledged: one of the worker's SES slots taken (``streams.campaigns.ses_slots``:
-   a thread waits for the call), then ``intent`` is on the table's changelog before anything can
+   its thread builds and signs the request meanwhile, ``ses.Departure``, and holds it at the
+   last step before the wire), then ``intent`` is on the table's changelog before anything can
    leave; in two regions only under the region's lease and inside the authority's reservation of the
    chunk, and a chunk a deposed region reserved is ``unknown`` at step 1 (docs/regions.md);
-4. fence: the group coordinator still gives this member the partition (a zombie's walker stops);
-5. send: SES, the lease checked again right before the call, its epoch on the call's tags. A
+4. fence: the member's lease from its own heartbeats (``streams.runtime.group_lease``), else the
+   group coordinator, still gives this member the partition (a zombie's walker stops);
+5. send: the held request leaves, the region's lease checked again right before it, its epoch on
+   the call's tags; so a crash finds ``intent`` on a chunk whose request left or was being
+   handed to its thread, nothing longer (``cronstream_fanout_intent_open_seconds``). A
    definite refusal (throttling, a connection that failed before the request left)
    is acknowledged as ``refused`` before the backoff, then steps 3-5 run again, until the
    deadline; so only a request that may have been accepted leaves the chunk at ``intent``;
@@ -30,9 +34,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
@@ -67,6 +73,7 @@ from streams.runtime.backoff import backoff_s
 from streams.runtime.clock import now_ms
 from streams.runtime.codec import codec
 from streams.runtime.emit import Emitter
+from streams.runtime.group_lease import Member
 from streams.runtime.kafka_config import client_config
 from streams.runtime.region import EPOCH_TAG, chunk_inherited
 from streams.runtime.token_bucket import TokenBucket
@@ -97,7 +104,7 @@ class Walker:
     def __init__(self, rt: Runtime, send_chunks: Any, unknown_chunks: Any, suppressed: Any,
                  pool_sends: Any, records: CampaignViews) -> None:
         self.settings, self.worker_id = rt.settings, rt.worker_id
-        self.member_id = rt.member_id
+        self.member = rt.member
         # the co-partitioned tables (faust tables in a worker): each chunk's intent/done here;
         # the opted-out addresses and each dedicated IP pool's sends of the day are admission's
         self.send_chunks = send_chunks
@@ -111,7 +118,7 @@ class Walker:
         self._emitter: Emitter | None = None
         self._ses: Any = None
         self.walkers = Walkers()
-        self.fence = GroupFence(lambda: describe(self.settings.bootstrap, APP_ID))
+        self.fence = GroupFence(lambda: describe(self.settings.bootstrap, APP_ID), rt.group_lease)
         self.account_rate_per_s = rt.settings.ses_max_rate_per_s
         # two regions: a chunk begins only under the region's lease and inside a reservation
         # of the authority; chunks a deposed region reserved are unknown here (docs/regions.md)
@@ -159,7 +166,9 @@ class Walker:
         skipped and a chunk caught mid-send is resolved unknown: a failed walker never leaves its
         partition stalled until the next rebalance. Only a revocation stops it unacknowledged."""
         part = order["partition"]
-        member = self.member_id()  # the fence asks for this member, never a later one of this process
+        # the fence asks for this member in the generation the order was fetched in, never a
+        # later one of this process
+        member = self.member(event.message.generation_id)
         failures = 0
         while True:
             try:
@@ -181,7 +190,7 @@ class Walker:
                                                     f"{order['campaign_id']}:{part}"))
         await stream.ack(event)
 
-    async def _walk_range(self, order: Fanout, order_offset: int, member: str) -> None:
+    async def _walk_range(self, order: Fanout, order_offset: int, member: Member) -> None:
         part = order["partition"]
         campaign = await self.records.campaign(order["campaign_id"])
         if campaign is None:
@@ -233,7 +242,7 @@ class Walker:
                  part, order["start"], order["end"])
 
     async def send_chunk(self, order: Fanout, chunk: RecipientChunk, part: int,
-                         bucket: TokenBucket, member: str, inherited: int | None = None,
+                         bucket: TokenBucket, member: Member, inherited: int | None = None,
                          turn: Turn | None = None) -> None:
         """One chunk's commit protocol, in the order of the module's docstring; ``inherited``:
         the highest chunk of the partition a deposed region may have sent; ``turn``: its place
@@ -272,19 +281,22 @@ class Walker:
         # 6. outcomes acknowledged, then done
         await self._finish(key, outcomes, part)
 
-    async def _intent_and_fence(self, key: bytes, part: int, member: str,
-                                campaign: Campaign) -> None:
+    async def _intent_and_fence(self, key: bytes, part: int, member: Member,
+                                campaign: Campaign) -> float:
         """Steps 3 and 4 of a send attempt, the caller holding an SES slot: ``intent`` durable
-        before anything can leave, then the coordinator still gives this member the partition
-        (a zombie's walker stops). Settled first again: the group may have begun to rebalance
-        while the chunk waited for its slot (a fresh answer is shared, so this costs nothing in
-        a steady send)."""
+        before anything can leave, then the member's lease or the coordinator still gives this
+        member the partition (a zombie's walker stops). Settled first again: the group may have
+        begun to rebalance while the chunk waited for its slot (a fresh answer is shared, so
+        this costs nothing in a steady send). Returns when the intent was acknowledged
+        (``time.perf_counter``)."""
         await self._settled(key, part, member, campaign)
         await self.send_chunks.put_acked(key, INTENT)
+        acked_at = time.perf_counter()
         stop_if_cancelled()  # an await can swallow the walker's cancellation
         await self._fence(key, part, member, campaign, "after the intent")
+        return acked_at
 
-    async def _settled(self, key: bytes, part: int, member: str,
+    async def _settled(self, key: bytes, part: int, member: Member,
                        campaign: Campaign) -> None:
         """The fence asked before the slot and the intent as well. During a rebalance it waits
         for the group to settle, and a chunk waiting there with its intent written is resolved
@@ -295,7 +307,7 @@ class Walker:
         send it costs no round of its own."""
         await self._fence(key, part, member, campaign, "before the intent", PRE_FENCE_AGE_S)
 
-    async def _fence(self, key: bytes, part: int, member: str, campaign: Campaign,
+    async def _fence(self, key: bytes, part: int, member: Member, campaign: Campaign,
                      when: str, max_age_s: float | None = None) -> None:
         if await self.fence.check(FANOUT.name, part, member, max_age_s) is Ownership.NOT_OWNED:
             metrics.FANOUT_FENCED.inc()
@@ -305,7 +317,7 @@ class Walker:
 
     async def _send(self, outcomes: ChunkOutcomes, campaign: Campaign,
                     order: Fanout, chunk: RecipientChunk, part: int,
-                    allowed: Allowed, deadline: int, key: bytes, member: str) -> None:
+                    allowed: Allowed, deadline: int, key: bytes, member: Member) -> None:
         base, secret = self.settings.api_url, self.settings.unsubscribe_secret
         entries = [ses.BulkEntry(email, unsubscribe.headers(secret, base, campaign["tenant"], email,
                                                             campaign["campaign_id"]),
@@ -315,21 +327,32 @@ class Walker:
                 ses_events.CHUNK_TAG: ses_events.chunk_tag(chunk["upload_id"], chunk["seq"])}
         attempt = 0
         while True:
-            await self._under_lease(campaign["campaign_id"], part, chunk["seq"])
+            epoch = await self._under_lease(campaign["campaign_id"], part, chunk["seq"])
             attempt += 1
             # the slot is held from before the intent until the chunk is past it (answered, or
             # ``refused`` acknowledged): a crash finds at most SES_SLOTS chunks of a worker at
             # ``intent``, each with its request out or about to leave
             await self._settled(key, part, member, campaign)  # a rebalance waited out slotless
             async with self.ses_slots.slot() as slot:
-                await self._intent_and_fence(key, part, member, campaign)
-                sent = await slot.call(lambda: self._send_bulk(campaign, entries, tags))
+                # the request is built and signed while the intent is written, and leaves on
+                # the go: only the hand-over to its thread stands between the two
+                departure = ses.Departure(partial(self._still_under, epoch))
+                call = slot.start(partial(self._send_bulk, campaign, entries, tags, epoch,
+                                          departure))
+                try:
+                    departure.go(await self._intent_and_fence(key, part, member, campaign))
+                except BaseException:
+                    departure.withhold()
+                    raise
+                sent = await call
+                if departure.open_s is not None:
+                    metrics.FANOUT_INTENT_OPEN.observe(departure.open_s)
                 refused = sent is None or sent[0].outcome in (ses.Outcome.THROTTLED,
                                                               ses.Outcome.TRANSIENT)
                 if refused:
                     # nothing left: say so before waiting, so a crash now leaves it to be sent
                     await self.send_chunks.put_acked(key, REFUSED)
-            if sent is None:  # the lease ended between the intent and the request: none left
+            if sent is None:  # the lease ended before the request left: none left
                 log.warning("campaign %s chunk %s partition %d: the region's lease ended before "
                             "the request; refused, sent once it holds again",
                             campaign["campaign_id"], key.decode(), part)
@@ -372,20 +395,28 @@ class Walker:
                               "reservation; asked again", campaign_id, part, seq)
                 await asyncio.sleep(LEASE_WAIT_S)
 
-    def _send_bulk(self, campaign: Campaign, entries: list[ses.BulkEntry],
-                   tags: dict[str, str]) -> tuple[ses.SendResult, list[ses.SendResult]] | None:
-        """The SES call, on the pool: the lease checked right before it (None: it ended, nothing
-        sent), its epoch on the call's tags."""
+    def _send_bulk(self, campaign: Campaign, entries: list[ses.BulkEntry], tags: dict[str, str],
+                   epoch: int, departure: ses.Departure
+                   ) -> tuple[ses.SendResult, list[ses.SendResult]] | None:
+        """The SES call, on its slot's thread: built under the region's ``epoch`` (on the call's
+        tags) and sent on the departure's go, the lease checked right before it leaves (None:
+        withheld or the lease ended, nothing sent)."""
         try:
-            epoch = self.region.check()
-        except LeaseLost:
+            return ses.send_bulk(
+                self.ses, sender=campaign["sender"], subject=campaign["subject"],
+                text=campaign["text"], html=campaign["html"], entries=entries,
+                configuration_set=ses.configuration_set(campaign["tenant"], campaign["ip_pool"]),
+                common_headers=unsubscribe.ONE_CLICK,
+                tags={**tags, EPOCH_TAG: str(epoch)} if epoch else tags, departure=departure)
+        except ses.Withheld:
             return None
-        return ses.send_bulk(
-            self.ses, sender=campaign["sender"], subject=campaign["subject"],
-            text=campaign["text"], html=campaign["html"], entries=entries,
-            configuration_set=ses.configuration_set(campaign["tenant"], campaign["ip_pool"]),
-            common_headers=unsubscribe.ONE_CLICK,
-            tags={**tags, EPOCH_TAG: str(epoch)} if epoch else tags)
+
+    def _still_under(self, epoch: int) -> bool:
+        """Whether the region's lease still holds under ``epoch`` (on the request's thread)."""
+        try:
+            return self.region.check() == epoch
+        except LeaseLost:
+            return False
 
     async def _finish(self, key: bytes, outcomes: ChunkOutcomes, part: int) -> None:
         """``done`` only once the chunk's outcomes are on the topic: a crash in between leaves

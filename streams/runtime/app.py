@@ -19,6 +19,7 @@ import faust
 
 from streams.runtime import committed_seek
 from streams.runtime.authority import Lease, NoRegion
+from streams.runtime.group_lease import GroupLease, Member, heartbeats_renew
 from streams.runtime.guarded_table import GuardedTable
 from streams.runtime.metrics import WorkerHealth
 from streams.runtime.settings import Settings
@@ -38,6 +39,9 @@ class Runtime:
     # may this worker's region send now, under which epoch (streams.runtime.authority): every
     # send, run and decision asks it; one region: always, under epoch 0
     region: Lease = field(default_factory=NoRegion)
+    # this member's standing in the workers' group, from its heartbeats (streams.runtime.group_lease):
+    # the fan-out's send fence asks it before it asks the coordinator; None: always ask
+    group_lease: GroupLease | None = None
 
     def topic(self, spec: TopicSpec) -> Any:
         """A faust topic of ``streams.topology``: bytes in, bytes out (``streams.runtime.codec``
@@ -56,14 +60,16 @@ class Runtime:
                                            help=spec.doc,
                                            rank=rank))
 
-    def member_id(self) -> str:
-        """This process's member id in the workers' group now. A fan-out walker keeps the one it
-        was started under: the coordinator's answer to "who holds partition p" names members,
-        and a worker that rejoins after its session expired (a zombie) is a new member, so its
-        old walkers are told they own nothing (``streams.campaigns.ownership``)."""
+    def member(self, generation: int) -> Member:
+        """This process's member id in the workers' group now, in ``generation`` (the one a
+        record was fetched in). A fan-out walker keeps the one it was started under: the
+        coordinator's answer to "who holds partition p" names members, and a worker that
+        rejoins after its session expired (a zombie) is a new member, so its old walkers are
+        told they own nothing (``streams.campaigns.ownership``); the group lease goes by
+        generation too (``streams.runtime.group_lease``)."""
         consumer = self.app.consumer._thread._ensure_consumer()  # noqa: SLF001
-        member: str = consumer._coordinator.member_id  # noqa: SLF001
-        return member
+        member_id: str = consumer._coordinator.member_id  # noqa: SLF001
+        return Member(member_id, generation)
 
     def ready_file(self) -> Path:
         """Touched after each completed recovery, so ``stack up`` knows the worker can fire."""
@@ -169,4 +175,6 @@ def build(settings: Settings, worker_id: str, *, replication_factor: int) -> Run
     # sat idle with its queue empty. The workaround from faust-streaming/faust#173 (open):
     # a deeper buffer, still bounded.
     app.producer.buffer.max_messages = PRODUCER_BUFFER_MESSAGES
-    return Runtime(app, settings, worker_id)
+    lease = GroupLease(APP_ID, session_s, app.conf.broker_rebalance_timeout)
+    heartbeats_renew(lease)
+    return Runtime(app, settings, worker_id, group_lease=lease)

@@ -170,7 +170,11 @@ class LeaseClock:
     deadline: float = 0.0  # monotonic; nothing may start at or after it
 
     def granted(self, asked_at: float, row: Authority) -> None:
-        self.epoch, self.horizon_ms = row.epoch, row.horizon_ms
+        self.renewed(asked_at, row.epoch, row.horizon_ms)
+
+    def renewed(self, asked_at: float, epoch: int, horizon_ms: int = 0) -> None:
+        """Granted for ``epoch`` from a moment after ``asked_at``."""
+        self.epoch, self.horizon_ms = epoch, horizon_ms
         self.deadline = max(self.deadline, asked_at + self.lease_s - self.margin_s)
 
     def lost(self) -> None:

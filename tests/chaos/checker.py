@@ -47,6 +47,12 @@ MISFIRES = frozenset({"missed_caught_up", "skipped_policy"})
 SLACK_MS = 3000
 READ_LATE_MS = 1000
 INTENT_BEFORE_STOP_MS = 30_000
+# how long before a kill the intent of a chunk the killed worker had not yet sent may have been
+# written: its produce and acknowledgement (p99 0.1 s in bench.fanout, seconds on a box at load
+# 90), then the hand-over of the request, already built and signed, to its thread
+# (``streams.adapters.ses.Departure``; ``cronstream_fanout_intent_open_seconds``). The member's
+# lease answers the fence at once, so no coordinator round is in between
+INTENT_BEFORE_KILL_MS = 5_000
 # the chunks a stop may leave at ``intent`` with no request accepted: each worker holds at most
 # SES_SLOTS chunks between their intent and SES's answer (``streams.campaigns.ses_slots``), and a
 # kill's rebalance stops the survivors' walkers too: the most workers a scenario runs (join and
@@ -404,6 +410,9 @@ class UnknownVerdict:
     # of the unknown: no request after the intent was accepted (each held an SES slot at its stop)
     unaccepted: set[str] = field(default_factory=set)
     waiting: set[str] = field(default_factory=set)  # ``refused`` at the kill: waiting to retry
+    # of the intent-only: how long before the stop nearest after it each one's intent was written,
+    # and which stop it was
+    intent_lead_ms: list[tuple[int, str]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
 
 
@@ -411,6 +420,7 @@ def unknown_verdict(chunks: dict[str, dict[str, Any]], states: dict[str, list[tu
                     calls: list[dict[str, Any]], stops: Stops,
                     slack_ms: int = SLACK_MS, read_late_ms: int = READ_LATE_MS,
                     intent_before_ms: int = INTENT_BEFORE_STOP_MS,
+                    intent_before_kill_ms: int = INTENT_BEFORE_KILL_MS,
                     per_stop: int | None = None) -> UnknownVerdict:
     """Judge each chunk recorded ``unknown`` (``chunks``: chunk id → its RecipientOutcomes
     record) by its last ``intent`` in the send-chunks changelog (``states``) and the SES calls
@@ -424,11 +434,13 @@ def unknown_verdict(chunks: dict[str, dict[str, Any]], states: dict[str, list[tu
       it, since the server stamps a request when it reads it (in CI, requests the killed worker
       had written were read and answered 150-250 ms after the kill; a revoked walker is alive
       and stops calling);
-    - no request after the intent, the intent written at most ``intent_before_ms`` before a stop
-      (and not after the kill): the walker stopped between its durable intent and its call. The
-      bound is the longest a chunk waits between the two: its fence after the intent, which
-      waits for a settled group through a rebalance (10 s of session timeout and the
-      rebalance itself).
+    - no request after the intent: the walker stopped between its durable intent and its
+      request. For the kill, the intent written at most ``intent_before_kill_ms`` before it (and
+      not after): its request was built beside the intent and waited only for its
+      acknowledgement and the member's lease. For a revoked walker, at most
+      ``intent_before_ms`` before the revocation: a chunk whose lease ran out as its intent was
+      acknowledged asks the coordinator, which waits for a settled group through the rebalance
+      (the session timeout and the rebalance itself).
 
     Violations: a chunk recorded ``unknown`` with no intent at all (nothing may have left); one
     whose requests after its intent were all refused and answered well before each stop (it was
@@ -473,13 +485,20 @@ def unknown_verdict(chunks: dict[str, dict[str, Any]], states: dict[str, list[tu
             verdict.unaccepted.add(chunk_id)
         if not after:
             verdict.intent_only.add(chunk_id)
+            later = [stop for stop in every if stop >= intents[-1]]
+            if later:
+                stop = min(later)
+                verdict.intent_lead_ms.append(
+                    (stop - intents[-1], "kill" if stop == kill else "revocation"))
             # a revoked walker's intent may be acknowledged as its revocation is logged
-            if not any(stop - intent_before_ms <= intents[-1]
-                       <= stop + (0 if stop == kill else slack_ms) for stop in every):
+            if not any(stop - (intent_before_kill_ms if stop == kill else intent_before_ms)
+                       <= intents[-1] <= stop + (0 if stop == kill else slack_ms)
+                       for stop in every):
                 verdict.violations.append(
                     f"chunk {chunk_id}: recorded unknown with its intent at {intents[-1]} ms and "
-                    f"no request after it, but no stop {every} within {intent_before_ms} ms "
-                    "after the intent: the walker gave up on it")
+                    f"no request after it, but neither the kill ({kill}) within "
+                    f"{intent_before_kill_ms} ms after the intent nor a revocation {stops.others} "
+                    f"within {intent_before_ms} ms: the walker held it back")
             continue
         verdict.request_out.add(chunk_id)
         if not any(c["outcome"] == "accepted" or any(

@@ -264,7 +264,8 @@ def test_a_kill_while_chunks_wait_out_throttling_leaves_only_requests_in_flight_
         figures = (f"{len(chunks)} chunks, {len(calls)} SES calls; at the kill "
                    f"{len(verdict.waiting)} were waiting to retry a refusal; unknown: "
                    f"{len(verdict.unknown)} chunks, {len(verdict.request_out)} with a request "
-                   f"out at a stop, {len(verdict.intent_only)} with an intent and no request; "
+                   f"out at a stop, {len(verdict.intent_only)} with an intent and no request "
+                   f"(written {sorted(verdict.intent_lead_ms)} ms before a stop); "
                    f"{sum(chunks[c]['outcomes'].count('unknown') for c in verdict.unknown)} "
                    "recipients")
         TALLY.figures.append(f"throttled kill: {figures}")

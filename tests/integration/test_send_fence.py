@@ -19,6 +19,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import NewTopic
 
 from streams.campaigns.ownership import GroupFence, Ownership, describe
+from streams.runtime import group_lease
 from streams.runtime.admin import client as admin_client
 from streams.runtime.kafka_config import client_config
 from tests.waiting import wait_for
@@ -75,7 +76,7 @@ def test_a_member_the_group_moved_on_from_is_fenced(stack):
     fence = GroupFence(lambda: describe(bootstrap, group))
 
     def check(member_id: str, partition: int) -> Ownership:
-        return asyncio.run(fence.check(topic, partition, member_id))
+        return asyncio.run(fence.check(topic, partition, group_lease.Member(member_id, 0)))
 
     zombie, successor = Member(bootstrap, group), Member(bootstrap, group)
     try:

@@ -77,6 +77,14 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_a_member_the_group_moved_on_from_is_fenced",),
         "the zombie was let send"),
     mutation(
+        "lease-outlives-session", "zombies fenced",
+        "streams/runtime/group_lease.py",
+        "        self.clock = LeaseClock(span, span / 2)\n",
+        "        self.clock = LeaseClock(span * 100, 0)  # MUTATION: the lease outlives the session\n",
+        ("tests/integration/test_group_lease.py::"
+         "test_a_member_whose_loop_froze_has_no_lease_once_its_partitions_moved",),
+        "the zombie's lease still held"),
+    mutation(
         "no-chunk-intent", "at most once per recipient",
         "streams/campaigns/walker.py",
         "        await self.send_chunks.put_acked(key, INTENT)\n",

@@ -66,12 +66,18 @@ def test_an_accepted_request_is_allowed() -> None:
 
 
 def test_an_intent_and_no_request_is_allowed_only_just_before_a_stop() -> None:
-    """The walker stopped between its durable intent and its call: the intent within
-    ``INTENT_BEFORE_STOP_MS`` before a stop. Long before every stop, or after the kill, the
-    walker had given up on the chunk."""
-    verdict = intent_only(90_000, Stops(KILL))
+    """The walker stopped between its durable intent and its request: the intent within
+    ``INTENT_BEFORE_KILL_MS`` before the kill (the request was built beside it and waited only
+    for its acknowledgement), or ``INTENT_BEFORE_STOP_MS`` before a revocation. Longer before,
+    or after the kill, the walker had held the chunk back with nothing sent."""
+    verdict = intent_only(KILL - 4_000, Stops(KILL))
     assert verdict.intent_only == {CHUNK} and verdict.violations == []
-    assert len(intent_only(KILL - 31_000, Stops(KILL)).violations) == 1
+    assert verdict.intent_lead_ms == [(4_000, "kill")]
+    assert len(intent_only(KILL - 6_000, Stops(KILL)).violations) == 1, \
+        "seconds between the intent and the kill: wider than what was in flight"
+    assert intent_only(KILL - 6_000, Stops(None, [KILL])).violations == [], \
+        "a revoked walker's chunk waited for a settled group after its intent"
+    assert len(intent_only(KILL - 31_000, Stops(None, [KILL])).violations) == 1
     assert len(intent_only(KILL + 10, Stops(KILL)).violations) == 1, "an intent after the kill"
     assert intent_only(KILL + 10, Stops(None, [KILL])).violations == [], \
         "a revoked walker's intent acknowledged as its revocation is logged"

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 
 from streams.campaigns.ownership import Assignment, GroupFence, Ownership, ownership
+from streams.runtime.group_lease import GroupLease, Member
 
 T = "cronstream.fanout"
+ME = Member("me", 4)
 
 
 def test_only_a_stable_group_that_gives_me_the_partition_lets_me_send():
@@ -30,7 +32,7 @@ def test_fence_waits_out_a_rebalance_and_shares_rounds():
 
     async def scenario() -> list[Ownership]:
         fence = GroupFence(fetch, retry_s=0.01)
-        return list(await asyncio.gather(*(fence.check(T, p % 2, "me") for p in range(20))))
+        return list(await asyncio.gather(*(fence.check(T, p % 2, ME) for p in range(20))))
 
     verdicts = asyncio.run(scenario())
     assert verdicts == [Ownership.OWNED] * 20
@@ -46,11 +48,11 @@ def test_fence_answers_from_a_round_begun_after_the_question():
 
     async def scenario() -> tuple[Ownership, Ownership]:
         fence = GroupFence(fetch, retry_s=0.01)
-        first = await fence.check(T, 0, "me")
+        first = await fence.check(T, 0, ME)
         state["held"] = frozenset()  # the coordinator gave partition 0 away meanwhile
         state_other = Assignment("STABLE", {"other": frozenset({(T, 0)})})
         fence.fetch = lambda: state_other
-        return first, await fence.check(T, 0, "me")
+        return first, await fence.check(T, 0, ME)
 
     assert asyncio.run(scenario()) == (Ownership.OWNED, Ownership.NOT_OWNED)
 
@@ -64,7 +66,7 @@ def test_a_failing_coordinator_is_retried_not_treated_as_ownership():
             raise RuntimeError("coordinator not available")
         return Assignment("STABLE", {"me": frozenset({(T, 4)})})
 
-    assert asyncio.run(GroupFence(fetch, retry_s=0.01).check(T, 4, "me")) is Ownership.OWNED
+    assert asyncio.run(GroupFence(fetch, retry_s=0.01).check(T, 4, ME)) is Ownership.OWNED
     assert len(attempts) == 3
 
 
@@ -107,3 +109,27 @@ def test_a_zombie_that_rejoined_is_not_its_old_walkers_owner():
     rejoined = Assignment("STABLE", {"member-7": frozenset({(T, 2)}), "other": frozenset({(T, 5)})})
     assert ownership(rejoined, "member-5", T, 2) is Ownership.NOT_OWNED
     assert ownership(rejoined, "member-7", T, 2) is Ownership.OWNED
+
+
+def test_a_lease_that_holds_answers_at_once_and_one_that_does_not_asks_the_coordinator():
+    """The fence after a chunk's intent costs no describe round while the member's heartbeats
+    keep its lease (``streams.runtime.group_lease``); a walker of another generation, or one
+    whose lease ran out, is answered by the coordinator as before."""
+    now = [100.0]
+    lease = GroupLease("g", session_s=2.0, rebalance_s=60.0, monotonic=lambda: now[0])
+    lease.renewed(ME, asked_at=100.0)
+    asked = []
+
+    def fetch() -> Assignment:
+        asked.append(1)
+        return Assignment("STABLE", {"other": frozenset({(T, 0)})})
+
+    async def check(member: Member) -> Ownership:
+        return await GroupFence(fetch, lease, retry_s=0.01).check(T, 0, member)
+
+    assert asyncio.run(check(ME)) is Ownership.OWNED
+    assert asked == [], "the coordinator was asked though the lease held"
+    assert asyncio.run(check(Member("me", 3))) is Ownership.NOT_OWNED, "an older generation's walker"
+    now[0] = 101.0  # half the session after the heartbeat was sent: the lease has run out
+    assert asyncio.run(check(ME)) is Ownership.NOT_OWNED
+    assert len(asked) == 2

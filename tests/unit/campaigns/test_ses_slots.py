@@ -16,7 +16,7 @@ def test_a_slot_left_mid_call_comes_back_only_when_the_thread_finishes():
     async def scenario() -> None:
         with ThreadPoolExecutor(1) as pool:
             slot = SesSlot(pool, lambda: released.append("slot"))
-            call = asyncio.ensure_future(slot.call(lambda: gate.wait(5)))
+            call = slot.start(lambda: gate.wait(5))
             await asyncio.sleep(0.05)  # the thread runs the call
             call.cancel()  # the walker revoked mid-call
             slot.leave()  # and its chunk leaves the slot
@@ -39,7 +39,7 @@ def test_a_slot_without_a_call_or_after_an_answered_one_comes_back_once():
             unused = SesSlot(pool, lambda: released.append(1))
             unused.leave()
             answered = SesSlot(pool, lambda: released.append(2))
-            assert await answered.call(lambda: "accepted") == "accepted"
+            assert await answered.start(lambda: "accepted") == "accepted"
             await asyncio.sleep(0.01)  # the thread's done callback, on the loop
             assert released == [1], "given back before the chunk left it"
             answered.leave()
@@ -57,7 +57,7 @@ def test_a_worker_has_as_many_calls_out_as_slots_and_the_next_chunk_waits_for_on
             async with slots.slot() as slot:
                 order.append(f"{name} holds")
                 await gate.wait()
-                await slot.call(lambda: None)
+                await slot.start(lambda: None)
             order.append(f"{name} left")
 
         chunks = [asyncio.ensure_future(chunk(name)) for name in "abc"]
