@@ -18,6 +18,9 @@ from streams.topology import APP_ID, SUPPRESSIONS
 
 log = logging.getLogger(__name__)
 
+ENDS_TIMEOUT_S = 3.0  # a healthy ListOffsets answers in milliseconds; a stuck one is asked again
+ENDS_RETRY_S = 0.2
+
 
 class OptOutBarrier:
     def __init__(self, bootstrap: str, partitions: int, pool: Executor) -> None:
@@ -30,7 +33,26 @@ class OptOutBarrier:
     def _suppression_ends(self) -> dict[tuple[str, int], int]:
         """Where every suppressions partition ends: one ListOffsets for all of them."""
         return end_offsets(self.bootstrap,
-                           [(SUPPRESSIONS.name, p) for p in range(self.partitions)])
+                           [(SUPPRESSIONS.name, p) for p in range(self.partitions)],
+                           ENDS_TIMEOUT_S)
+
+    async def _ends_now(self) -> dict[tuple[str, int], int]:
+        """The ends from a round begun after this call; a failed round (a leader moving, a
+        client's stale metadata) is asked again, never raised: a raise failed the whole walk,
+        and its chunks in flight past their intents were resolved ``unknown`` (a rolling
+        restart, tests/chaos/test_cluster_faults.py). Nothing has been sent while it waits."""
+        failed_since: float | None = None
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                return await self._ends.fresh()
+            except Exception as exc:  # noqa: BLE001 - waited out, warned each 30 s
+                now = loop.time()
+                if failed_since is None or now - failed_since >= 30:
+                    log.warning("suppressions' ends unknown (%s); walkers wait and ask again",
+                                exc)
+                    failed_since = now
+                await asyncio.sleep(ENDS_RETRY_S)
 
     def _committed(self, partition: int) -> int | None:
         return committed_offsets(self.bootstrap, APP_ID).get((SUPPRESSIONS.name, partition))
@@ -41,7 +63,7 @@ class OptOutBarrier:
         point: what the API has acknowledged), shared with every chunk waiting at the same time;
         the group's commit only when the table is behind it."""
         loop = asyncio.get_running_loop()
-        high = (await self._ends.fresh())[(SUPPRESSIONS.name, partition)]
+        high = (await self._ends_now())[(SUPPRESSIONS.name, partition)]
         waited = 0
         while self.applied.get(partition, -1) < high - 1:
             if waited % 100 == 0:  # at once, then each second: another process may have

@@ -90,7 +90,7 @@ def _keep_forever(old: AdminClient) -> None:
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(old))
 
 
-def replace_client(bootstrap: str) -> None:
+def replace_client(bootstrap: str, why: str = "after repeated timeouts") -> None:
     """Start a new AdminClient for the cluster. After a broker restart a worker's client was
     seen timing out on every request for minutes while a new one answered at once. The old
     client is kept, never destroyed (``_keep_forever``): one per outage is a small price."""
@@ -98,11 +98,30 @@ def replace_client(bootstrap: str) -> None:
         old = _CLIENTS.pop(bootstrap, None)
         if old is not None:
             _keep_forever(old)
-    log.warning("AdminClient for %s replaced after repeated timeouts", bootstrap)
+    log.warning("AdminClient for %s replaced %s", bootstrap, why)
 
 
 STUCK_AFTER = 3  # failed requests in a row before a client is taken for stuck
 _FAILURES: dict[str, int] = {}
+# a partition's leader epoch, as this client's metadata has it, is older than its leader's
+STALE_EPOCH = frozenset({KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH})
+
+
+def stale_epoch(exc: BaseException) -> bool:
+    """Whether a request failed because the client's metadata names an old leader epoch.
+
+    Why it matters: librdkafka's ListOffsets retries such a request as it was first encoded,
+    the old epoch in it, until its timeout (``rd_kafka_handle_ListOffsets`` retries the same
+    buffer after refreshing the metadata; the consumer's side of it was
+    confluentinc/librdkafka#4620), and the AdminClient kept failing so after every broker of a
+    rolling restart came back: the scheduler's read of its fired tail waited its 10 s timeout
+    inside a recovery, firing stalled 18 s, and the opt-out barrier's failed rounds held sending
+    for 35 s (tests/chaos/test_cluster_faults.py, 2026-11-30). A new client reads fresh metadata
+    and answers at once."""
+    if not isinstance(exc, KafkaException) or not exc.args:
+        return False
+    error = exc.args[0]
+    return isinstance(error, KafkaError) and error.code() in STALE_EPOCH
 
 
 def call(bootstrap: str, request: Callable[[AdminClient], T]) -> T:
@@ -111,21 +130,30 @@ def call(bootstrap: str, request: Callable[[AdminClient], T]) -> T:
     send at the fence and kept a worker's topic views from ever catching up. Why not at the
     first failure: on a fresh cluster the first group request times out (the coordinator is
     loading), and a client replaced then — kept alive with that timed-out request — aborted the
-    process (librdkafka) at the next broker restart, in two fresh-clone runs of the test suite."""
-    try:
-        result = request(client(bootstrap))
-    except Exception:
-        with _LOCK:
-            failures = _FAILURES[bootstrap] = _FAILURES.get(bootstrap, 0) + 1
-            stuck = failures >= STUCK_AFTER
+    process (librdkafka) at the next broker restart, in two fresh-clone runs of the test suite.
+    A request refused for a stale leader epoch (``stale_epoch``) has ended, so its client is
+    replaced at once and the request asked once more of the new one (every request made here
+    reads, or writes what it would write again)."""
+    for attempt in (1, 2):
+        try:
+            result = request(client(bootstrap))
+        except Exception as exc:
+            stale = attempt == 1 and stale_epoch(exc)
+            with _LOCK:
+                failures = _FAILURES[bootstrap] = _FAILURES.get(bootstrap, 0) + 1
+                stuck = failures >= STUCK_AFTER
+                if stuck or stale:
+                    _FAILURES[bootstrap] = 0
+            if stale:
+                replace_client(bootstrap, f"after a stale leader epoch ({exc})")
+                continue
             if stuck:
-                _FAILURES[bootstrap] = 0
-        if stuck:
-            replace_client(bootstrap)
-        raise
-    with _LOCK:
-        _FAILURES[bootstrap] = 0
-    return result
+                replace_client(bootstrap)
+            raise
+        with _LOCK:
+            _FAILURES[bootstrap] = 0
+        return result
+    raise AssertionError("unreachable: the second attempt returns or raises")
 
 
 def forget_clients() -> None:
