@@ -103,8 +103,9 @@ def replace_client(bootstrap: str, why: str = "after repeated timeouts") -> None
 
 STUCK_AFTER = 3  # failed requests in a row before a client is taken for stuck
 _FAILURES: dict[str, int] = {}
-# a partition's leader epoch, as this client's metadata has it, is older than its leader's
-STALE_EPOCH = frozenset({KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH})
+# a partition's leader epoch, as this client's metadata has it, is older than its leader's (not
+# UNKNOWN_LEADER_EPOCH, newer: the broker has yet to catch up, and a new client would not help)
+STALE_EPOCH = frozenset({KafkaError.FENCED_LEADER_EPOCH})
 
 
 def stale_epoch(exc: BaseException) -> bool:
