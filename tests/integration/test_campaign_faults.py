@@ -13,7 +13,7 @@ import pytest
 
 from stack import processes
 from tests.chaos.checker import Stops, campaign_violations, walker_stops
-from tests.integration.helpers import ses_faults, sigkill, worker_trouble
+from tests.integration.helpers import ses_faults, sigkill, worker_metrics, worker_trouble
 from tests.integration.test_campaigns import campaign_body, outcomes, upload
 from tests.waiting import wait_for
 
@@ -43,6 +43,16 @@ def settle(stack, campaign_id: str) -> dict[str, str]:
                                     f"\n{worker_trouble(stack)}")
 
 
+def sending(stack, worker: int) -> bool:
+    """Whether the worker recorded campaign outcomes within the last 0.2 s: chunks in flight."""
+    def sent() -> float:
+        return worker_metrics(stack, "cronstream_campaign_sends_total", [worker]).get(worker, 0.0)
+
+    before = sent()
+    time.sleep(0.2)
+    return sent() > before
+
+
 def judged(stack, campaign_id: str, subject: str, tag: str, stops: Stops | None = None
            ) -> list[str]:
     """The fault suite's checker on the campaign (``tests.chaos.checker``): every recipient one
@@ -62,8 +72,14 @@ def judged(stack, campaign_id: str, subject: str, tag: str, stops: Stops | None 
 def test_worker_sigkilled_mid_fanout(stack, api):
     stack.start_worker("worker-2")
     try:
-        campaign_id, subject, tag = start(api, "kill", max_rate_per_s=4000)
+        # fast enough that a kill finds chunks between SES's answer and their done mark (about
+        # 30 ms each): at 4,000/s one run in three found none and let no-chunk-intent survive
+        campaign_id, subject, tag = start(api, "kill", max_rate_per_s=10_000)
         wait_for(lambda: len(outcomes(stack, campaign_id)) > N // 5, timeout_s=300, every_s=1)
+        # killed as it sends: without an intent, only a chunk it had answered and not yet
+        # marked done is sent twice, and a kill between its walks found none (the mutation
+        # no-chunk-intent survived one run of two on 2026-11-30)
+        wait_for(lambda: sending(stack, 2), timeout_s=120, every_s=0.1)
         killed = sigkill(stack, "worker-2")
         time.sleep(3)
         stack.start_worker("worker-2")
