@@ -92,6 +92,9 @@ def _put_body(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None
         params["headers"]["Content-Type"] = "application/json"
 
 
+MAX_HOLD_S = 60.0  # a built request's longest wait for its go (SigV4 allows 5 minutes' skew)
+
+
 class Withheld(Exception):
     """A request built and signed ahead was never sent: its caller withheld it (``Departure``)."""
 
@@ -108,7 +111,10 @@ class Departure:
     ``go(intent_at)``: leave (``intent_at``: when the intent was acknowledged, on
     ``time.perf_counter``; ``open_s`` is then how long the intent stood before the request left);
     ``withhold()``: never leave (the call raises ``Withheld``); ``last_check``: run on the
-    request's thread right before it leaves, after the go (the region's lease), False withholds."""
+    request's thread right before it leaves, after the go (the region's lease), False withholds.
+    A request held longer than ``MAX_HOLD_S`` is withheld too: its SigV4 signature (and a
+    temporary credential in it) runs out, and SES's 403 would record the chunk ``failed`` though
+    nothing was sent; withheld, the chunk is ``refused`` and built again."""
 
     def __init__(self, last_check: Callable[[], bool] = lambda: True) -> None:
         self.last_check = last_check
@@ -125,11 +131,14 @@ class Departure:
         self._decided.set()
 
     def leave(self) -> None:
-        """On the request's thread, at ``before-send``: wait for the decision; raise if it is
-        not to go."""
+        """On the request's thread, at ``before-send``, the request just signed: wait for the
+        decision; raise if it is not to go."""
+        signed_at = time.monotonic()
         self._decided.wait()
         if not self._go or not self.last_check():
             raise Withheld("withheld before it left: nothing sent")
+        if time.monotonic() - signed_at > MAX_HOLD_S:
+            raise Withheld(f"held over {MAX_HOLD_S:.0f} s, its signature too old: nothing sent")
         self.open_s = time.perf_counter() - self._intent_at
 
 

@@ -90,11 +90,16 @@ def _keep_forever(old: AdminClient) -> None:
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(old))
 
 
-def replace_client(bootstrap: str, why: str = "after repeated timeouts") -> None:
+def replace_client(bootstrap: str, why: str = "after repeated timeouts",
+                   failed: AdminClient | None = None) -> None:
     """Start a new AdminClient for the cluster. After a broker restart a worker's client was
     seen timing out on every request for minutes while a new one answered at once. The old
-    client is kept, never destroyed (``_keep_forever``): one per outage is a small price."""
+    client is kept, never destroyed (``_keep_forever``): one per outage is a small price.
+    ``failed``: the client a request failed on; if another thread has replaced it already, its
+    successor is kept (threads failing together would each replace the last one's new client)."""
     with _LOCK:
+        if failed is not None and _CLIENTS.get(bootstrap) is not failed:
+            return
         old = _CLIENTS.pop(bootstrap, None)
         if old is not None:
             _keep_forever(old)
@@ -136,8 +141,9 @@ def call(bootstrap: str, request: Callable[[AdminClient], T]) -> T:
     replaced at once and the request asked once more of the new one (every request made here
     reads, or writes what it would write again)."""
     for attempt in (1, 2):
+        used = client(bootstrap)
         try:
-            result = request(client(bootstrap))
+            result = request(used)
         except Exception as exc:
             stale = attempt == 1 and stale_epoch(exc)
             with _LOCK:
@@ -146,10 +152,10 @@ def call(bootstrap: str, request: Callable[[AdminClient], T]) -> T:
                 if stuck or stale:
                     _FAILURES[bootstrap] = 0
             if stale:
-                replace_client(bootstrap, f"after a stale leader epoch ({exc})")
+                replace_client(bootstrap, f"after a stale leader epoch ({exc})", used)
                 continue
             if stuck:
-                replace_client(bootstrap)
+                replace_client(bootstrap, failed=used)
             raise
         with _LOCK:
             _FAILURES[bootstrap] = 0

@@ -23,7 +23,16 @@ its assignment, so it finds every intent written before a send this lease let go
 
 The heartbeats are aiokafka's own (faust's consumer): ``heartbeats_renew`` wraps the group
 coordinator's ``_send_req``, the one method its heartbeat, join, leave and sync requests all go
-through (aiokafka 0.14; a unit test pins the names it reads).
+through (aiokafka 0.14; a unit test pins the names it reads). A heartbeat renews the lease only
+if the same node was the coordinator when it was sent and when it was answered, and any error
+but "rebalancing" (the coordinator still waits for this member then), or a failed request, ends
+it at once: "unknown member", "illegal generation" or "not coordinator" say the generation or
+the coordinator this lease stood on is gone. Static membership (``group.instance.id``) would
+let a replacement take the member's place in the same generation: no lease is kept for one.
+
+What it cannot see: a broker that still answers as the group's coordinator after the group has
+moved (a former leader of its ``__consumer_offsets`` partition cut off from the controller)
+renews it, as the same broker answered the coordinator's describe the fence relied on before.
 """
 
 from __future__ import annotations
@@ -77,6 +86,9 @@ class GroupLease:
                 and self.clock.holds(self.monotonic()) == member.generation)
 
 
+NO_ERROR, REBALANCE_IN_PROGRESS = 0, 27  # Kafka's error codes of a heartbeat's answer
+
+
 def heartbeats_renew(lease: GroupLease) -> None:
     """Route the heartbeats of aiokafka's group coordinators for ``lease.group`` to ``lease``
     (idempotent: a second call only changes the lease)."""
@@ -90,9 +102,20 @@ def heartbeats_renew(lease: GroupLease) -> None:
             return await original(self, request)
         if isinstance(request, JoinGroupRequest | LeaveGroupRequest):
             lease.void()
-        asked_at = lease.monotonic()
-        response = await original(self, request)
-        if isinstance(request, HeartbeatRequest) and response.error_code == 0:
+        heartbeat = isinstance(request, HeartbeatRequest)
+        asked_at, coordinator = lease.monotonic(), self.coordinator_id
+        try:
+            response = await original(self, request)
+        except BaseException:
+            if heartbeat:
+                lease.void()
+            raise
+        if not heartbeat:
+            return response
+        if response.error_code not in (NO_ERROR, REBALANCE_IN_PROGRESS):
+            lease.void()
+        elif (response.error_code == NO_ERROR and self.coordinator_id == coordinator
+              and getattr(self, "_group_instance_id", None) is None):
             lease.renewed(Member(request._member_id, request._generation_id),  # noqa: SLF001
                           asked_at)
         return response

@@ -64,3 +64,14 @@ def test_other_failures_keep_the_client_until_it_counts_as_stuck(clients):
         admin.call(BOOTSTRAP, ask)
     assert len(seen) == 1, "a timeout is not asked again here"
     assert admin.stale_epoch(stale()) and not admin.stale_epoch(RuntimeError("x"))
+
+
+def test_a_client_another_thread_replaced_already_is_not_replaced_again(clients):
+    """Threads refused together for a stale epoch: the second must keep the first's new client,
+    not throw it away with a request of the first thread's retry on it."""
+    failed = admin.client(BOOTSTRAP)
+    admin.replace_client(BOOTSTRAP, "first", failed)
+    fresh = admin.client(BOOTSTRAP)
+    assert fresh is not failed
+    admin.replace_client(BOOTSTRAP, "second", failed)
+    assert admin.client(BOOTSTRAP) is fresh

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+import pytest
 from aiokafka.consumer.group_coordinator import GroupCoordinator
 from aiokafka.protocol.group import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest
 
@@ -64,33 +65,54 @@ def test_aiokafkas_coordinator_renews_it_on_heartbeats_and_voids_it_on_joins_and
     """Against aiokafka's own request classes and the method its group requests go through:
     an upgrade that renames either fails here, not in a fault run."""
     answers = {"error_code": 0}
+    coordinator = SimpleNamespace(group_id="workers", coordinator_id=1, _group_instance_id=None)
 
     async def sent(self, request):
-        return SimpleNamespace(**answers)
+        if answers.get("raise"):
+            raise ConnectionError("the coordinator went away")
+        if answers.get("moved"):
+            self.coordinator_id = 2  # the coordinator changed while the request was out
+        return SimpleNamespace(error_code=answers["error_code"])
 
     monkeypatch.setattr(GroupCoordinator, "_send_req", sent)
     now = [5.0]
     lease = lease_at(now)
     heartbeats_renew(lease)
     heartbeats_renew(lease)  # idempotent: wraps the original once
-    coordinator = SimpleNamespace(group_id="workers")
 
     def send(request, by=coordinator) -> None:
         asyncio.run(GroupCoordinator._send_req(by, request))
 
-    send(HeartbeatRequest("workers", 7, "member-1"))
+    def beat(at: float, **answer) -> None:
+        now[0] = at
+        answers.clear()
+        answers.update({"error_code": 0, **answer})
+        send(HeartbeatRequest("workers", 7, "member-1"))
+
+    beat(5.0)
     assert lease.holds(M)
     send(JoinGroupRequest("workers", 2000, 60000, "member-1", None, "consumer", []))
     assert not lease.holds(M), "a join may end the generation"
-    now[0] = 5.1
-    send(HeartbeatRequest("workers", 7, "member-1"))
+    beat(5.1)
     assert lease.holds(M)
     send(LeaveGroupRequest("workers", "member-1"))
     assert not lease.holds(M), "a leave ends the membership"
-    now[0] = 5.2
-    answers["error_code"] = 27  # REBALANCE_IN_PROGRESS: aiokafka carries on, the lease does not
-    send(HeartbeatRequest("workers", 7, "member-1"))
+    beat(5.2)
+    beat(5.3, error_code=27)  # REBALANCE_IN_PROGRESS: the coordinator waits for this member
+    assert lease.holds(M), "a rebalance's first heartbeat neither renews nor ends it"
+    beat(5.4, error_code=25)  # UNKNOWN_MEMBER_ID: the coordinator dropped this member
     assert not lease.holds(M)
-    answers["error_code"] = 0
-    send(HeartbeatRequest("other-group", 7, "member-1"), SimpleNamespace(group_id="other-group"))
+    beat(5.5)
+    with pytest.raises(ConnectionError):
+        beat(5.6, **{"raise": True})
+    assert not lease.holds(M), "a heartbeat that failed: the coordinator may have moved"
+    beat(5.7, moved=True)
+    assert not lease.holds(M), "answered by another coordinator than it was sent to"
+    coordinator.coordinator_id = 1
+    coordinator._group_instance_id = "static-1"
+    beat(5.8)
+    assert not lease.holds(M), "a static member can be replaced within its generation"
+    coordinator._group_instance_id = None
+    send(HeartbeatRequest("other-group", 7, "member-1"),
+         SimpleNamespace(group_id="other-group", coordinator_id=1))
     assert not lease.holds(M), "another group's coordinator"
