@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from concurrent.futures import Executor
 
 from streams.runtime.admin import committed_offsets, end_offsets
@@ -29,6 +30,7 @@ class OptOutBarrier:
         self._pool = pool  # the walkers' threads: a committed-offset lookup blocks
         self.applied: dict[int, int] = {}  # suppressions partition -> last applied offset
         self._ends = SharedRound(self._suppression_ends)
+        self._warned_at = -math.inf  # the last warning that the ends are unknown (loop time)
 
     def _suppression_ends(self) -> dict[tuple[str, int], int]:
         """Where every suppressions partition ends: one ListOffsets for all of them."""
@@ -41,17 +43,16 @@ class OptOutBarrier:
         client's stale metadata) is asked again, never raised: a raise failed the whole walk,
         and its chunks in flight past their intents were resolved ``unknown`` (a rolling
         restart, tests/chaos/test_cluster_faults.py). Nothing has been sent while it waits."""
-        failed_since: float | None = None
         loop = asyncio.get_running_loop()
         while True:
             try:
                 return await self._ends.fresh()
-            except Exception as exc:  # noqa: BLE001 - waited out, warned each 30 s
+            except Exception as exc:  # noqa: BLE001 - waited out; one warning each 30 s for all
                 now = loop.time()
-                if failed_since is None or now - failed_since >= 30:
+                if now - self._warned_at >= 30:
                     log.warning("suppressions' ends unknown (%s); walkers wait and ask again",
                                 exc)
-                    failed_since = now
+                    self._warned_at = now
                 await asyncio.sleep(ENDS_RETRY_S)
 
     def _committed(self, partition: int) -> int | None:
