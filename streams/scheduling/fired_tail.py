@@ -13,13 +13,13 @@ off (a zombie's, ``streams.runtime.fencing``) is re-driven.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Iterable
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from streams.runtime import admin
 from streams.runtime.codec import codec
 from streams.runtime.fencing import EpochFence
 from streams.runtime.kafka_config import client_config
@@ -27,6 +27,9 @@ from streams.topology import FIRED
 
 Record = tuple[int, str, int, int]  # partition, fire id, epoch, fired_ms
 BATCH_WAIT_S = 0.05
+ATTEMPTS = 3  # read's tries, each on a new client, sharing its timeout
+
+log = logging.getLogger(__name__)
 
 
 def previous_fires(records: Iterable[Record]) -> dict[int, dict[str, int]]:
@@ -49,10 +52,31 @@ def read(bootstrap: str, marks: dict[int, int], timeout_s: float = 10.0,
     A slot falls due after the mark and the scheduler fires it no sooner, and a fired record's
     timestamp is its CreateTime, stamped by the producer on the same clock: the records before
     the first at the mark's time are not read. (A trigger or a backfill fires a slot at another
-    time; one read here is left to its record, one not read is fired again: both are safe.)"""
+    time; one read here is left to its record, one not read is fired again: both are safe.)
+
+    Read in up to ``ATTEMPTS`` tries of ``timeout_s / ATTEMPTS`` each, each on a new client: the
+    read runs in a recovery, often right after a node came back, and a client whose view of
+    that node was stale waited out the whole 10 s while a new one answered at once (three
+    nodes, rolling restart: "scheduler took partitions … in 10.13s", issue 42 item 2)."""
     since = {p: mark for p, mark in marks.items() if mark > 0}
     if not since:
         return {}
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return previous_fires(_read_once(bootstrap, since, timeout_s / ATTEMPTS, topic))
+        except (KafkaException, RuntimeError, TimeoutError) as exc:
+            if attempt == ATTEMPTS:
+                raise
+            log.warning("reading %s partitions %s since their marks failed (%s); trying again "
+                        "on a new client (%d of %d)", topic, sorted(since), exc, attempt + 1,
+                        ATTEMPTS)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _read_once(bootstrap: str, since: dict[int, int], timeout_s: float,
+               topic: str) -> list[Record]:
+    """One try of ``read``, on a consumer of its own; its watermarks too, on its fresh view of
+    the cluster."""
     consumer = Consumer({**client_config(bootstrap), "enable.auto.commit": False,
                          "group.id": f"cronstream-fired-tail-{uuid.uuid4()}"})
     records: list[Record] = []
@@ -62,9 +86,14 @@ def read(bootstrap: str, marks: dict[int, int], timeout_s: float = 10.0,
         for tp in starts:
             if tp.error is not None:
                 raise RuntimeError(f"{topic} partition {tp.partition}: {tp.error}")
-        highs = admin.end_offsets(bootstrap, [(topic, p) for p in since], timeout_s)
-        ends = {tp.partition: highs[(topic, tp.partition)] for tp in starts
-                if 0 <= tp.offset < highs[(topic, tp.partition)]}  # -1: nothing since
+        ends: dict[int, int] = {}
+        for tp in starts:
+            if tp.offset < 0:  # nothing since the mark
+                continue
+            high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition),
+                                                  timeout=timeout_s, cached=False)[1]
+            if tp.offset < high:
+                ends[tp.partition] = high
         consumer.assign([tp for tp in starts if tp.partition in ends])
         stalls_at = time.monotonic() + timeout_s
         while ends:
@@ -88,4 +117,4 @@ def read(bootstrap: str, marks: dict[int, int], timeout_s: float = 10.0,
                     ends.pop(msg.partition(), None)
     finally:
         consumer.close()
-    return previous_fires(records)
+    return records

@@ -1,8 +1,11 @@
 """A partition's new owner leaves the slots its previous owner fired past the mark to their
 records (``streams.scheduling.fired_tail``), and still expects their decisions."""
 
+import pytest
+
 from bench.spike import job
 from streams.runtime.codec import codec
+from streams.scheduling import fired_tail
 from streams.scheduling.due_index import DueIndex
 from streams.scheduling.fired_tail import previous_fires
 from streams.scheduling.schedule import fire_id
@@ -66,3 +69,32 @@ def test_slots_a_previous_owner_fired_are_settled_after_the_slots_due_now(monkey
     assert state.reconciler.pending[fire_id("every-0", SLOT)].emitted_ms == SLOT + 100
     assert state.partitions.indexes[0].next_slot("every-0") == SLOT + 1_000
     assert state.partitions.fired_through[0] == SLOT + 1_000 - 1
+
+
+def test_a_read_that_failed_is_tried_again_on_a_new_client_within_its_timeout(
+        monkeypatch) -> None:
+    """A client with a stale view of a node that came back waited out the whole 10 s; a new
+    one answered at once. Each try gets a share of the timeout; the last failure is raised."""
+
+
+    tries: list[float] = []
+
+    def read_once(bootstrap, since, timeout_s, topic):
+        tries.append(timeout_s)
+        if len(tries) == 1:
+            raise TimeoutError("reading stalled")
+        return [(0, "f-1", 3, 1_000)]
+
+    monkeypatch.setattr(fired_tail, "_read_once", read_once)
+    assert fired_tail.read("b", {0: 900, 1: 0}, timeout_s=9.0) == {0: {"f-1": 1_000}}
+    assert tries == [3.0, 3.0]
+
+    def never(bootstrap, since, timeout_s, topic):
+        tries.append(timeout_s)
+        raise RuntimeError("no leader")
+
+    tries.clear()
+    monkeypatch.setattr(fired_tail, "_read_once", never)
+    with pytest.raises(RuntimeError, match="no leader"):
+        fired_tail.read("b", {0: 900}, timeout_s=9.0)
+    assert len(tries) == fired_tail.ATTEMPTS

@@ -1,0 +1,105 @@
+"""``streams.runtime.coordinator_lookup``: which nodes are asked, in what order, and when the
+lookup gives up, without a broker (the real one: ``tests/integration/test_coordinator_lookup.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+import pytest
+from aiokafka import errors
+from aiokafka.client import AIOKafkaClient
+
+from streams.runtime import coordinator_lookup
+from streams.runtime.coordinator_lookup import Unreachable, ask_order, find_coordinator
+
+
+class Clock:
+    """A monotonic clock moved only by the lookup's own sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def retriable(exc: Exception) -> bool:
+    return getattr(exc, "retriable", False)
+
+
+def lookup(answers: dict[int, list[object]], order: list[int], clock: Clock,
+           asked: list[int], **kw: float) -> int:
+    """find_coordinator over fake nodes: each ask pops the node's next answer (an int is a
+    coordinator id, an exception is raised)."""
+    async def ask(node: int) -> int:
+        asked.append(node)
+        answer = answers[node].pop(0) if len(answers[node]) > 1 else answers[node][0]
+        if isinstance(answer, Exception):
+            raise answer
+        return int(answer)  # type: ignore[call-overload]
+
+    return asyncio.run(find_coordinator(ask, lambda: order, retriable=retriable,
+                                        monotonic=clock.monotonic, sleep=clock.sleep, **kw))
+
+
+def test_nodes_with_an_open_connection_are_asked_first() -> None:
+    assert ask_order([1, 2, 3], connected={3, 1}, shuffle=lambda nodes: None) == [1, 3, 2]
+    assert sorted(ask_order([1, 2, 3], connected=set())) == [1, 2, 3]
+
+
+def test_a_node_that_cannot_be_reached_is_passed_over_at_once() -> None:
+    clock, asked = Clock(), []
+    found = lookup({3: [Unreachable("node 3: refused")], 1: [2]}, [3, 1], clock, asked)
+    assert (found, asked, clock.sleeps) == (2, [3, 1], [])
+
+
+def test_a_group_still_loading_is_asked_again_after_a_short_backoff() -> None:
+    clock, asked = Clock(), []
+    loading = errors.CoordinatorNotAvailableError()
+    found = lookup({1: [loading, loading, 1], 2: [7]}, [1, 2], clock, asked, backoff_s=0.05)
+    # a retriable answer ends the round: node 2 is not asked behind node 1's "not yet"
+    assert (found, asked) == (1, [1, 1, 1])
+    assert clock.sleeps == [0.05, 0.05]
+
+
+def test_after_the_deadline_the_last_error_is_raised_for_the_callers_retry() -> None:
+    clock, asked = Clock(), []
+    with pytest.raises(errors.CoordinatorNotAvailableError):
+        lookup({1: [errors.CoordinatorNotAvailableError()]}, [1], clock, asked,
+               deadline_s=1.0, backoff_s=0.25)
+    assert clock.now < 1.0 and len(asked) == 4
+    with pytest.raises(Unreachable):
+        lookup({1: [Unreachable("gone")], 2: [Unreachable("gone")]}, [1, 2], Clock(), [],
+               deadline_s=0.1, backoff_s=0.05)
+
+
+def test_an_error_that_is_not_retriable_is_raised_at_once() -> None:
+    clock, asked = Clock(), []
+    with pytest.raises(errors.GroupAuthorizationFailedError):
+        lookup({1: [errors.GroupAuthorizationFailedError()], 2: [2]}, [1, 2], clock, asked)
+    assert asked == [1]
+
+
+def test_install_replaces_aiokafkas_lookup_once_and_reads_only_names_it_has(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The names the installed lookup reads of aiokafka's client (0.14): a rename fails here."""
+    monkeypatch.setattr(AIOKafkaClient, "coordinator_lookup", AIOKafkaClient.coordinator_lookup)
+    original = AIOKafkaClient.coordinator_lookup
+    coordinator_lookup.install()
+    coordinator_lookup.install()  # idempotent
+    assert AIOKafkaClient.coordinator_lookup.unwrapped is original  # type: ignore[attr-defined]
+    assert list(inspect.signature(original).parameters) == ["self", "coordinator_type",
+                                                            "coordinator_key"]
+    assert "group" in inspect.signature(AIOKafkaClient.send).parameters
+
+    async def fresh() -> AIOKafkaClient:
+        return AIOKafkaClient(bootstrap_servers="127.0.0.1:9")
+
+    client = asyncio.run(fresh())
+    assert client._conns == {} and client.cluster.brokers() == set()  # noqa: SLF001
