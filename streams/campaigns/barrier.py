@@ -31,6 +31,7 @@ class OptOutBarrier:
         self.applied: dict[int, int] = {}  # suppressions partition -> last applied offset
         self._ends = SharedRound(self._suppression_ends)
         self._warned_at = -math.inf  # the last warning that the ends are unknown (loop time)
+        self._failing_since: float | None = None  # the first failed round of an outage
 
     def _suppression_ends(self) -> dict[tuple[str, int], int]:
         """Where every suppressions partition ends: one ListOffsets for all of them."""
@@ -46,14 +47,22 @@ class OptOutBarrier:
         loop = asyncio.get_running_loop()
         while True:
             try:
-                return await self._ends.fresh()
+                ends = await self._ends.fresh()
             except Exception as exc:  # noqa: BLE001 - waited out; one warning each 30 s for all
                 now = loop.time()
+                if self._failing_since is None:
+                    self._failing_since = now
                 if now - self._warned_at >= 30:
-                    log.warning("suppressions' ends unknown (%s); walkers wait and ask again",
-                                exc)
+                    log.warning("suppressions' ends unknown for %.1fs (%s); walkers wait and ask "
+                                "again", now - self._failing_since, exc)
                     self._warned_at = now
                 await asyncio.sleep(ENDS_RETRY_S)
+                continue
+            if self._failing_since is not None:
+                log.info("suppressions' ends known again, after %.1fs",
+                         loop.time() - self._failing_since)
+                self._failing_since = None
+            return ends
 
     def _committed(self, partition: int) -> int | None:
         return committed_offsets(self.bootstrap, APP_ID).get((SUPPRESSIONS.name, partition))

@@ -31,7 +31,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Callable
+import math
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,13 +102,65 @@ def described(bootstrap: str, group: str, timeout_s: float) -> dict[str, Any]:
 
 class GroupFence:
     """The member's lease, else shared rounds of ``describe``; ``check`` waits out rebalances and
-    coordinator outages (nothing has been sent while it waits, so waiting is always safe)."""
+    coordinator outages (nothing has been sent while it waits, so waiting is always safe).
+
+    While it waits on the coordinator the lease is looked at every ``lease_poll_s``: after the
+    group's coordinator moved, the member's heartbeat reaches the new one (and renews the lease)
+    in about a second, while a describe round from a client with a stale view of the cluster
+    waited out its whole timeout (three nodes, rolling restart: issue 42, item 2)."""
 
     def __init__(self, fetch: Callable[[], Assignment], lease: GroupLease | None = None,
-                 retry_s: float = 0.5, warn_every_s: float = 60.0) -> None:
+                 retry_s: float = 0.5, warn_every_s: float = 30.0,
+                 lease_poll_s: float = 0.05) -> None:
         self.fetch, self.lease = fetch, lease
-        self.retry_s, self.warn_every_s = retry_s, warn_every_s
+        self.retry_s, self.warn_every_s, self.lease_poll_s = retry_s, warn_every_s, lease_poll_s
         self._rounds = SharedRound(lambda: self.fetch())
+        self._warned_at = -math.inf  # the last warning of a failed round, for all waiters
+        self._failing_since: float | None = None  # the first failed round of an outage
+
+    def _leased(self, member: Member) -> bool:
+        return self.lease is not None and self.lease.holds(member)
+
+    async def _answer_or_lease(self, member: Member, answer: Awaitable[Assignment]
+                               ) -> Assignment | None:
+        """``answer``, or None as soon as the member's lease holds again (the round goes on for
+        its other waiters: ``SharedRound`` shields it)."""
+        task = asyncio.ensure_future(answer)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=self.lease_poll_s)
+                if done:
+                    return task.result()
+                if self._leased(member):
+                    return None
+        finally:
+            task.cancel()
+
+    async def _lease_within(self, member: Member, seconds: float) -> bool:
+        """Wait up to ``seconds``; True as soon as the member's lease holds."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + seconds
+        while not self._leased(member):
+            left = until - loop.time()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(self.lease_poll_s, left))
+        return True
+
+    def _round_failed(self, topic: str, partition: int, exc: Exception, now: float) -> None:
+        if self._failing_since is None:
+            self._failing_since = now
+        if now - self._warned_at >= self.warn_every_s:
+            self._warned_at = now
+            log.warning("ownership of %s[%d]: coordinator not answering for %.1fs (%s); sends "
+                        "wait for it or the member's lease", topic, partition,
+                        now - self._failing_since, exc)
+
+    def _round_answered(self, now: float) -> None:
+        if self._failing_since is not None:
+            log.info("the coordinator answers the send fence again, after %.1fs",
+                     now - self._failing_since)
+            self._failing_since = None
 
     async def check(self, topic: str, partition: int, member: Member,
                     max_age_s: float | None = None) -> Ownership:
@@ -119,16 +172,20 @@ class GroupFence:
         started = warned = loop.time()
         first = True
         while True:
-            if self.lease is not None and self.lease.holds(member):
+            if self._leased(member):
                 return Ownership.OWNED
             try:
-                answer = await (self._rounds.recent(max_age_s) if first and max_age_s is not None
-                                else self._rounds.fresh())
-                verdict = ownership(answer, member.id, topic, partition)
+                answer = await self._answer_or_lease(member, (
+                    self._rounds.recent(max_age_s) if first and max_age_s is not None
+                    else self._rounds.fresh()))
             except Exception as exc:  # noqa: BLE001 - a failed describe fences nothing: retry
-                log.warning("ownership of %s[%d]: coordinator not answering (%s)", topic,
-                            partition, exc)
+                self._round_failed(topic, partition, exc, loop.time())
                 verdict = Ownership.UNSETTLED
+            else:
+                if answer is None:
+                    return Ownership.OWNED
+                self._round_answered(loop.time())
+                verdict = ownership(answer, member.id, topic, partition)
             first = False
             if verdict is not Ownership.UNSETTLED:
                 return verdict
@@ -136,4 +193,5 @@ class GroupFence:
                 warned = loop.time()
                 log.warning("ownership of %s[%d] unsettled for %.0fs; sends wait", topic,
                             partition, warned - started)
-            await asyncio.sleep(self.retry_s)
+            if await self._lease_within(member, self.retry_s):
+                return Ownership.OWNED

@@ -37,6 +37,8 @@ class SharedRound(Generic[T]):
                 continue
             self._round_started = loop.time()
             self._round = loop.run_in_executor(None, self.fetch)
+            # its waiters may all have left (the send fence stops waiting once the lease holds)
+            self._round.add_done_callback(_retrieved)
 
     async def recent(self, max_age_s: float) -> T:
         """The answer of a round that started at most ``max_age_s`` ago, else a fresh one. For a
@@ -48,3 +50,10 @@ class SharedRound(Generic[T]):
                 and current.exception() is None and loop.time() - self._round_started <= max_age_s):
             return current.result()
         return await self.fresh()
+
+
+def _retrieved(round_: asyncio.Future[T]) -> None:
+    """Mark a round's exception as seen: asyncio logs one never retrieved, and a round whose
+    waiters all left is no error of its own."""
+    if not round_.cancelled():
+        round_.exception()

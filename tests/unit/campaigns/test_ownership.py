@@ -133,3 +133,32 @@ def test_a_lease_that_holds_answers_at_once_and_one_that_does_not_asks_the_coord
     now[0] = 101.0  # half the session after the heartbeat was sent: the lease has run out
     assert asyncio.run(check(ME)) is Ownership.NOT_OWNED
     assert len(asked) == 2
+
+
+def test_a_lease_renewed_while_a_describe_round_hangs_answers_without_waiting_for_the_round():
+    """After the group's coordinator moved, the heartbeat renewed the lease within a second
+    while the fence's describe round, from a client with a stale view, waited out its timeout:
+    sending stalled that long (issue 42, item 2). The round is not waited for once the lease
+    holds, and it goes on unharmed for whoever else waits on it."""
+    import threading
+
+    now = [100.0]
+    lease = GroupLease("g", session_s=2.0, rebalance_s=60.0, monotonic=lambda: now[0])
+    asking, release = threading.Event(), threading.Event()
+
+    def hanging() -> Assignment:
+        asking.set()
+        release.wait(30)
+        return Assignment("STABLE", {"me": frozenset({(T, 0)})})
+
+    async def scenario() -> Ownership:
+        fence = GroupFence(hanging, lease, retry_s=0.01, lease_poll_s=0.01)
+        checking = asyncio.ensure_future(fence.check(T, 0, ME))
+        await asyncio.get_running_loop().run_in_executor(None, asking.wait, 30)
+        assert not checking.done(), "answered before the lease or the round could say"
+        lease.renewed(ME, asked_at=now[0])  # the heartbeat reached the new coordinator
+        verdict = await asyncio.wait_for(checking, 10)
+        release.set()
+        return verdict
+
+    assert asyncio.run(scenario()) is Ownership.OWNED
