@@ -156,10 +156,12 @@ class GroupFence:
                         "wait for it or the member's lease", topic, partition,
                         now - self._failing_since, exc)
 
-    def _round_answered(self, now: float) -> None:
+    def _answered(self, now: float, by: str) -> None:
+        """The fence answers again (``by`` the coordinator or the member's lease): the end of an
+        outage its warnings began."""
         if self._failing_since is not None:
-            log.info("the coordinator answers the send fence again, after %.1fs",
-                     now - self._failing_since)
+            log.info("the send fence answers again, by %s, %.1fs after the coordinator stopped "
+                     "answering", by, now - self._failing_since)
             self._failing_since = None
 
     async def check(self, topic: str, partition: int, member: Member,
@@ -173,6 +175,7 @@ class GroupFence:
         first = True
         while True:
             if self._leased(member):
+                self._answered(loop.time(), "the member's lease")
                 return Ownership.OWNED
             try:
                 answer = await self._answer_or_lease(member, (
@@ -183,8 +186,9 @@ class GroupFence:
                 verdict = Ownership.UNSETTLED
             else:
                 if answer is None:
+                    self._answered(loop.time(), "the member's lease")
                     return Ownership.OWNED
-                self._round_answered(loop.time())
+                self._answered(loop.time(), "the coordinator")
                 verdict = ownership(answer, member.id, topic, partition)
             first = False
             if verdict is not Ownership.UNSETTLED:
@@ -194,4 +198,5 @@ class GroupFence:
                 log.warning("ownership of %s[%d] unsettled for %.0fs; sends wait", topic,
                             partition, warned - started)
             if await self._lease_within(member, self.retry_s):
+                self._answered(loop.time(), "the member's lease")
                 return Ownership.OWNED

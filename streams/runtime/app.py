@@ -17,7 +17,7 @@ from typing import Any
 
 import faust
 
-from streams.runtime import committed_seek, coordinator_lookup
+from streams.runtime import committed_seek, coordinator_lookup, rebootstrap
 from streams.runtime.authority import Lease, NoRegion
 from streams.runtime.group_lease import GroupLease, Member, heartbeats_renew
 from streams.runtime.guarded_table import GuardedTable
@@ -160,6 +160,7 @@ def build(settings: Settings, worker_id: str, *, replication_factor: int) -> Run
     by ``admin.ensure_topics``, with the minimum ISR too."""
     committed_seek.install()
     coordinator_lookup.install()
+    rebootstrap.install()
     idempotent_producers()
     shorter_fetch_polls()
     revocations_without_collections()

@@ -103,3 +103,4 @@ def test_install_replaces_aiokafkas_lookup_once_and_reads_only_names_it_has(
 
     client = asyncio.run(fresh())
     assert client._conns == {} and client.cluster.brokers() == set()  # noqa: SLF001
+
