@@ -111,7 +111,7 @@ def shorter_fetch_polls() -> None:
     from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 
     create = AIOKafkaConsumerThread._create_worker_consumer  # noqa: SLF001
-    if getattr(create, "_cronstream_fetch_wait", False):
+    if hasattr(create, "unwrapped"):
         return
 
     def create_worker_consumer(self: AIOKafkaConsumerThread, transport: Any) -> Any:
@@ -119,7 +119,7 @@ def shorter_fetch_polls() -> None:
         consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS  # noqa: SLF001 - read at its start()
         return consumer
 
-    create_worker_consumer._cronstream_fetch_wait = True  # type: ignore[attr-defined]
+    create_worker_consumer.unwrapped = create  # type: ignore[attr-defined]
     AIOKafkaConsumerThread._create_worker_consumer = create_worker_consumer  # type: ignore[method-assign]  # noqa: SLF001
 
 

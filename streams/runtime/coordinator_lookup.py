@@ -19,9 +19,10 @@ request of a connection at a time, so each one waited behind a poll.
 
 - every known node is asked in turn, those with an open connection first;
 - over a connection of its own (``LOOKUP``), never behind a poll;
-- each request is bounded by ``ATTEMPT_S``; a node that does not answer in time is skipped;
-- "not available" (the group still loading) is asked again after a short backoff, up to
-  ``DEADLINE_S``;
+- each ask is bounded by ``ATTEMPT_S`` (and the deadline); a node that does not answer in time
+  is skipped, its connection, if still being made, left to finish for the next ask;
+- "not available" (no live leader yet for the group's offsets partition) is asked again after
+  a short backoff, up to ``DEADLINE_S``;
 - after that deadline it raises as aiokafka's lookup did, and aiokafka's own retry loop goes on.
 
 Answers are taken as they are: FindCoordinator only names a node. aiokafka checks that it can
@@ -60,23 +61,28 @@ def ask_order(nodes: Iterable[int], connected: Collection[int],
     return up + rest
 
 
-async def find_coordinator(ask: Callable[[int], Awaitable[int]],
+async def find_coordinator(ask: Callable[[int, float], Awaitable[int]],
                            nodes: Callable[[], Sequence[int]], *,
                            deadline_s: float = DEADLINE_S, backoff_s: float = BACKOFF_S,
+                           attempt_s: float = ATTEMPT_S,
                            retriable: Callable[[Exception], bool],
                            monotonic: Callable[[], float] = time.monotonic,
                            sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> int:
     """The coordinator's node id, from the first node of ``nodes()`` (in ``ask_order``) that
-    answers with one. A node that raises ``Unreachable`` is passed over; an answer that is a
-    retriable error (the coordinator not elected or still loading) ends the round, asked again
-    after ``backoff_s``; any other error is raised at once. After ``deadline_s`` the last error
-    is raised: the caller's retry goes on from there."""
+    answers with one; ``ask(node, timeout_s)`` gets at most ``attempt_s`` and never past the
+    deadline. A node that raises ``Unreachable`` is passed over; an answer that is a retriable
+    error (no live leader yet for the group's offsets partition) ends the round, asked again
+    after ``backoff_s``; any other error is raised at once. At ``deadline_s`` the last error is
+    raised: the caller's retry goes on from there."""
     stop_at = monotonic() + deadline_s
+    last: Exception = Unreachable("no node known")
     while True:
-        last: Exception = Unreachable("no node known")
         for node in nodes():
+            left = stop_at - monotonic()
+            if left <= 0:
+                raise last
             try:
-                return await ask(node)
+                return await ask(node, min(attempt_s, left))
             except Unreachable as exc:
                 last = exc
             except Exception as exc:
@@ -100,11 +106,26 @@ def install() -> None:
                        AIOKafkaClient.coordinator_lookup)
 
     async def coordinator_lookup(self: Any, coordinator_type: Any, coordinator_key: str) -> int:
-        async def ask(node: int) -> int:
+        connects: dict[int, asyncio.Future[bool]] = self.__dict__.setdefault(
+            "_cronstream_lookup_connects", {})
+
+        async def ask(node: int, timeout_s: float) -> int:
+            # the connection is made apart from the request and outlives an ask that gave up on
+            # it: a TLS or SASL handshake slower than an ask (an OIDC token fetched for each new
+            # connection) is finished for the next ask instead of begun again each time
+            connecting = connects.get(node)
+            if connecting is None or connecting.done():
+                connecting = connects[node] = asyncio.ensure_future(
+                    self.ready(node, group=LOOKUP))
+            try:
+                if not await asyncio.wait_for(asyncio.shield(connecting), timeout_s):
+                    raise Unreachable(f"node {node}: no connection")
+            except TimeoutError as exc:
+                raise Unreachable(f"node {node}: still connecting") from exc
             try:
                 response = await asyncio.wait_for(
                     self.send(node, FindCoordinatorRequest(coordinator_key, coordinator_type),
-                              group=LOOKUP), ATTEMPT_S)
+                              group=LOOKUP), timeout_s)
             except (TimeoutError, errors.KafkaConnectionError, errors.NodeNotReadyError,
                     errors.RequestTimedOutError) as exc:
                 conn = self._conns.get((node, LOOKUP))  # noqa: SLF001 - renewed at the next ask

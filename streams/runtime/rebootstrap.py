@@ -9,18 +9,23 @@ producer could reach no broker for 44 s, and nothing was sent ("Unable to update
 The Java client has a setting for this case, ``metadata.recovery.strategy=rebootstrap``
 (KIP-899).
 
-``install`` wraps the client's metadata refresh. When no known broker answered, the client
-connects to its ``bootstrap_servers`` in turn. The first that accepts is handed to aiokafka as
+``install`` wraps the client's metadata refresh. When it failed (no known broker answered, or
+one answered with no brokers), the client connects to its ``bootstrap_servers`` in a random
+order, each within ``CONNECT_S``. The first that accepts is handed to aiokafka as
 its "bootstrap" connection, which its own refresh then asks (the same path as a first start).
 On success, the client closes that connection again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import random
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+CONNECT_S = 5.0  # one server's connection: a host that vanished does not answer at all
 
 # the client attributes its bootstrap() passes to create_conn (aiokafka 0.14): a unit test pins
 # them against that source, so an aiokafka that renames one fails there, not in an outage
@@ -43,9 +48,11 @@ async def _connect_bootstrap(client: Any) -> bool:
     from aiokafka.conn import create_conn
 
     settings = {name: getattr(client, attr) for name, attr in CONN_SETTINGS.items()}
-    for host, port, _ in client.hosts:
+    hosts = list(client.hosts)
+    random.shuffle(hosts)  # a server that accepts but does not answer is not the only one tried
+    for host, port, _ in hosts:
         try:
-            conn = await create_conn(host, port, **settings)
+            conn = await asyncio.wait_for(create_conn(host, port, **settings), CONNECT_S)
         except Exception as exc:  # noqa: BLE001 - the next server may answer
             log.debug("rebootstrap: %s:%s refused (%s)", host, port, exc)
             continue

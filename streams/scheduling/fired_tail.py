@@ -76,13 +76,23 @@ def read(bootstrap: str, marks: dict[int, int], timeout_s: float = 10.0,
 def _read_once(bootstrap: str, since: dict[int, int], timeout_s: float,
                topic: str) -> list[Record]:
     """One try of ``read``, on a consumer of its own; its watermarks too, on its fresh view of
-    the cluster."""
+    the cluster. Its lookups share ``timeout_s``; the read after them stalls after
+    ``timeout_s`` without a batch (a long tail may take longer as a whole)."""
     consumer = Consumer({**client_config(bootstrap), "enable.auto.commit": False,
                          "group.id": f"cronstream-fired-tail-{uuid.uuid4()}"})
     records: list[Record] = []
+    asked_by = time.monotonic() + timeout_s  # one deadline for every lookup of this try
+
+    def left() -> float:
+        remaining = asked_by - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"{topic} partitions {sorted(since)}: offsets not known in "
+                               f"{timeout_s:.1f}s")
+        return remaining
+
     try:
         starts = consumer.offsets_for_times(
-            [TopicPartition(topic, p, mark) for p, mark in since.items()], timeout=timeout_s)
+            [TopicPartition(topic, p, mark) for p, mark in since.items()], timeout=left())
         for tp in starts:
             if tp.error is not None:
                 raise RuntimeError(f"{topic} partition {tp.partition}: {tp.error}")
@@ -91,7 +101,7 @@ def _read_once(bootstrap: str, since: dict[int, int], timeout_s: float,
             if tp.offset < 0:  # nothing since the mark
                 continue
             high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition),
-                                                  timeout=timeout_s, cached=False)[1]
+                                                  timeout=left(), cached=False)[1]
             if tp.offset < high:
                 ends[tp.partition] = high
         consumer.assign([tp for tp in starts if tp.partition in ends])

@@ -64,6 +64,10 @@ def test_the_coordinator_is_found_while_a_fetch_long_polls_the_same_node(stack, 
                     f"queued behind the fetcher's {POLL_MS / 1000:g} s poll on one connection"
                 ) from None
             still_polling = polling(fetches)
+            # asked over a connection of its own, whichever node it asked (on three nodes the
+            # node that answered may not be the one polled)
+            assert any(group == coordinator_lookup.LOOKUP for _, group in client._conns), (  # noqa: SLF001
+                list(client._conns))  # noqa: SLF001
             waiting.cancel()
             return found, {b.nodeId for b in client.cluster.brokers()}, still_polling
         finally:

@@ -37,7 +37,8 @@ def lookup(answers: dict[int, list[object]], order: list[int], clock: Clock,
            asked: list[int], **kw: float) -> int:
     """find_coordinator over fake nodes: each ask pops the node's next answer (an int is a
     coordinator id, an exception is raised)."""
-    async def ask(node: int) -> int:
+    async def ask(node: int, timeout_s: float) -> int:
+        assert 0 < timeout_s <= coordinator_lookup.ATTEMPT_S
         asked.append(node)
         answer = answers[node].pop(0) if len(answers[node]) > 1 else answers[node][0]
         if isinstance(answer, Exception):
@@ -74,6 +75,23 @@ def test_after_the_deadline_the_last_error_is_raised_for_the_callers_retry() -> 
         lookup({1: [errors.CoordinatorNotAvailableError()]}, [1], clock, asked,
                deadline_s=1.0, backoff_s=0.25)
     assert clock.now < 1.0 and len(asked) == 4
+
+
+def test_no_ask_outlasts_the_deadline_even_within_a_round() -> None:
+    """Every node of a round unreachable: each ask gets what is left of the deadline, and the
+    round stops there, not a whole round of asks later (a member has one session, 2 s)."""
+    clock, given = Clock(), []
+
+    async def slow(node: int, timeout_s: float) -> int:
+        given.append(timeout_s)
+        clock.now += timeout_s  # each ask waits out its timeout
+        raise Unreachable(f"node {node}: no answer")
+
+    with pytest.raises(Unreachable):
+        asyncio.run(find_coordinator(slow, lambda: [1, 2, 3, 4], deadline_s=2.5, attempt_s=1.0,
+                                     retriable=retriable, monotonic=clock.monotonic,
+                                     sleep=clock.sleep))
+    assert given == [1.0, 1.0, 0.5] and clock.now == 2.5
     with pytest.raises(Unreachable):
         lookup({1: [Unreachable("gone")], 2: [Unreachable("gone")]}, [1, 2], Clock(), [],
                deadline_s=0.1, backoff_s=0.05)
@@ -90,7 +108,9 @@ def test_install_replaces_aiokafkas_lookup_once_and_reads_only_names_it_has(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The names the installed lookup reads of aiokafka's client (0.14): a rename fails here."""
     monkeypatch.setattr(AIOKafkaClient, "coordinator_lookup", AIOKafkaClient.coordinator_lookup)
-    original = AIOKafkaClient.coordinator_lookup
+    # aiokafka's own, though another test may have built a worker (which installs it) first
+    original = getattr(AIOKafkaClient.coordinator_lookup, "unwrapped",
+                       AIOKafkaClient.coordinator_lookup)
     coordinator_lookup.install()
     coordinator_lookup.install()  # idempotent
     assert AIOKafkaClient.coordinator_lookup.unwrapped is original  # type: ignore[attr-defined]
