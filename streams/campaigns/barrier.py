@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from concurrent.futures import Executor
 
 from streams.runtime.admin import committed_offsets, end_offsets
+from streams.runtime.outage_log import OutageLog
 from streams.runtime.shared_round import SharedRound
 from streams.topology import APP_ID, SUPPRESSIONS
 
@@ -30,8 +30,7 @@ class OptOutBarrier:
         self._pool = pool  # the walkers' threads: a committed-offset lookup blocks
         self.applied: dict[int, int] = {}  # suppressions partition -> last applied offset
         self._ends = SharedRound(self._suppression_ends)
-        self._warned_at = -math.inf  # the last warning that the ends are unknown (loop time)
-        self._failing_since: float | None = None  # the first failed round of an outage
+        self._outage = OutageLog(log, "suppressions' ends unknown")
 
     def _suppression_ends(self) -> dict[tuple[str, int], int]:
         """Where every suppressions partition ends: one ListOffsets for all of them."""
@@ -49,19 +48,10 @@ class OptOutBarrier:
             try:
                 ends = await self._ends.fresh()
             except Exception as exc:  # noqa: BLE001 - waited out; one warning each 30 s for all
-                now = loop.time()
-                if self._failing_since is None:
-                    self._failing_since = now
-                if now - self._warned_at >= 30:
-                    log.warning("suppressions' ends unknown for %.1fs (%s); walkers wait and ask "
-                                "again", now - self._failing_since, exc)
-                    self._warned_at = now
+                self._outage.failed(loop.time(), f"{exc}; walkers wait and ask again")
                 await asyncio.sleep(ENDS_RETRY_S)
                 continue
-            if self._failing_since is not None:
-                log.info("suppressions' ends known again, after %.1fs",
-                         loop.time() - self._failing_since)
-                self._failing_since = None
+            self._outage.answered(loop.time())
             return ends
 
     def _committed(self, partition: int) -> int | None:

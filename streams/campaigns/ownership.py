@@ -31,17 +31,18 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from streams.runtime import admin
 from streams.runtime.coordinator_child import AdminChild
 from streams.runtime.group_lease import GroupLease, Member
+from streams.runtime.outage_log import OutageLog
 from streams.runtime.shared_round import SharedRound
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Ownership(enum.Enum):
@@ -115,17 +116,17 @@ class GroupFence:
         self.fetch, self.lease = fetch, lease
         self.retry_s, self.warn_every_s, self.lease_poll_s = retry_s, warn_every_s, lease_poll_s
         self._rounds = SharedRound(lambda: self.fetch())
-        self._warned_at = -math.inf  # the last warning of a failed round, for all waiters
-        self._failing_since: float | None = None  # the first failed round of an outage
+        self._outage = OutageLog(log, "the coordinator not answering the send fence",
+                                 warn_every_s)
 
     def _leased(self, member: Member) -> bool:
         return self.lease is not None and self.lease.holds(member)
 
-    async def _answer_or_lease(self, member: Member, answer: Awaitable[Assignment]
-                               ) -> Assignment | None:
-        """``answer``, or None as soon as the member's lease holds again (the round goes on for
-        its other waiters: ``SharedRound`` shields it)."""
-        task = asyncio.ensure_future(answer)
+    async def _unless_leased(self, member: Member, awaitable: Awaitable[T]) -> T | None:
+        """``awaitable``'s result, or None as soon as the member's lease holds (looked at each
+        ``lease_poll_s``). A shared round goes on for its other waiters: ``SharedRound``
+        shields it."""
+        task = asyncio.ensure_future(awaitable)
         try:
             while True:
                 done, _ = await asyncio.wait({task}, timeout=self.lease_poll_s)
@@ -135,34 +136,6 @@ class GroupFence:
                     return None
         finally:
             task.cancel()
-
-    async def _lease_within(self, member: Member, seconds: float) -> bool:
-        """Wait up to ``seconds``; True as soon as the member's lease holds."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + seconds
-        while not self._leased(member):
-            left = until - loop.time()
-            if left <= 0:
-                return False
-            await asyncio.sleep(min(self.lease_poll_s, left))
-        return True
-
-    def _round_failed(self, topic: str, partition: int, exc: Exception, now: float) -> None:
-        if self._failing_since is None:
-            self._failing_since = now
-        if now - self._warned_at >= self.warn_every_s:
-            self._warned_at = now
-            log.warning("ownership of %s[%d]: coordinator not answering for %.1fs (%s); sends "
-                        "wait for it or the member's lease", topic, partition,
-                        now - self._failing_since, exc)
-
-    def _answered(self, now: float, by: str) -> None:
-        """The fence answers again (``by`` the coordinator or the member's lease): the end of an
-        outage its warnings began."""
-        if self._failing_since is not None:
-            log.info("the send fence answers again, by %s, %.1fs after the coordinator stopped "
-                     "answering", by, now - self._failing_since)
-            self._failing_since = None
 
     async def check(self, topic: str, partition: int, member: Member,
                     max_age_s: float | None = None) -> Ownership:
@@ -175,20 +148,21 @@ class GroupFence:
         first = True
         while True:
             if self._leased(member):
-                self._answered(loop.time(), "the member's lease")
+                self._outage.answered(loop.time(), "the member's lease")
                 return Ownership.OWNED
             try:
-                answer = await self._answer_or_lease(member, (
+                answer = await self._unless_leased(member, (
                     self._rounds.recent(max_age_s) if first and max_age_s is not None
                     else self._rounds.fresh()))
             except Exception as exc:  # noqa: BLE001 - a failed describe fences nothing: retry
-                self._round_failed(topic, partition, exc, loop.time())
+                self._outage.failed(loop.time(), f"{topic}[{partition}]: {exc}; sends wait for "
+                                    "it or the member's lease")
                 verdict = Ownership.UNSETTLED
             else:
                 if answer is None:
-                    self._answered(loop.time(), "the member's lease")
+                    self._outage.answered(loop.time(), "the member's lease")
                     return Ownership.OWNED
-                self._answered(loop.time(), "the coordinator")
+                self._outage.answered(loop.time(), "the coordinator")
                 verdict = ownership(answer, member.id, topic, partition)
             first = False
             if verdict is not Ownership.UNSETTLED:
@@ -197,6 +171,7 @@ class GroupFence:
                 warned = loop.time()
                 log.warning("ownership of %s[%d] unsettled for %.0fs; sends wait", topic,
                             partition, warned - started)
-            if await self._lease_within(member, self.retry_s):
-                self._answered(loop.time(), "the member's lease")
+            # the pause before the next round, cut short by the lease (the sleep gives False)
+            if await self._unless_leased(member, asyncio.sleep(self.retry_s, False)) is None:
+                self._outage.answered(loop.time(), "the member's lease")
                 return Ownership.OWNED
