@@ -19,8 +19,22 @@ from streams.topology import APP_ID, SUPPRESSIONS
 
 log = logging.getLogger(__name__)
 
-ENDS_TIMEOUT_S = 3.0  # a healthy ListOffsets answers in milliseconds; a stuck one is asked again
+# A healthy ListOffsets answers in milliseconds. A round is given ENDS_FIRST_TIMEOUT_S, and each
+# round after a failed one twice the last, up to ENDS_MAX_TIMEOUT_S (ends_timeout_s).
+ENDS_FIRST_TIMEOUT_S = 1.0
+ENDS_MAX_TIMEOUT_S = 8.0
 ENDS_RETRY_S = 0.2
+
+
+def ends_timeout_s(failed_rounds: int) -> float:
+    """How long a round of the suppressions' ends may take after ``failed_rounds`` failed in a
+    row. Why short first: a round asked of a client whose metadata still names a node that is
+    shutting down waits out its whole timeout, and nothing is sent meanwhile. With a fixed 3 s,
+    a rolling restart's round stuck on the old client held sending 3.2 s, while the round after
+    it, on a fresh client, answered at once (docs/testing.md, "The last seconds of a kill").
+    Why it grows: on a cluster slower than the first timeout every round would fail, and
+    sending would never resume."""
+    return min(ENDS_FIRST_TIMEOUT_S * 2 ** failed_rounds, ENDS_MAX_TIMEOUT_S)
 
 
 class OptOutBarrier:
@@ -31,12 +45,20 @@ class OptOutBarrier:
         self.applied: dict[int, int] = {}  # suppressions partition -> last applied offset
         self._ends = SharedRound(self._suppression_ends)
         self._outage = OutageLog(log, "suppressions' ends unknown")
+        self._failed_rounds = 0  # in a row; rounds run one at a time (SharedRound)
 
     def _suppression_ends(self) -> dict[tuple[str, int], int]:
-        """Where every suppressions partition ends: one ListOffsets for all of them."""
-        return end_offsets(self.bootstrap,
-                           [(SUPPRESSIONS.name, p) for p in range(self.partitions)],
-                           ENDS_TIMEOUT_S)
+        """Where every suppressions partition ends: one ListOffsets for all of them, within
+        ``ends_timeout_s`` of the rounds failed before it."""
+        try:
+            ends = end_offsets(self.bootstrap,
+                               [(SUPPRESSIONS.name, p) for p in range(self.partitions)],
+                               ends_timeout_s(self._failed_rounds))
+        except Exception:
+            self._failed_rounds += 1
+            raise
+        self._failed_rounds = 0
+        return ends
 
     async def _ends_now(self) -> dict[tuple[str, int], int]:
         """The ends from a round begun after this call; a failed round (a leader moving, a

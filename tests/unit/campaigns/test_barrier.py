@@ -5,7 +5,15 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
-from streams.campaigns.barrier import OptOutBarrier
+import pytest
+
+from streams.campaigns import barrier as barrier_module
+from streams.campaigns.barrier import (
+    ENDS_FIRST_TIMEOUT_S,
+    ENDS_MAX_TIMEOUT_S,
+    OptOutBarrier,
+    ends_timeout_s,
+)
 from streams.runtime.shared_round import SharedRound
 from streams.topology import SUPPRESSIONS
 
@@ -26,3 +34,31 @@ def test_a_failed_round_of_the_suppressions_ends_is_asked_again_not_raised():
         barrier._ends = SharedRound(ends)  # noqa: SLF001
         asyncio.run(asyncio.wait_for(barrier.caught_up(0), 10))
     assert len(rounds) == 2
+
+
+def test_a_round_is_given_a_short_timeout_first_and_twice_the_last_after_each_failure():
+    assert [ends_timeout_s(n) for n in range(6)] == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+    assert ends_timeout_s(0) == ENDS_FIRST_TIMEOUT_S
+    assert ends_timeout_s(50) == ENDS_MAX_TIMEOUT_S
+
+
+def test_rounds_of_the_ends_time_out_sooner_until_one_fails_and_start_over_after_an_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round stuck on a client that still names a node shutting down is given up after 1 s,
+    not 3 s (a rolling restart's 3.2 s without sending); the timeouts grow while rounds fail, so
+    a slow cluster is still answered, and start short again once one answers."""
+    asked: list[float] = []
+
+    def end_offsets(bootstrap: str, tps: list[tuple[str, int]],
+                    timeout_s: float) -> dict[tuple[str, int], int]:
+        asked.append(timeout_s)
+        if len(asked) in (1, 2, 4):
+            raise RuntimeError(f"KafkaError{{code=_TIMED_OUT}} after {timeout_s} s")
+        return {tp: 0 for tp in tps}
+
+    monkeypatch.setattr(barrier_module, "end_offsets", end_offsets)
+    with ThreadPoolExecutor(1) as pool:
+        barrier = OptOutBarrier("127.0.0.1:1", 2, pool)
+        asyncio.run(asyncio.wait_for(barrier.caught_up(0), 10))
+        asyncio.run(asyncio.wait_for(barrier.caught_up(1), 10))
+    assert asked == [1.0, 2.0, 4.0, 1.0, 2.0]
