@@ -113,6 +113,10 @@ def install() -> None:
             # the connection is made apart from the request and outlives an ask that gave up on
             # it: a TLS or SASL handshake slower than an ask (an OIDC token fetched for each new
             # connection) is finished for the next ask instead of begun again each time
+            # the connect and the request share the ask's timeout: each given all of it, an
+            # ask took up to twice that and a lookup ran past its deadline
+            loop = asyncio.get_running_loop()
+            until = loop.time() + timeout_s
             connecting = connects.get(node)
             if connecting is None or connecting.done():
                 connecting = connects[node] = asyncio.ensure_future(
@@ -122,10 +126,13 @@ def install() -> None:
                     raise Unreachable(f"node {node}: no connection")
             except TimeoutError as exc:
                 raise Unreachable(f"node {node}: still connecting") from exc
+            left = until - loop.time()
+            if left <= 0:  # the connection is kept: made, it serves the next ask at once
+                raise Unreachable(f"node {node}: connected, no time left to ask")
             try:
                 response = await asyncio.wait_for(
                     self.send(node, FindCoordinatorRequest(coordinator_key, coordinator_type),
-                              group=LOOKUP), timeout_s)
+                              group=LOOKUP), left)
             except (TimeoutError, errors.KafkaConnectionError, errors.NodeNotReadyError,
                     errors.RequestTimedOutError) as exc:
                 conn = self._conns.get((node, LOOKUP))  # noqa: SLF001 - renewed at the next ask

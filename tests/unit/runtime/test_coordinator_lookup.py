@@ -124,3 +124,49 @@ def test_install_replaces_aiokafkas_lookup_once_and_reads_only_names_it_has(
     client = asyncio.run(fresh())
     assert client._conns == {} and client.cluster.brokers() == set()  # noqa: SLF001
 
+
+
+class SlowNode:
+    """A stand-in for aiokafka's client (the names the installed lookup reads) with one node
+    that takes ``connect_s`` to connect once and ``answers_s`` (one per request) to answer."""
+
+    class Broker:
+        nodeId = 1  # noqa: N815 - aiokafka's name
+
+    class Cluster:
+        def brokers(self) -> set[object]:
+            return {SlowNode.Broker()}
+
+    def __init__(self, connect_s: float, answers_s: list[float]) -> None:
+        self.connect_s, self.answers_s = connect_s, answers_s
+        self.connected = False
+        self._conns: dict[tuple[int, str], object] = {}
+        self.cluster = self.Cluster()
+        self.sends: list[str] = []  # how each request ended: "answered" or "cancelled"
+
+    async def ready(self, node: int, group: str) -> bool:
+        if not self.connected:
+            await asyncio.sleep(self.connect_s)
+            self.connected = True
+        return True
+
+    async def send(self, node: int, request: object, group: str) -> object:
+        try:
+            await asyncio.sleep(self.answers_s.pop(0))
+        except asyncio.CancelledError:
+            self.sends.append("cancelled")
+            raise
+        self.sends.append("answered")
+        return type("Response", (), {"error_code": 0, "coordinator_id": 1})()
+
+
+def test_an_asks_connect_and_request_share_its_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connect of 0.6 s leaves the request 0.4 s of the ask's 1 s, not 1 s of its own: given
+    each all of it, one ask took up to 2 s and a lookup ran past its deadline. The connection
+    made is kept, and the next round's ask answers over it."""
+    monkeypatch.setattr(AIOKafkaClient, "coordinator_lookup", AIOKafkaClient.coordinator_lookup)
+    coordinator_lookup.install()
+    node = SlowNode(connect_s=0.6, answers_s=[0.8, 0.1])
+    found = asyncio.run(AIOKafkaClient.coordinator_lookup(node, 0, "cronstream"))  # type: ignore[arg-type]
+    assert found == 1
+    assert node.sends == ["cancelled", "answered"]
