@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from concurrent.futures import Executor
 
 from streams.runtime.admin import committed_offsets, end_offsets
@@ -19,22 +20,27 @@ from streams.topology import APP_ID, SUPPRESSIONS
 
 log = logging.getLogger(__name__)
 
-# A healthy ListOffsets answers in milliseconds. A round is given ENDS_FIRST_TIMEOUT_S, and each
-# round after a failed one twice the last, up to ENDS_MAX_TIMEOUT_S (ends_timeout_s).
-ENDS_FIRST_TIMEOUT_S = 1.0
+ENDS_MIN_TIMEOUT_S = 1.0  # next_ends_timeout_s: a healthy ListOffsets answers in milliseconds
 ENDS_MAX_TIMEOUT_S = 8.0
+ENDS_HEADROOM = 3  # a round's timeout: this many times the last answered round's duration
 ENDS_RETRY_S = 0.2
 
 
-def ends_timeout_s(failed_rounds: int) -> float:
-    """How long a round of the suppressions' ends may take after ``failed_rounds`` failed in a
-    row. Why short first: a round asked of a client whose metadata still names a node that is
-    shutting down waits out its whole timeout, and nothing is sent meanwhile. With a fixed 3 s,
-    a rolling restart's round stuck on the old client held sending 3.2 s, while the round after
-    it, on a fresh client, answered at once (docs/testing.md, "The last seconds of a kill").
-    Why it grows: on a cluster slower than the first timeout every round would fail, and
-    sending would never resume."""
-    return min(ENDS_FIRST_TIMEOUT_S * 2 ** failed_rounds, ENDS_MAX_TIMEOUT_S)
+def next_ends_timeout_s(timeout_s: float, answered_in_s: float | None) -> float:
+    """The next round's timeout for the suppressions' ends, after a round given ``timeout_s``
+    that answered in ``answered_in_s`` seconds (None: it failed).
+
+    Why short: a round asked of a client whose metadata still names a node that is shutting down
+    waits out its whole timeout, and nothing is sent meanwhile. With a fixed 3 s, a rolling
+    restart's stuck round held sending 3.2 s, while the round after it, on a fresh client,
+    answered at once (docs/testing.md, "The last seconds of a kill"). Why it doubles after a
+    failure: on a cluster slower than the timeout every round would fail and sending never
+    resume. Why it follows the last answer, not a count of failures: a slow but healthy cluster
+    settles at a timeout its rounds meet, instead of failing every other round (and each failure
+    counts towards the shared AdminClient's replacement, ``admin.STUCK_AFTER``)."""
+    if answered_in_s is None:
+        return min(timeout_s * 2, ENDS_MAX_TIMEOUT_S)
+    return min(max(answered_in_s * ENDS_HEADROOM, ENDS_MIN_TIMEOUT_S), ENDS_MAX_TIMEOUT_S)
 
 
 class OptOutBarrier:
@@ -45,19 +51,20 @@ class OptOutBarrier:
         self.applied: dict[int, int] = {}  # suppressions partition -> last applied offset
         self._ends = SharedRound(self._suppression_ends)
         self._outage = OutageLog(log, "suppressions' ends unknown")
-        self._failed_rounds = 0  # in a row; rounds run one at a time (SharedRound)
+        # the next round's (next_ends_timeout_s); rounds run one at a time (SharedRound)
+        self._timeout_s = ENDS_MIN_TIMEOUT_S
 
     def _suppression_ends(self) -> dict[tuple[str, int], int]:
-        """Where every suppressions partition ends: one ListOffsets for all of them, within
-        ``ends_timeout_s`` of the rounds failed before it."""
+        """Where every suppressions partition ends: one ListOffsets for all of them."""
+        timeout_s, started = self._timeout_s, time.monotonic()
         try:
             ends = end_offsets(self.bootstrap,
                                [(SUPPRESSIONS.name, p) for p in range(self.partitions)],
-                               ends_timeout_s(self._failed_rounds))
+                               timeout_s)
         except Exception:
-            self._failed_rounds += 1
+            self._timeout_s = next_ends_timeout_s(timeout_s, None)
             raise
-        self._failed_rounds = 0
+        self._timeout_s = next_ends_timeout_s(timeout_s, time.monotonic() - started)
         return ends
 
     async def _ends_now(self) -> dict[tuple[str, int], int]:

@@ -44,6 +44,7 @@ LOOKUP = "coordinator-lookup"  # a connection key beside aiokafka's DEFAULT and 
 ATTEMPT_S = 1.0  # one node's answer; a live node answers FindCoordinator in milliseconds
 DEADLINE_S = 2.0  # the whole lookup, before aiokafka's own retry (a metadata refresh) takes over
 BACKOFF_S = 0.05  # between rounds while every node said "not available yet"
+MIN_REQUEST_S = 0.1  # the least of an ask's time worth a request once its connect is made
 
 
 class Unreachable(Exception):
@@ -110,13 +111,16 @@ def install() -> None:
             "_cronstream_lookup_connects", {})
 
         async def ask(node: int, timeout_s: float) -> int:
-            # the connection is made apart from the request and outlives an ask that gave up on
+            # The connection is made apart from the request and outlives an ask that gave up on
             # it: a TLS or SASL handshake slower than an ask (an OIDC token fetched for each new
-            # connection) is finished for the next ask instead of begun again each time
-            # the connect and the request share the ask's timeout: each given all of it, an
-            # ask took up to twice that and a lookup ran past its deadline
+            # connection) is finished for the next ask instead of begun again each time.
+            # The connect and the request share the ask's timeout (each given all of it, an ask
+            # took up to twice that and a lookup ran past its deadline); a request whose time the
+            # connect took keeps the new connection, a request that had it all renews it.
             loop = asyncio.get_running_loop()
             until = loop.time() + timeout_s
+            conn = self._conns.get((node, LOOKUP))  # noqa: SLF001
+            was_connected = conn is not None and conn.connected()
             connecting = connects.get(node)
             if connecting is None or connecting.done():
                 connecting = connects[node] = asyncio.ensure_future(
@@ -127,7 +131,7 @@ def install() -> None:
             except TimeoutError as exc:
                 raise Unreachable(f"node {node}: still connecting") from exc
             left = until - loop.time()
-            if left <= 0:  # the connection is kept: made, it serves the next ask at once
+            if left < MIN_REQUEST_S:
                 raise Unreachable(f"node {node}: connected, no time left to ask")
             try:
                 response = await asyncio.wait_for(
@@ -136,7 +140,7 @@ def install() -> None:
             except (TimeoutError, errors.KafkaConnectionError, errors.NodeNotReadyError,
                     errors.RequestTimedOutError) as exc:
                 conn = self._conns.get((node, LOOKUP))  # noqa: SLF001 - renewed at the next ask
-                if conn is not None:
+                if conn is not None and (was_connected or not isinstance(exc, TimeoutError)):
                     conn.close()
                 raise Unreachable(f"node {node}: {exc!r}") from exc
             error = errors.for_code(response.error_code)

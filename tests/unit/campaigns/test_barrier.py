@@ -9,10 +9,10 @@ import pytest
 
 from streams.campaigns import barrier as barrier_module
 from streams.campaigns.barrier import (
-    ENDS_FIRST_TIMEOUT_S,
     ENDS_MAX_TIMEOUT_S,
+    ENDS_MIN_TIMEOUT_S,
     OptOutBarrier,
-    ends_timeout_s,
+    next_ends_timeout_s,
 )
 from streams.runtime.shared_round import SharedRound
 from streams.topology import SUPPRESSIONS
@@ -36,13 +36,24 @@ def test_a_failed_round_of_the_suppressions_ends_is_asked_again_not_raised():
     assert len(rounds) == 2
 
 
-def test_a_round_is_given_a_short_timeout_first_and_twice_the_last_after_each_failure():
-    assert [ends_timeout_s(n) for n in range(6)] == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
-    assert ends_timeout_s(0) == ENDS_FIRST_TIMEOUT_S
-    assert ends_timeout_s(50) == ENDS_MAX_TIMEOUT_S
+def test_a_failed_round_doubles_the_timeout_up_to_its_cap() -> None:
+    timeouts = [ENDS_MIN_TIMEOUT_S]
+    for _ in range(2000):  # an outage of hours: the timeout stays a number, capped
+        timeouts.append(next_ends_timeout_s(timeouts[-1], None))
+    assert timeouts[:6] == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+    assert timeouts[-1] == ENDS_MAX_TIMEOUT_S
 
 
-def test_rounds_of_the_ends_time_out_sooner_until_one_fails_and_start_over_after_an_answer(
+def test_an_answered_round_sets_the_timeout_from_how_long_it_took() -> None:
+    """A healthy cluster's milliseconds give the floor; a slow but healthy one settles at three
+    times its answers (1.5 s: 4.5 s), instead of failing every other round at 1 s."""
+    assert next_ends_timeout_s(8.0, 0.004) == ENDS_MIN_TIMEOUT_S
+    assert next_ends_timeout_s(1.0, 1.5) == 4.5
+    assert next_ends_timeout_s(4.5, 1.5) == 4.5
+    assert next_ends_timeout_s(8.0, 7.0) == ENDS_MAX_TIMEOUT_S
+
+
+def test_rounds_are_given_longer_after_each_failure_and_short_again_after_an_answer(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A round stuck on a client that still names a node shutting down is given up after 1 s,
     not 3 s (a rolling restart's 3.2 s without sending); the timeouts grow while rounds fail, so

@@ -128,7 +128,7 @@ def test_install_replaces_aiokafkas_lookup_once_and_reads_only_names_it_has(
 
 class SlowNode:
     """A stand-in for aiokafka's client (the names the installed lookup reads) with one node
-    that takes ``connect_s`` to connect once and ``answers_s`` (one per request) to answer."""
+    that takes ``connect_s`` to connect and ``answers_s`` (one per request) to answer."""
 
     class Broker:
         nodeId = 1  # noqa: N815 - aiokafka's name
@@ -137,17 +137,31 @@ class SlowNode:
         def brokers(self) -> set[object]:
             return {SlowNode.Broker()}
 
-    def __init__(self, connect_s: float, answers_s: list[float]) -> None:
+    class Conn:
+        def __init__(self, node: SlowNode) -> None:
+            self.node, self.open = node, True
+
+        def connected(self) -> bool:
+            return self.open
+
+        def close(self) -> None:
+            self.open = False
+            self.node.closed += 1
+
+    def __init__(self, connect_s: float, answers_s: list[float], connected: bool = False) -> None:
         self.connect_s, self.answers_s = connect_s, answers_s
-        self.connected = False
-        self._conns: dict[tuple[int, str], object] = {}
+        self._conns: dict[tuple[int, str], SlowNode.Conn] = {}
+        if connected:
+            self._conns[(1, coordinator_lookup.LOOKUP)] = self.Conn(self)
         self.cluster = self.Cluster()
         self.sends: list[str] = []  # how each request ended: "answered" or "cancelled"
+        self.closed = 0  # lookup connections closed
 
     async def ready(self, node: int, group: str) -> bool:
-        if not self.connected:
+        conn = self._conns.get((node, group))
+        if conn is None or not conn.connected():
             await asyncio.sleep(self.connect_s)
-            self.connected = True
+            self._conns[(node, group)] = self.Conn(self)
         return True
 
     async def send(self, node: int, request: object, group: str) -> object:
@@ -160,13 +174,25 @@ class SlowNode:
         return type("Response", (), {"error_code": 0, "coordinator_id": 1})()
 
 
+def installed_lookup(monkeypatch: pytest.MonkeyPatch, node: SlowNode) -> int:
+    monkeypatch.setattr(AIOKafkaClient, "coordinator_lookup", AIOKafkaClient.coordinator_lookup)
+    coordinator_lookup.install()
+    return asyncio.run(AIOKafkaClient.coordinator_lookup(node, 0, "cronstream"))  # type: ignore[arg-type]
+
+
 def test_an_asks_connect_and_request_share_its_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     """A connect of 0.6 s leaves the request 0.4 s of the ask's 1 s, not 1 s of its own: given
     each all of it, one ask took up to 2 s and a lookup ran past its deadline. The connection
-    made is kept, and the next round's ask answers over it."""
-    monkeypatch.setattr(AIOKafkaClient, "coordinator_lookup", AIOKafkaClient.coordinator_lookup)
-    coordinator_lookup.install()
+    the ask made is kept, and the next round's ask answers over it."""
     node = SlowNode(connect_s=0.6, answers_s=[0.8, 0.1])
-    found = asyncio.run(AIOKafkaClient.coordinator_lookup(node, 0, "cronstream"))  # type: ignore[arg-type]
-    assert found == 1
+    assert installed_lookup(monkeypatch, node) == 1
     assert node.sends == ["cancelled", "answered"]
+    assert node.closed == 0
+
+
+def test_a_request_that_had_the_whole_ask_and_no_answer_renews_the_connection(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    node = SlowNode(connect_s=0.0, answers_s=[1.5, 0.1], connected=True)
+    assert installed_lookup(monkeypatch, node) == 1
+    assert node.sends == ["cancelled", "answered"]
+    assert node.closed == 1
