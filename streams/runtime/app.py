@@ -17,7 +17,7 @@ from typing import Any
 
 import faust
 
-from streams.runtime import committed_seek, coordinator_lookup, rebootstrap
+from streams.runtime import committed_seek, coordinator_lookup, library_patch, rebootstrap
 from streams.runtime.authority import Lease, NoRegion
 from streams.runtime.group_lease import GroupLease, Member, heartbeats_renew
 from streams.runtime.guarded_table import GuardedTable
@@ -110,17 +110,15 @@ def shorter_fetch_polls() -> None:
     returns as soon as a record is there."""
     from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 
-    create = AIOKafkaConsumerThread._create_worker_consumer  # noqa: SLF001
-    if hasattr(create, "unwrapped"):
-        return
+    create = library_patch.original(AIOKafkaConsumerThread, "_create_worker_consumer")
 
     def create_worker_consumer(self: AIOKafkaConsumerThread, transport: Any) -> Any:
         consumer = create(self, transport)
         consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS  # noqa: SLF001 - read at its start()
         return consumer
 
-    create_worker_consumer.unwrapped = create  # type: ignore[attr-defined]
-    AIOKafkaConsumerThread._create_worker_consumer = create_worker_consumer  # type: ignore[method-assign]  # noqa: SLF001
+    library_patch.replace(AIOKafkaConsumerThread, "_create_worker_consumer",
+                          create_worker_consumer)
 
 
 def revocations_without_collections() -> None:

@@ -38,6 +38,8 @@ import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from typing import Any
 
+from streams.runtime import library_patch
+
 log = logging.getLogger(__name__)
 
 LOOKUP = "coordinator-lookup"  # a connection key beside aiokafka's DEFAULT and COORDINATION
@@ -103,9 +105,6 @@ def install() -> None:
     from aiokafka.client import AIOKafkaClient
     from aiokafka.protocol.coordination import FindCoordinatorRequest
 
-    original = getattr(AIOKafkaClient.coordinator_lookup, "unwrapped",
-                       AIOKafkaClient.coordinator_lookup)
-
     async def coordinator_lookup(self: Any, coordinator_type: Any, coordinator_key: str) -> int:
         connects: dict[int, asyncio.Future[bool]] = self.__dict__.setdefault(
             "_cronstream_lookup_connects", {})
@@ -161,5 +160,4 @@ def install() -> None:
                         exc)
             raise errors.NodeNotReadyError(str(exc)) from exc
 
-    coordinator_lookup.unwrapped = original  # type: ignore[attr-defined]
-    AIOKafkaClient.coordinator_lookup = coordinator_lookup  # type: ignore[method-assign]
+    library_patch.replace(AIOKafkaClient, "coordinator_lookup", coordinator_lookup)

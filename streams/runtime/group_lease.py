@@ -43,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from streams.runtime import library_patch
 from streams.runtime.region import LeaseClock
 
 
@@ -95,7 +96,7 @@ def heartbeats_renew(lease: GroupLease) -> None:
     from aiokafka.consumer.group_coordinator import GroupCoordinator
     from aiokafka.protocol.group import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest
 
-    original = getattr(GroupCoordinator._send_req, "unwrapped", GroupCoordinator._send_req)
+    original = library_patch.original(GroupCoordinator, "_send_req")
 
     async def _send_req(self: Any, request: Any) -> Any:
         if self.group_id != lease.group:
@@ -120,5 +121,4 @@ def heartbeats_renew(lease: GroupLease) -> None:
                           asked_at)
         return response
 
-    _send_req.unwrapped = original  # type: ignore[attr-defined]
-    GroupCoordinator._send_req = _send_req  # type: ignore[method-assign]
+    library_patch.replace(GroupCoordinator, "_send_req", _send_req)

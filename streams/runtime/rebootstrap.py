@@ -23,6 +23,8 @@ import logging
 import random
 from typing import Any
 
+from streams.runtime import library_patch
+
 log = logging.getLogger(__name__)
 
 CONNECT_S = 5.0  # one server's connection: a host that vanished does not answer at all
@@ -69,8 +71,7 @@ def install() -> None:
     metadata refresh (idempotent)."""
     from aiokafka.client import AIOKafkaClient
 
-    original = getattr(AIOKafkaClient._metadata_update, "unwrapped",  # noqa: SLF001
-                       AIOKafkaClient._metadata_update)  # noqa: SLF001
+    original = library_patch.original(AIOKafkaClient, "_metadata_update")
 
     async def _metadata_update(self: Any, cluster_metadata: Any, topics: Any) -> bool:
         if await original(self, cluster_metadata, topics):
@@ -85,5 +86,4 @@ def install() -> None:
                         sorted(b.nodeId for b in self.cluster.brokers()))
         return updated
 
-    _metadata_update.unwrapped = original  # type: ignore[attr-defined]
-    AIOKafkaClient._metadata_update = _metadata_update  # type: ignore[method-assign]  # noqa: SLF001
+    library_patch.replace(AIOKafkaClient, "_metadata_update", _metadata_update)

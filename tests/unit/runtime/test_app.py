@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import pytest
 from faust.stores.rocksdb import Store
 
-from streams.runtime import app
+from streams.runtime import app, library_patch
 
 
 class TP(NamedTuple):
@@ -49,8 +49,7 @@ def test_the_worker_consumer_polls_500_ms_not_fausts_1500(monkeypatch: pytest.Mo
     from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 
     # faust's own, though another test may have built a worker (which wraps it) first
-    fausts = getattr(AIOKafkaConsumerThread._create_worker_consumer, "unwrapped",  # noqa: SLF001
-                     AIOKafkaConsumerThread._create_worker_consumer)  # noqa: SLF001
+    fausts = library_patch.original(AIOKafkaConsumerThread, "_create_worker_consumer")
     built = SimpleNamespace(_fetch_max_wait_ms=1500)
     monkeypatch.setattr(AIOKafkaConsumerThread, "_create_worker_consumer",
                         lambda self, transport: built)

@@ -10,7 +10,7 @@ import pytest
 from aiokafka import errors
 from aiokafka.client import AIOKafkaClient
 
-from streams.runtime import coordinator_lookup
+from streams.runtime import coordinator_lookup, library_patch
 from streams.runtime.coordinator_lookup import Unreachable, ask_order, find_coordinator
 
 
@@ -109,8 +109,7 @@ def test_install_replaces_aiokafkas_lookup_once_and_reads_only_names_it_has(
     """The names the installed lookup reads of aiokafka's client (0.14): a rename fails here."""
     monkeypatch.setattr(AIOKafkaClient, "coordinator_lookup", AIOKafkaClient.coordinator_lookup)
     # aiokafka's own, though another test may have built a worker (which installs it) first
-    original = getattr(AIOKafkaClient.coordinator_lookup, "unwrapped",
-                       AIOKafkaClient.coordinator_lookup)
+    original = library_patch.original(AIOKafkaClient, "coordinator_lookup")
     coordinator_lookup.install()
     coordinator_lookup.install()  # idempotent
     assert AIOKafkaClient.coordinator_lookup.unwrapped is original  # type: ignore[attr-defined]
